@@ -1,0 +1,111 @@
+# Postcopy live migration for KVM with user-space page faults.
+#
+#   make deps         install the Debian packages the project needs (root)
+#   make              user-space programs: host, sanitized and static flavours
+#   make kernel       the patched node kernel (cached by content hash)
+#   make guest-image  the node initramfs (busybox + static programs + tests)
+#   make test         everything above, then host and in-node tests
+#   make demo         the main job: see README.md
+#   make bench        side-by-side measurements into build/bench/
+#
+# Each part adds its programs through its own build.mk (non-recursive make):
+#   $(eval $(call program,NAME,SOURCES,LIBS))
+# builds build/bin/NAME (host), build/san/bin/NAME (ASan+UBSan) and
+# build/node/bin/NAME (static, for the node initramfs).
+
+B := build
+CC ?= gcc
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-unused-parameter
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -Iinclude -MMD -MP
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+HOST_PROGRAMS :=
+NODE_PROGRAMS :=
+NODE_EXTRA :=
+
+.PHONY: all programs san node-programs deps kernel guest-image test test-host \
+	test-node demo bench clean format check-format
+all: programs node-programs
+
+# $(call program,NAME,SOURCES,LIBS)
+define program
+HOST_PROGRAMS += $(1)
+$(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2))
+	@mkdir -p $$(@D)
+	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $(3) -lpthread
+$(B)/san/bin/$(1): $(patsubst %.c,$(B)/san/obj/%.o,$(2))
+	@mkdir -p $$(@D)
+	$(Q)$$(CC) $(SAN_FLAGS) $$(LDFLAGS) -o $$@ $$^ $(3) -lpthread
+$(B)/node/bin/$(1): $(patsubst %.c,$(B)/node/obj/%.o,$(2))
+	@mkdir -p $$(@D)
+	$(Q)$$(CC) -static $$(LDFLAGS) -o $$@ $$^ $(3) -lpthread
+endef
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
+$(B)/san/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC [san] $<"
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS) -c -o $@ $<
+$(B)/node/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC [node] $<"
+	$(Q)$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+# The parts. Each file only adds programs and its own extra targets.
+include tests/build.mk
+-include vmm/build.mk
+-include migrate-agent/build.mk
+-include guest-image/build.mk
+-include bench/build.mk
+
+programs: $(addprefix $(B)/bin/,$(HOST_PROGRAMS))
+san: $(addprefix $(B)/san/bin/,$(HOST_PROGRAMS))
+node-programs: $(addprefix $(B)/node/bin/,$(HOST_PROGRAMS) $(NODE_PROGRAMS)) $(NODE_EXTRA)
+
+deps:
+	@scripts/deps.sh
+
+kernel:
+	@scripts/build-kernel.sh
+
+guest-image: node-programs
+	@scripts/mkinitramfs.sh
+
+# The one test command (README.md, .ci/run).
+test: deps
+	@$(MAKE) --no-print-directory programs san node-programs
+	@$(MAKE) --no-print-directory kernel guest-image
+	@tests/run
+
+# Subsets, for development: host only, or node only.
+test-host: programs san
+	@tests/run --host-only
+test-node: kernel guest-image
+	@tests/run --node-only
+
+demo: deps
+	@$(MAKE) --no-print-directory programs node-programs
+	@$(MAKE) --no-print-directory kernel guest-image
+	@scripts/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory programs node-programs
+	@$(MAKE) --no-print-directory kernel guest-image
+	@bench/run
+
+format:
+	@git ls-files '*.c' '*.h' | grep -v '^kernel-patches/' | xargs clang-format -i
+check-format:
+	@git ls-files '*.c' '*.h' | grep -v '^kernel-patches/' | xargs clang-format --dry-run --Werror
+
+clean:
+	rm -rf $(B)/bin $(B)/san $(B)/node $(B)/obj $(B)/initramfs* $(B)/tests
+
+-include $(shell find $(B)/obj $(B)/san/obj $(B)/node/obj -name '*.d' 2>/dev/null)
