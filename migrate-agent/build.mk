@@ -1,0 +1,25 @@
+# migrate-agent: the postcopy migration library (linked into vmm), the
+# migrate-agent CLI, test peers and the wire-protocol fuzz target.
+
+BASE_CFLAGS += -Imigrate-agent/include
+
+# The library, for the VMM to link (with $(MIG_LIBS)).
+MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c \
+	migrate-agent/source.c migrate-agent/dest.c
+MIG_LIBS := -luring -lzstd
+
+# Test programs: plain-memory end-to-end migration, adversarial peer, link cutter.
+$(eval $(call program,mig-memtest,migrate-agent/tests/memtest.c $(MIG_LIB_SRCS),$(MIG_LIBS)))
+
+# The parser's libFuzzer target: build/fuzz/wire-fuzz (built with the programs,
+# run by tests/host/migrate-fuzz.sh).
+FUZZ_CC ?= clang
+.PHONY: fuzz
+fuzz: $(B)/fuzz/wire-fuzz
+programs: $(B)/fuzz/wire-fuzz
+$(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate-agent/include/migrate/wire.h
+	@mkdir -p $(@D)
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
+		-Iinclude -Imigrate-agent/include -o $@ migrate-agent/fuzz/wire-fuzz.c \
+		migrate-agent/wire.c -lzstd

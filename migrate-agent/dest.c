@@ -1,0 +1,862 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The destination side of postcopy.  mig_dest_incoming() accepts the two
+ * channels, stages precopy pages, loads the STATE; the VMM then starts the
+ * vCPUs with every other page missing and reports each fault through
+ * mig_dest_fault().  Threads:
+ *   rx-urgent   demand replies (PAGE with MIG_PAGEF_DEMAND) -> install;
+ *   rx-bulk     pushed pages -> install;
+ *   stager      installs the pages precopy left in the staging buffer;
+ *   supervisor  watches the link: on a break it waits (up to recover_ms)
+ *               for the source to reconnect, sends RESUME with the bitmap of
+ *               pages received and repeats outstanding requests.
+ *
+ * Each page has one state byte, changed only by compare-and-swap:
+ *   MISSING -> REQUESTED (fault) -> INSTALLING -> PRESENT
+ *   MISSING/STAGED -------------------> INSTALLING -> PRESENT
+ * The INSTALLING claim makes "install" happen once per page whatever the
+ * channel; a second arrival is a duplicate and is counted, never written.
+ * Ordering hazard handled: a fault read from the kernel after its page was
+ * installed (the install already woke the vCPU) finds PRESENT and returns 1.
+ * Deliberately ignored: a REQUESTED page whose request was lost with a
+ * broken link stays REQUESTED; the supervisor re-sends every REQUESTED page
+ * after RESUME, so it cannot be forgotten.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum {
+	PG_MISSING,
+	PG_REQUESTED,
+	PG_INSTALLING,
+	PG_PRESENT,
+	PG_STAGED
+};
+
+struct mig_dest {
+	struct mig_opts o;
+	struct sockaddr_in sa;
+	int lfd;
+	struct mig_dest_vm *vm;
+	uint64_t nr_pages, session;
+	uint32_t features;
+	uint8_t *pst;
+	uint64_t *t_fault;
+	uint8_t *stage;
+
+	/* req_lock guards which connections are live (urg/bulk/link_ok). */
+	pthread_mutex_t req_lock;
+	struct mig_conn *urg, *bulk;
+	int link_ok;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int phase0_done, broken, failed, all_present, complete_sent, stop;
+	char why[320];
+
+	pthread_t rx_urg, rx_bulk, sup, stager;
+	int rx_urg_on, rx_bulk_on, sup_on, stager_on;
+
+	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
+	    dedup, pages_zero;
+	pthread_mutex_t lat_lock;
+	struct mig_lat lat;
+	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
+	uint64_t bytes_rx_prev;
+};
+
+static void fail_dest(struct mig_dest *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void kick_links(struct mig_dest *d)
+{
+	pthread_mutex_lock(&d->req_lock);
+	if (d->urg)
+		mig_conn_kick(d->urg);
+	if (d->bulk)
+		mig_conn_kick(d->bulk);
+	pthread_mutex_unlock(&d->req_lock);
+}
+
+static void fail_dest(struct mig_dest *d, const char *fmt, ...)
+{
+	pthread_mutex_lock(&d->lock);
+	if (!d->failed) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(d->why, sizeof(d->why), fmt, ap);
+		va_end(ap);
+		d->failed = 1;
+	}
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	kick_links(d);
+}
+
+static void send_error(struct mig_conn *c, uint32_t code, const char *msg)
+{
+	struct mig_error e = { .code = code, .msg_len = (uint32_t)strlen(msg) };
+	if (e.msg_len > MIG_MAX_ERROR_MSG)
+		e.msg_len = MIG_MAX_ERROR_MSG;
+	mig_conn_send(c, MIG_MSG_ERROR, &e, sizeof(e), msg, e.msg_len);
+}
+
+/* ---- Completion ---- */
+
+static void fill_complete(struct mig_dest *d, struct mig_complete *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->pages_received = __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
+	m->pages_demand = d->pages_demand;
+	m->pages_pushed = d->pages_pushed + d->pages_precopy;
+	m->pages_duplicate = d->pages_dup;
+	m->faults = d->faults;
+	m->requests_sent = d->req_sent;
+	m->requests_deduped = d->dedup;
+	pthread_mutex_lock(&d->lat_lock);
+	m->fault_lat_p50_ns = mig_lat_pct(&d->lat, 50);
+	m->fault_lat_p99_ns = mig_lat_pct(&d->lat, 99);
+	m->fault_lat_max_ns = mig_lat_max(&d->lat);
+	m->blocktime_ns = d->lat.sum;
+	memcpy(m->lat_hist, d->lat.hist, sizeof(m->lat_hist));
+	pthread_mutex_unlock(&d->lat_lock);
+	m->recoveries = d->recoveries;
+}
+
+/* Send COMPLETE if every page is here and it was not sent yet. */
+static void try_complete(struct mig_dest *d)
+{
+	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE))
+		return;
+	struct mig_complete m;
+	fill_complete(d, &m);
+	pthread_mutex_lock(&d->req_lock);
+	int sent = 0;
+	if (d->link_ok && !d->complete_sent)
+		sent = mig_conn_send(d->urg, MIG_MSG_COMPLETE, &m, sizeof(m), NULL, 0) == 0;
+	if (sent)
+		d->complete_sent = 1;
+	pthread_mutex_unlock(&d->req_lock);
+	if (sent) {
+		pthread_mutex_lock(&d->lock);
+		d->t_done = mig_now_ns();
+		pthread_cond_broadcast(&d->cond);
+		pthread_mutex_unlock(&d->lock);
+	}
+}
+
+/* ---- Installing ---- */
+
+/* Install page i from data (NULL: zero).  0, or -errno (fatal, already reported). */
+static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
+{
+	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (kind == 2 && st != PG_STAGED)
+			return 0; /* the stager and a fault raced: one installs */
+		if (st == PG_PRESENT || st == PG_INSTALLING) {
+			__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+		if (__atomic_compare_exchange_n(&d->pst[i], &st, PG_INSTALLING, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			break;
+	}
+	int r = d->vm->install(d->vm->ctx, i * MIG_PAGE_SIZE, data);
+	if (r == -EEXIST) {
+		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
+		r = 0;
+	}
+	if (r) {
+		__atomic_store_n(&d->pst[i], st, __ATOMIC_RELEASE);
+		fail_dest(d, "cannot install page 0x%llx: %s",
+			  (unsigned long long)(i * MIG_PAGE_SIZE), strerror(-r));
+		return r;
+	}
+	if (st == PG_REQUESTED) {
+		uint64_t lat = mig_now_ns() - d->t_fault[i];
+		pthread_mutex_lock(&d->lat_lock);
+		mig_lat_add(&d->lat, lat);
+		pthread_mutex_unlock(&d->lat_lock);
+	}
+	if (!data)
+		__atomic_fetch_add(&d->pages_zero, 1, __ATOMIC_RELAXED);
+	uint64_t *ctr = kind == 0   ? &d->pages_demand
+			: kind == 1 ? &d->pages_pushed
+				    : &d->pages_precopy;
+	__atomic_fetch_add(ctr, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&d->pst[i], PG_PRESENT, __ATOMIC_RELEASE);
+	if (__atomic_add_fetch(&d->received, 1, __ATOMIC_ACQ_REL) == d->nr_pages) {
+		__atomic_store_n(&d->all_present, 1, __ATOMIC_RELEASE);
+		try_complete(d);
+	}
+	return 0;
+}
+
+static void *stager_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	for (uint64_t i = 0; i < d->nr_pages && !d->failed && !d->stop; i++)
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
+			install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+	return NULL;
+}
+
+/* ---- Receiving ---- */
+
+struct rx_arg {
+	struct mig_dest *d;
+	struct mig_conn *c;
+};
+
+static int link_error(int r)
+{
+	return r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN || r == -ETIMEDOUT ||
+	       r == -EHOSTUNREACH || r == -ENETUNREACH || r == -ECONNABORTED;
+}
+
+static void rx_loop(struct mig_dest *d, struct mig_conn *c)
+{
+	static _Thread_local uint8_t page[MIG_PAGE_SIZE];
+	char err[320];
+	for (;;) {
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
+		if (d->failed || d->stop || d->complete_sent)
+			return;
+		if (r && link_error(r) && d->t_state) {
+			pthread_mutex_lock(&d->lock);
+			if (!d->broken)
+				snprintf(d->why, sizeof(d->why), "%s", err);
+			d->broken = 1;
+			pthread_cond_broadcast(&d->cond);
+			pthread_mutex_unlock(&d->lock);
+			return;
+		}
+		if (r) {
+			send_error(c, MIG_ERR_PROTOCOL, err);
+			fail_dest(d, "%s", err);
+			return;
+		}
+		switch (h.type) {
+		case MIG_MSG_PAGE: {
+			struct mig_page pg;
+			memcpy(&pg, p, sizeof(pg));
+			const uint8_t *data = p + sizeof(pg);
+			uint64_t i = pg.addr / MIG_PAGE_SIZE;
+			if ((pg.flags & MIG_PAGEF_PRECOPY) && !d->phase0_done) {
+				r = mig_page_decode(&pg, data, d->stage + i * MIG_PAGE_SIZE, err,
+						    sizeof(err));
+				if (!r)
+					__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
+			} else if (pg.flags & MIG_PAGEF_PRECOPY) {
+				snprintf(err, sizeof(err),
+					 "%s channel: precopy PAGE after the switch-over", c->name);
+				r = -EPROTO;
+			} else {
+				const void *src = data;
+				if (pg.encoding == MIG_PAGE_ZERO)
+					src = NULL;
+				else if (pg.encoding == MIG_PAGE_ZSTD) {
+					r = mig_page_decode(&pg, data, page, err, sizeof(err));
+					src = page;
+				}
+				if (!r)
+					r = install(d, i, src,
+						    (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1);
+				if (r)
+					return;
+			}
+			break;
+		}
+		case MIG_MSG_DONE: {
+			struct mig_done dn;
+			memcpy(&dn, p, sizeof(dn));
+			if (dn.phase == 0) {
+				pthread_mutex_lock(&d->lock);
+				d->phase0_done = 1;
+				pthread_cond_broadcast(&d->cond);
+				pthread_mutex_unlock(&d->lock);
+			}
+			break;
+		}
+		case MIG_MSG_PRECOPY_DIRTY: {
+			const uint8_t *bm = p + sizeof(struct mig_dirty);
+			for (uint64_t i = 0; i < d->nr_pages; i++) {
+				uint8_t st = PG_STAGED;
+				if ((bm[i / 8] >> (i % 8)) & 1)
+					__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
+								    __ATOMIC_ACQ_REL,
+								    __ATOMIC_ACQUIRE);
+			}
+			break;
+		}
+		case MIG_MSG_ERROR: {
+			struct mig_error e;
+			memcpy(&e, p, sizeof(e));
+			fail_dest(d, "source reported an error: %.*s", (int)e.msg_len,
+				  (const char *)p + sizeof(e));
+			return;
+		}
+		default:
+			snprintf(err, sizeof(err), "%s channel: unexpected %s from the source",
+				 c->name, mig_msg_name(h.type));
+			r = -EPROTO;
+		}
+		if (r) {
+			send_error(c, MIG_ERR_PROTOCOL, err);
+			fail_dest(d, "%s", err);
+			return;
+		}
+	}
+}
+
+static void *rx_thread(void *arg)
+{
+	struct rx_arg *a = arg;
+	rx_loop(a->d, a->c);
+	free(a);
+	return NULL;
+}
+
+static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on)
+{
+	struct rx_arg *a = malloc(sizeof(*a));
+	a->d = d;
+	a->c = c;
+	pthread_create(t, NULL, rx_thread, a);
+	*on = 1;
+}
+
+/* ---- Accepting a pair of channels ---- */
+
+static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
+{
+	struct mig_conn *c = malloc(sizeof(*c));
+	if (!c || mig_conn_init(c, fd, name, MIG_ROLE_SOURCE, d->features)) {
+		free(c);
+		close(fd);
+		return NULL;
+	}
+	c->wire.ram_size = d->vm->ram_size;
+	return c;
+}
+
+static void free_conn(struct mig_conn *c)
+{
+	if (!c)
+		return;
+	mig_conn_close(c);
+	free(c);
+}
+
+static void set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+/*
+ * Accept connections until both channels of one session said HELLO, or the
+ * deadline.  recover: only a RECOVER HELLO of d->session is welcome (others
+ * are refused and the wait goes on); otherwise the first HELLO sets the
+ * session, and anything malformed fails the incoming migration.
+ */
+static int accept_pair(struct mig_dest *d, int recover, uint64_t deadline, struct mig_conn **urg,
+		       struct mig_conn **bulk, char *err, size_t errlen)
+{
+	*urg = *bulk = NULL;
+	while (!*urg || !*bulk) {
+		int64_t left = deadline ? (int64_t)(deadline - mig_now_ns()) / 1000000 : -1;
+		if (deadline && left <= 0) {
+			snprintf(err, errlen, "no source connected within the deadline");
+			goto fail;
+		}
+		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
+		int n = poll(&pfd, 1, deadline ? (int)(left < 200 ? left : 200) : 200);
+		if (d->stop) {
+			snprintf(err, errlen, "stopped");
+			goto fail;
+		}
+		if (n <= 0)
+			continue;
+		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		set_rcvtimeo(fd, 5000);
+		struct mig_conn *c = new_conn(d, fd, "incoming");
+		if (!c)
+			continue;
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		char why[300];
+		int r = mig_conn_recv(c, &h, &p, why, sizeof(why));
+		struct mig_hello m;
+		if (!r && h.type != MIG_MSG_HELLO) {
+			snprintf(why, sizeof(why), "expected HELLO first, got %s",
+				 mig_msg_name(h.type));
+			r = -EPROTO;
+		}
+		if (!r) {
+			memcpy(&m, p, sizeof(m));
+			if (recover &&
+			    (!(m.flags & MIG_HELLO_RECOVER) || m.session_id != d->session)) {
+				snprintf(why, sizeof(why),
+					 "connection is not a recovery of session %llx",
+					 (unsigned long long)d->session);
+				r = -EPROTO;
+			} else if (!recover && (m.flags & MIG_HELLO_RECOVER)) {
+				snprintf(why, sizeof(why),
+					 "recovery HELLO for an unknown session %llx",
+					 (unsigned long long)m.session_id);
+				r = -EPROTO;
+			} else if ((*urg || *bulk) && m.session_id != d->session) {
+				snprintf(why, sizeof(why), "second channel from another session");
+				r = -EPROTO;
+			} else if ((m.channel == MIG_CHAN_URGENT && *urg) ||
+				   (m.channel == MIG_CHAN_BULK && *bulk)) {
+				snprintf(why, sizeof(why), "channel %u opened twice", m.channel);
+				r = -EPROTO;
+			}
+		}
+		if (r) {
+			send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL,
+				   why);
+			free_conn(c);
+			if (recover) {
+				pr_mig("refused a connection during recovery: %s\n", why);
+				continue;
+			}
+			snprintf(err, errlen, "%s", why);
+			goto fail;
+		}
+		d->session = m.session_id;
+		d->features &= m.features;
+		c->wire.features = d->features;
+		struct mig_hello back = {
+			.version = MIG_VERSION,
+			.role = MIG_ROLE_DEST,
+			.channel = m.channel,
+			.page_size = MIG_PAGE_SIZE,
+			.flags = m.flags & MIG_HELLO_RECOVER,
+			.session_id = d->session,
+			.ram_size = d->vm->ram_size,
+			.features = d->features,
+		};
+		mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
+		if (m.channel == MIG_CHAN_URGENT) {
+			c->name = "urgent";
+			c->spin_us = d->o.spin_us;
+			*urg = c;
+		} else {
+			c->name = "bulk";
+			*bulk = c;
+		}
+	}
+	set_rcvtimeo((*urg)->fd, 0);
+	set_rcvtimeo((*bulk)->fd, 0);
+	return 0;
+fail:
+	free_conn(*urg);
+	free_conn(*bulk);
+	*urg = *bulk = NULL;
+	return -EPROTO;
+}
+
+/* ---- Supervisor: breaks and recovery ---- */
+
+static int recover(struct mig_dest *d)
+{
+	char err[320];
+	uint64_t t0 = mig_now_ns();
+	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
+	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
+	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
+	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
+	/* Stop the receivers and retire the old connections. */
+	pthread_mutex_lock(&d->req_lock);
+	d->link_ok = 0;
+	pthread_mutex_unlock(&d->req_lock);
+	kick_links(d);
+	if (d->rx_urg_on)
+		pthread_join(d->rx_urg, NULL);
+	if (d->rx_bulk_on)
+		pthread_join(d->rx_bulk, NULL);
+	d->rx_urg_on = d->rx_bulk_on = 0;
+	pthread_mutex_lock(&d->req_lock);
+	d->bytes_rx_prev += d->urg->rx_bytes + d->bulk->rx_bytes;
+	free_conn(d->urg);
+	free_conn(d->bulk);
+	d->urg = d->bulk = NULL;
+	pthread_mutex_unlock(&d->req_lock);
+
+	struct mig_conn *urg, *bulk;
+	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
+	if (accept_pair(d, 1, deadline, &urg, &bulk, err, sizeof(err))) {
+		fail_dest(d,
+			  "source did not reconnect within %d ms after the link broke (%s); "
+			  "stopping: %llu pages never arrived, the VM must not run on",
+			  d->o.recover_ms, d->why,
+			  (unsigned long long)(d->nr_pages -
+					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
+		return -ETIMEDOUT;
+	}
+	/* RESUME: every page present or staged counts as received. */
+	size_t bytes = (d->nr_pages + 7) / 8;
+	uint8_t *bm = calloc(1, bytes);
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
+			bm[i / 8] |= 1 << (i % 8);
+	}
+	struct mig_resume rs = { .nr_pages = d->nr_pages };
+	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
+	free(bm);
+	if (r) {
+		free_conn(urg);
+		free_conn(bulk);
+		pthread_mutex_lock(&d->lock);
+		snprintf(d->why, sizeof(d->why), "could not send RESUME");
+		pthread_mutex_unlock(&d->lock);
+		return 0; /* still broken: the next round waits again */
+	}
+	pthread_mutex_lock(&d->req_lock);
+	d->urg = urg;
+	d->bulk = bulk;
+	d->link_ok = 1;
+	uint64_t again = 0;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_REQUESTED)
+			continue;
+		struct mig_page_request q = { .count = 1 };
+		uint64_t addr = i * MIG_PAGE_SIZE;
+		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
+		again++;
+	}
+	pthread_mutex_unlock(&d->req_lock);
+	pthread_mutex_lock(&d->lock);
+	d->broken = 0;
+	d->recoveries++;
+	d->t_broken_ns += mig_now_ns() - t0;
+	pthread_mutex_unlock(&d->lock);
+	start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
+	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
+	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
+	       (double)(mig_now_ns() - t0) / 1e6, (unsigned long long)again);
+	try_complete(d);
+	return 0;
+}
+
+static void *supervisor_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	for (;;) {
+		pthread_mutex_lock(&d->lock);
+		int failed = d->failed, done = d->complete_sent, broken = d->broken, stop = d->stop;
+		pthread_mutex_unlock(&d->lock);
+		if (failed || done || stop)
+			return NULL;
+		if (broken) {
+			if (recover(d))
+				return NULL;
+			continue;
+		}
+		/* A source reconnecting before this side noticed the break. */
+		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
+		if (poll(&pfd, 1, 100) > 0 && !d->complete_sent) {
+			pthread_mutex_lock(&d->lock);
+			if (!d->broken && !d->failed)
+				snprintf(d->why, sizeof(d->why),
+					 "the source opened a new connection");
+			d->broken = 1;
+			pthread_mutex_unlock(&d->lock);
+		}
+	}
+}
+
+/* ---- Public API ---- */
+
+struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t errlen)
+{
+	struct mig_dest *d = calloc(1, sizeof(*d));
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	d->o = *o;
+	mig_opts_defaults(&d->o);
+	d->t_start = mig_now_ns();
+	d->features = MIG_FEAT_KNOWN;
+	pthread_mutex_init(&d->req_lock, NULL);
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->lat_lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	if (mig_addr_parse(o->addr, &d->sa, err, errlen) < 0) {
+		free(d);
+		return NULL;
+	}
+	d->lfd = mig_listen(&d->sa, err, errlen);
+	if (d->lfd < 0) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static int check_layout(struct mig_dest *d, const struct mig_layout *l, char *err, size_t errlen)
+{
+	struct mig_dest_vm *vm = d->vm;
+	if (!vm->nr_regions)
+		return 0;
+	if (l->nr_regions != vm->nr_regions)
+		goto bad;
+	for (unsigned i = 0; i < l->nr_regions; i++)
+		if (l->regions[i].gpa != vm->regions[i].gpa ||
+		    l->regions[i].size != vm->regions[i].size)
+			goto bad;
+	return 0;
+bad:
+	snprintf(err, errlen,
+		 "the source's RAM layout (%u regions, first at 0x%llx size 0x%llx) differs "
+		 "from this VM's (%u regions, first at 0x%llx size 0x%llx)",
+		 l->nr_regions, (unsigned long long)l->regions[0].gpa,
+		 (unsigned long long)l->regions[0].size, vm->nr_regions,
+		 (unsigned long long)vm->regions[0].gpa, (unsigned long long)vm->regions[0].size);
+	return -EINVAL;
+}
+
+int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
+{
+	int r;
+	d->vm = vm;
+	d->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
+	d->pst = calloc(d->nr_pages, 1);
+	d->t_fault = calloc(d->nr_pages, 8);
+	d->stage = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (!d->pst || !d->t_fault || d->stage == MAP_FAILED) {
+		d->stage = NULL;
+		snprintf(err, errlen, "out of memory for %llu pages",
+			 (unsigned long long)d->nr_pages);
+		return -ENOMEM;
+	}
+	struct mig_conn *urg, *bulk;
+	r = accept_pair(d, 0, 0, &urg, &bulk, err, errlen);
+	if (r)
+		return r;
+	d->urg = urg;
+	d->bulk = bulk;
+	d->link_ok = 1;
+	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
+
+	/* LAYOUT, then STATE, on the urgent channel; a stalled source times out. */
+	set_rcvtimeo(urg->fd, 60000);
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	r = mig_conn_recv(urg, &h, &p, err, errlen);
+	if (!r && h.type != MIG_MSG_LAYOUT) {
+		snprintf(err, errlen, "urgent channel: expected LAYOUT, got %s",
+			 mig_msg_name(h.type));
+		r = -EPROTO;
+	}
+	if (!r) {
+		struct mig_layout l;
+		memcpy(&l, p, sizeof(l));
+		r = check_layout(d, &l, err, errlen);
+	}
+	if (!r) {
+		r = mig_conn_recv(urg, &h, &p, err, errlen);
+		if (!r && h.type != MIG_MSG_STATE) {
+			snprintf(err, errlen, "urgent channel: expected STATE, got %s",
+				 mig_msg_name(h.type));
+			r = -EPROTO;
+		}
+	}
+	if (r) {
+		send_error(urg, MIG_ERR_PROTOCOL, err);
+		goto fail;
+	}
+	struct mig_state_hdr sh;
+	memcpy(&sh, p, sizeof(sh));
+	d->pause_rt = sh.pause_realtime_ns;
+
+	/* Precopy pages (if any) are staged once the bulk channel said DONE. */
+	pthread_mutex_lock(&d->lock);
+	while (!d->phase0_done && !d->failed)
+		pthread_cond_wait(&d->cond, &d->lock);
+	pthread_mutex_unlock(&d->lock);
+	if (d->failed) {
+		snprintf(err, errlen, "%s", d->why);
+		r = -EPROTO;
+		goto fail;
+	}
+	r = vm->load_state(vm->ctx, p + sizeof(sh), sh.blob_len);
+	if (r) {
+		snprintf(err, errlen, "cannot load the VM state sent by the source: %s",
+			 strerror(-r));
+		send_error(urg, MIG_ERR_STATE, err);
+		goto fail;
+	}
+	set_rcvtimeo(urg->fd, 0);
+	d->t_state = mig_now_ns();
+	start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
+	uint64_t staged = 0;
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		staged += d->pst[i] == PG_STAGED;
+	if (staged) {
+		pthread_create(&d->stager, NULL, stager_thread, d);
+		d->stager_on = 1;
+	}
+	pthread_create(&d->sup, NULL, supervisor_thread, d);
+	d->sup_on = 1;
+	return 0;
+fail:
+	d->stop = 1;
+	kick_links(d);
+	if (d->rx_bulk_on)
+		pthread_join(d->rx_bulk, NULL);
+	d->rx_bulk_on = 0;
+	return r;
+}
+
+void mig_dest_resumed(struct mig_dest *d)
+{
+	d->t_resumed = mig_now_ns();
+	d->resume_rt = mig_realtime_ns();
+	struct mig_running m = {
+		.resume_realtime_ns = d->resume_rt,
+		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
+	};
+	pthread_mutex_lock(&d->req_lock);
+	if (d->link_ok)
+		mig_conn_send(d->urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
+	pthread_mutex_unlock(&d->req_lock);
+}
+
+int mig_dest_fault(struct mig_dest *d, uint64_t off)
+{
+	if (off >= d->vm->ram_size)
+		return -ERANGE;
+	uint64_t i = off / MIG_PAGE_SIZE;
+	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (st == PG_PRESENT)
+			return 1;
+		if (st == PG_STAGED) {
+			install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+			return 1;
+		}
+		if (st != PG_MISSING) {
+			__atomic_fetch_add(&d->dedup, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+		d->t_fault[i] = mig_now_ns();
+		if (__atomic_compare_exchange_n(&d->pst[i], &st, PG_REQUESTED, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			break;
+	}
+	__atomic_fetch_add(&d->faults, 1, __ATOMIC_RELAXED);
+	struct mig_page_request q = { .count = 1 };
+	uint64_t addr = i * MIG_PAGE_SIZE;
+	pthread_mutex_lock(&d->req_lock);
+	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
+		d->req_sent++;
+	pthread_mutex_unlock(&d->req_lock);
+	return 0;
+}
+
+int mig_dest_status(struct mig_dest *d)
+{
+	pthread_mutex_lock(&d->lock);
+	int s = d->failed ? -1 : d->complete_sent ? 1 : 0;
+	pthread_mutex_unlock(&d->lock);
+	return s;
+}
+
+int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&d->lock);
+	while (!d->failed && !d->complete_sent)
+		pthread_cond_wait(&d->cond, &d->lock);
+	int failed = d->failed;
+	if (failed)
+		snprintf(err, errlen, "%s", d->why);
+	pthread_mutex_unlock(&d->lock);
+	return failed ? -EIO : 0;
+}
+
+void mig_dest_report(struct mig_dest *d, FILE *f)
+{
+	struct mig_complete m;
+	fill_complete(d, &m);
+	uint64_t rx =
+	    d->bytes_rx_prev + (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
+	fprintf(f, "{\n  \"role\": \"destination\",\n");
+	fprintf(f, "  \"ram_bytes\": %llu,\n  \"pages\": %llu,\n",
+		(unsigned long long)(d->vm ? d->vm->ram_size : 0), (unsigned long long)d->nr_pages);
+	fprintf(f, "  \"downtime_us\": %.1f,\n",
+		d->t_resumed ? (double)(int64_t)(d->resume_rt - d->pause_rt) / 1000.0 : -1.0);
+	fprintf(f, "  \"state_to_resume_us\": %.1f,\n",
+		d->t_resumed ? (double)(d->t_resumed - d->t_state) / 1000.0 : -1.0);
+	fprintf(f, "  \"postcopy_ms\": %.3f,\n",
+		d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0);
+	fprintf(f, "  \"bytes_received\": %llu,\n", (unsigned long long)rx);
+	fprintf(f, "  \"pages_received\": %llu,\n", (unsigned long long)m.pages_received);
+	fprintf(f, "  \"pages_demand\": %llu,\n", (unsigned long long)d->pages_demand);
+	fprintf(f, "  \"pages_pushed\": %llu,\n", (unsigned long long)d->pages_pushed);
+	fprintf(f, "  \"pages_precopy\": %llu,\n", (unsigned long long)d->pages_precopy);
+	fprintf(f, "  \"pages_zero\": %llu,\n", (unsigned long long)d->pages_zero);
+	fprintf(f, "  \"duplicate_pages\": %llu,\n", (unsigned long long)m.pages_duplicate);
+	fprintf(f, "  \"pages_requested\": %llu,\n", (unsigned long long)m.requests_sent);
+	fprintf(f, "  \"faults\": %llu,\n  \"faults_deduped\": %llu,\n",
+		(unsigned long long)m.faults, (unsigned long long)m.requests_deduped);
+	fprintf(f,
+		"  \"fault_latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f, "
+		"\"histogram\": ",
+		(double)m.fault_lat_p50_ns / 1000.0, (double)m.fault_lat_p99_ns / 1000.0,
+		(double)m.fault_lat_max_ns / 1000.0);
+	mig_json_hist(f, m.lat_hist);
+	fprintf(f, "},\n");
+	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)m.blocktime_ns / 1e6);
+	fprintf(f, "  \"recoveries\": %llu,\n", (unsigned long long)d->recoveries);
+	fprintf(f, "  \"link_down_ms\": %.3f\n}\n", (double)d->t_broken_ns / 1e6);
+}
+
+void mig_dest_free(struct mig_dest *d)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->lock);
+	d->stop = 1;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	kick_links(d);
+	if (d->sup_on)
+		pthread_join(d->sup, NULL);
+	if (d->rx_urg_on)
+		pthread_join(d->rx_urg, NULL);
+	if (d->rx_bulk_on)
+		pthread_join(d->rx_bulk, NULL);
+	if (d->stager_on)
+		pthread_join(d->stager, NULL);
+	free_conn(d->urg);
+	free_conn(d->bulk);
+	if (d->lfd >= 0)
+		close(d->lfd);
+	if (d->stage)
+		munmap(d->stage, d->vm->ram_size);
+	free(d->pst);
+	free(d->t_fault);
+	free(d->lat.ns);
+	free(d);
+}

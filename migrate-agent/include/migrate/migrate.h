@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The migration library: what a VMM links to migrate a VM out (source) or
+ * in (destination) with postcopy.  The library never touches KVM itself:
+ * the VMM hands it callbacks (struct mig_source_vm, struct mig_dest_vm).
+ * docs/migration.md describes the whole flow.
+ */
+#ifndef MIGRATE_MIGRATE_H
+#define MIGRATE_MIGRATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "migrate/wire.h"
+
+/* ---- Options shared by both sides ---- */
+
+struct mig_opts {
+	const char *addr;    /* tcp:HOST:PORT: where the destination listens */
+	int precopy_rounds;  /* source: full passes while the VM runs (0: pure postcopy) */
+	int compress;	     /* source: zstd-compress pushed pages when it pays */
+	int recover_ms;	     /* how long a broken link may stay broken (default 10000) */
+	int connect_ms;	     /* source: how long to retry the first connection (3000) */
+	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
+	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
+	unsigned spin_us;    /* busy-poll the urgent channel this long (default 50) */
+	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
+};
+
+/* Fill defaults for zero fields. */
+void mig_opts_defaults(struct mig_opts *o);
+
+/* ---- Source ---- */
+
+/*
+ * What the source needs from its VMM.  ram/ram_size: the guest RAM object
+ * (RAM offset 0 is the first byte of region 0).  pause/resume: stop and
+ * restart every vCPU (resume is only used when the migration fails before
+ * the switch-over).  save_state: the paused VM's state blob, malloc()ed,
+ * the caller frees it.  The dirty_* hooks are optional (NULL: no precopy
+ * rounds possible): dirty_start enables dirty logging, dirty_fetch ORs into
+ * bitmap (bit i = RAM page i) every page written since the previous call
+ * and clears the log, dirty_stop disables it.  All return 0 or -errno.
+ */
+struct mig_source_vm {
+	void *ctx;
+	uint8_t *ram;
+	uint64_t ram_size;
+	unsigned nr_regions;
+	struct mig_region regions[MIG_MAX_REGIONS];
+	int (*pause)(void *ctx);
+	int (*resume)(void *ctx);
+	int (*save_state)(void *ctx, void **blob, size_t *len);
+	int (*dirty_start)(void *ctx);
+	int (*dirty_fetch)(void *ctx, uint64_t *bitmap);
+	int (*dirty_stop)(void *ctx);
+};
+
+/*
+ * Migrate the VM to o->addr.  Returns 0 once the destination reported every
+ * page installed (the caller may then free its RAM and exit: the VM lives on
+ * at the destination).  Returns -errno with a message in err when it failed:
+ * *switched tells whether the failure came after the switch-over (then the
+ * VM must NOT be resumed here: its memory is split between two hosts) or
+ * before it (then the VM was already resumed here and runs on).
+ */
+int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *o, int *switched, char *err,
+		   size_t errlen);
+
+/* ---- Destination ---- */
+
+/*
+ * What the destination needs from its VMM.  install: put one page at RAM
+ * offset off (data: MIG_PAGE_SIZE bytes, any alignment; NULL for a zero
+ * page) and wake whatever waits on it; returns 0, -EEXIST when the page was
+ * already present (counted as a duplicate, not an error), or another -errno
+ * (fatal).  load_state: restore a STATE blob into the (paused) VM.
+ * Called from library threads; install may be called concurrently for
+ * different pages.
+ */
+struct mig_dest_vm {
+	void *ctx;
+	uint64_t ram_size;
+	unsigned nr_regions;
+	struct mig_region regions[MIG_MAX_REGIONS];
+	int (*install)(void *ctx, uint64_t off, const void *data);
+	int (*load_state)(void *ctx, const void *blob, size_t len);
+};
+
+struct mig_dest;
+
+/* Listen on o->addr.  NULL with a message on failure. */
+struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t errlen);
+
+/*
+ * Accept a source, receive LAYOUT, precopy pages and STATE, load the state.
+ * Returns 0 when the vCPUs may start (every page not yet received is
+ * missing and faults), -errno with a message otherwise (nothing was run).
+ */
+int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen);
+
+/* The vCPUs have just been started: note the time, tell the source. */
+void mig_dest_resumed(struct mig_dest *d);
+
+/*
+ * A vCPU touched the missing page at RAM offset off.  Thread safe and
+ * non-blocking: requests the page (once, however many faults hit it) and
+ * returns 0; the page's install wakes the faulting thread.  Returns 1 if
+ * the page is already present (the caller should just wake), -ERANGE for an
+ * offset outside RAM.
+ */
+int mig_dest_fault(struct mig_dest *d, uint64_t off);
+
+/*
+ * Wait for the end: 0 when every page has arrived (COMPLETE was sent),
+ * -errno with a message when the migration failed for good (source gone
+ * past the recovery deadline, hostile stream, install error).  After a
+ * failure the VM must not run on: pages are missing.
+ */
+int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen);
+
+/* Non-blocking: 1 once every page arrived, -1 once failed, 0 while running. */
+int mig_dest_status(struct mig_dest *d);
+
+/* Write the destination's JSON summary to f. */
+void mig_dest_report(struct mig_dest *d, FILE *f);
+
+/* Stop threads, close sockets, free.  Only after mig_dest_wait() returned. */
+void mig_dest_free(struct mig_dest *d);
+
+#endif /* MIGRATE_MIGRATE_H */

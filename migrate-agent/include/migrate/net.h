@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Transport: TCP connections carrying wire.h frames.  One struct mig_conn
+ * per connection; sending is serialized by its tx lock, receiving belongs to
+ * one thread at a time.  Every received frame is checked (header, payload
+ * CRC, message contract) before mig_conn_recv() hands it out.
+ */
+#ifndef MIGRATE_NET_H
+#define MIGRATE_NET_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "migrate/wire.h"
+
+struct mig_conn {
+	int fd;
+	const char *name; /* "urgent" or "bulk", for messages */
+	struct mig_wire_ctx wire;
+	pthread_mutex_t tx_lock;
+	uint32_t tx_seq;
+	uint8_t *rbuf;
+	size_t rcap, rstart, rend;
+	unsigned spin_us;  /* busy-poll this long before blocking in recv */
+	uint64_t tx_bytes; /* every byte sent, headers included */
+	uint64_t tx_hdr;   /* bytes of frame headers sent */
+	uint64_t rx_bytes;
+};
+
+/* Parse "tcp:HOST:PORT" (HOST a dotted IPv4 address or "localhost"). */
+int mig_addr_parse(const char *spec, struct sockaddr_in *sa, char *err, size_t errlen);
+
+/* A listening socket (SO_REUSEADDR), or -errno with a message. */
+int mig_listen(const struct sockaddr_in *sa, char *err, size_t errlen);
+
+/* A connected socket within timeout_ms, or -errno with a message. */
+int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t errlen);
+
+/* Set up c around a connected fd; peer_role is the role the peer must claim. */
+int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, uint32_t features);
+/* Close the socket (if open) and free the buffers. */
+void mig_conn_close(struct mig_conn *c);
+/* Make blocked send/recv on c return at once (from any thread); keeps the fd. */
+void mig_conn_kick(struct mig_conn *c);
+
+/*
+ * Send one frame whose payload is p1[l1] followed by p2[l2] (either may be
+ * empty).  Thread safe.  Returns 0 or -errno.
+ */
+int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, const void *p2,
+		  size_t l2);
+
+/*
+ * Write one frame into buf (which must have room for 24 + l1 + l2 bytes),
+ * consuming a sequence number of c; for senders that batch frames and
+ * write them themselves.  Returns the bytes written.
+ */
+size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
+		    const void *p2, size_t l2);
+
+/*
+ * Receive and check the next frame.  On 0, *h is its header and *payload
+ * points to h->len checked bytes, valid until the next call.  -ECONNRESET
+ * when the peer closed the connection at a frame boundary, -EPIPE inside a
+ * frame, other negative errnos for a rejected frame (message in err).
+ */
+int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
+		  size_t errlen);
+
+/* Monotonic and realtime clocks in nanoseconds. */
+uint64_t mig_now_ns(void);
+uint64_t mig_realtime_ns(void);
+
+#endif /* MIGRATE_NET_H */

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The postcopy migration wire protocol: the ONE definition of every byte the
+ * source and the destination exchange.  docs/wire-protocol.md is the prose
+ * version of this file.
+ *
+ * Shape of a stream
+ *   Every message is a frame: a fixed 24-byte header (struct mig_frame_hdr)
+ *   followed by exactly hdr.len payload bytes.  The header carries its own
+ *   CRC32C and the CRC32C of the payload, so a flipped bit anywhere is
+ *   caught before anything is acted on.  All integers are little-endian
+ *   (both ends are x86_64; the parser refuses nothing else because nothing
+ *   else is ever built).
+ *
+ * Channels
+ *   A migration uses two TCP connections from the source to the destination:
+ *     urgent  (MIG_CHAN_URGENT): HELLO, LAYOUT, STATE, then page requests
+ *             from the destination and their replies; TCP_NODELAY; never
+ *             carries bulk data, so a demand fault is never queued behind
+ *             the background push (like QEMU's postcopy-preempt channel).
+ *     bulk    (MIG_CHAN_BULK): HELLO, then the background push of pages.
+ *   The first frame on each connection, in each direction, must be HELLO;
+ *   nothing else is accepted before it.
+ *
+ * Addresses
+ *   A page is named by its byte offset in the guest RAM object (0 ..
+ *   ram_size - 1, page aligned), never by a host or guest-physical address.
+ *   The parser checks every offset against the ram_size agreed in HELLO.
+ */
+#ifndef MIGRATE_WIRE_H
+#define MIGRATE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- Constants ---- */
+
+#define MIG_MAGIC	  0x474d4350u /* "PCMG" read as little-endian bytes */
+#define MIG_VERSION	  1u
+#define MIG_PAGE_SIZE	  4096u
+#define MIG_MAX_PAYLOAD	  (16u << 20) /* STATE and RESUME are the big ones */
+#define MIG_MAX_REQ_PAGES 512u	      /* addresses in one PAGE_REQUEST */
+#define MIG_MAX_REGIONS	  8u	      /* guest-physical regions in LAYOUT */
+#define MIG_MAX_ERROR_MSG 256u
+#define MIG_MAX_RAM_SIZE  (1ull << 40)
+#define MIG_ZSTD_MAX_LEN  MIG_PAGE_SIZE /* compressed pages are smaller, or sent raw */
+
+enum mig_msg_type {
+	MIG_MSG_HELLO = 1,
+	MIG_MSG_LAYOUT = 2,
+	MIG_MSG_STATE = 3,
+	MIG_MSG_PAGE = 4,
+	MIG_MSG_PAGE_REQUEST = 5,
+	MIG_MSG_RUNNING = 6,
+	MIG_MSG_COMPLETE = 7,
+	MIG_MSG_RESUME = 8,
+	MIG_MSG_ERROR = 9,
+	MIG_MSG_PRECOPY_DIRTY = 10,
+	MIG_MSG_DONE = 11,
+	MIG_MSG_MAX = 11,
+};
+
+enum mig_channel {
+	MIG_CHAN_URGENT = 1,
+	MIG_CHAN_BULK = 2,
+};
+
+/* HELLO.role */
+enum mig_role {
+	MIG_ROLE_SOURCE = 1,
+	MIG_ROLE_DEST = 2,
+};
+
+/* HELLO.flags */
+#define MIG_HELLO_RECOVER (1u << 0) /* reconnection of a broken session */
+#define MIG_HELLO_KNOWN	  (MIG_HELLO_RECOVER)
+
+/* HELLO.features */
+#define MIG_FEAT_ZSTD  (1u << 0) /* PAGE frames may carry MIG_PAGE_ZSTD */
+#define MIG_FEAT_KNOWN (MIG_FEAT_ZSTD)
+
+/* PAGE.encoding */
+enum mig_page_enc {
+	MIG_PAGE_RAW = 0,  /* MIG_PAGE_SIZE bytes follow */
+	MIG_PAGE_ZERO = 1, /* nothing follows: the page is all zeroes */
+	MIG_PAGE_ZSTD = 2, /* one zstd frame follows, decompressing to one page */
+};
+
+/* PAGE.flags */
+#define MIG_PAGEF_DEMAND  (1u << 0) /* reply to a PAGE_REQUEST (urgent channel) */
+#define MIG_PAGEF_PRECOPY (1u << 1) /* sent before the switch-over */
+#define MIG_PAGEF_KNOWN	  (MIG_PAGEF_DEMAND | MIG_PAGEF_PRECOPY)
+
+/* ---- Frame header ---- */
+
+/*
+ * hdr_crc is the CRC32C of the first 20 bytes of the header; payload_crc the
+ * CRC32C of the payload (0 for an empty one is the CRC of nothing, i.e. 0).
+ * flags is reserved and must be zero.
+ */
+struct mig_frame_hdr {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t flags;
+	uint32_t len; /* payload bytes after this header */
+	uint32_t seq; /* per channel and direction, starting at 0; informative */
+	uint32_t payload_crc;
+	uint32_t hdr_crc;
+};
+_Static_assert(sizeof(struct mig_frame_hdr) == 24, "frame header is 24 bytes");
+
+/* ---- Messages ---- */
+
+/*
+ * HELLO, both directions, first frame on every connection.
+ * Contract: version must equal MIG_VERSION (no negotiation: a peer with
+ * another version is refused with an ERROR naming both); page_size must be
+ * MIG_PAGE_SIZE; the source states ram_size and session_id, the destination
+ * echoes them (0 before it knows).  A reconnection after a broken link sets
+ * MIG_HELLO_RECOVER and must carry the session_id of the first connection.
+ * features: the sender's capabilities; what is used is the AND of both.
+ */
+struct mig_hello {
+	uint32_t version;
+	uint16_t role;	  /* enum mig_role */
+	uint16_t channel; /* enum mig_channel */
+	uint32_t page_size;
+	uint32_t flags;
+	uint64_t session_id;
+	uint64_t ram_size;
+	uint32_t features;
+	uint32_t reserved; /* zero */
+};
+_Static_assert(sizeof(struct mig_hello) == 40, "HELLO is 40 bytes");
+
+/*
+ * LAYOUT, source -> destination, urgent channel, once, before STATE.
+ * Contract: regions map guest-physical ranges onto the RAM object, in order,
+ * contiguously (region i starts at RAM offset sum of the earlier sizes); the
+ * sizes add up to ram_size, which equals HELLO.ram_size; every gpa and size is
+ * page aligned; nr_regions <= MIG_MAX_REGIONS; unused slots are zero.  The
+ * destination refuses a layout different from the RAM it has.
+ */
+struct mig_region {
+	uint64_t gpa;
+	uint64_t size;
+};
+struct mig_layout {
+	uint64_t ram_size;
+	uint32_t page_size;
+	uint32_t nr_regions;
+	struct mig_region regions[MIG_MAX_REGIONS];
+};
+_Static_assert(sizeof(struct mig_layout) == 16 + 16 * MIG_MAX_REGIONS, "LAYOUT size");
+
+/*
+ * STATE, source -> destination, urgent channel, once, after LAYOUT.
+ * Payload: struct mig_state_hdr, then blob_len bytes of the VMM's own state
+ * blob (versioned and checksummed by the VMM; opaque here).
+ * pause_realtime_ns: the source's CLOCK_REALTIME when it paused the vCPUs,
+ * so a destination on a synchronized clock can measure the downtime.
+ * Contract: blob_len == frame len - sizeof(struct mig_state_hdr).
+ */
+struct mig_state_hdr {
+	uint64_t pause_realtime_ns;
+	uint64_t blob_len;
+};
+_Static_assert(sizeof(struct mig_state_hdr) == 16, "STATE header is 16 bytes");
+
+/*
+ * PAGE, source -> destination.  Urgent channel for replies to requests
+ * (MIG_PAGEF_DEMAND), bulk channel for the background push and precopy.
+ * Payload: struct mig_page, then data_len bytes.
+ * Contract: addr page aligned and addr + MIG_PAGE_SIZE <= ram_size;
+ * RAW: data_len == MIG_PAGE_SIZE; ZERO: data_len == 0; ZSTD: 0 < data_len <
+ * MIG_PAGE_SIZE, only if both sides have MIG_FEAT_ZSTD, and the data must
+ * decompress to exactly MIG_PAGE_SIZE bytes; data_len == frame len -
+ * sizeof(struct mig_page).  Postcopy never sends a page twice (except a page
+ * lost in flight on a broken link, resent after RESUME).
+ */
+struct mig_page {
+	uint64_t addr;
+	uint16_t encoding; /* enum mig_page_enc */
+	uint16_t flags;	   /* MIG_PAGEF_* */
+	uint32_t data_len;
+};
+_Static_assert(sizeof(struct mig_page) == 16, "PAGE header is 16 bytes");
+
+/*
+ * PAGE_REQUEST, destination -> source, urgent channel.
+ * Payload: struct mig_page_request, then count 64-bit page offsets.
+ * Contract: 1 <= count <= MIG_MAX_REQ_PAGES; frame len == 8 + 8 * count;
+ * every address page aligned and inside RAM.  The source answers each page
+ * it has not sent yet on the urgent channel; a page already sent (in flight
+ * on the bulk channel) is not sent again.
+ */
+struct mig_page_request {
+	uint32_t count;
+	uint32_t reserved; /* zero */
+			   /* uint64_t addr[count]; */
+};
+_Static_assert(sizeof(struct mig_page_request) == 8, "PAGE_REQUEST header is 8 bytes");
+
+/*
+ * RUNNING, destination -> source, urgent channel, once: the vCPUs run.
+ * resume_realtime_ns: destination CLOCK_REALTIME at resume;
+ * dest_downtime_ns: resume minus STATE.pause_realtime_ns (meaningful when
+ * the two clocks agree, e.g. on one host).
+ */
+struct mig_running {
+	uint64_t resume_realtime_ns;
+	int64_t dest_downtime_ns;
+};
+_Static_assert(sizeof(struct mig_running) == 16, "RUNNING is 16 bytes");
+
+/*
+ * COMPLETE, destination -> source, urgent channel: every page has arrived
+ * and been installed; the source may free its RAM and exit.  It carries the
+ * destination's own measurements, so the source can print one summary.
+ * lat_hist[i] counts demand faults whose latency was in [2^i, 2^(i+1)) us
+ * (bucket 0 also holds < 1 us, the last bucket everything above).
+ */
+#define MIG_HIST_BUCKETS 24
+struct mig_complete {
+	uint64_t pages_received;
+	uint64_t pages_demand;	   /* arrived as a reply on the urgent channel */
+	uint64_t pages_pushed;	   /* arrived on the bulk channel */
+	uint64_t pages_duplicate;  /* arrived although already present */
+	uint64_t faults;	   /* distinct demand faults */
+	uint64_t requests_sent;	   /* addresses sent in PAGE_REQUEST */
+	uint64_t requests_deduped; /* faults on pages already requested */
+	uint64_t fault_lat_p50_ns;
+	uint64_t fault_lat_p99_ns;
+	uint64_t fault_lat_max_ns;
+	uint64_t blocktime_ns; /* sum over faults of fault -> install */
+	uint64_t recoveries;
+	uint64_t lat_hist[MIG_HIST_BUCKETS];
+};
+_Static_assert(sizeof(struct mig_complete) == 8 * (12 + MIG_HIST_BUCKETS), "COMPLETE size");
+
+/*
+ * RESUME, destination -> source, urgent channel of a recovered session,
+ * right after HELLO.  Payload: struct mig_resume, then a bitmap of
+ * (nr_pages + 7) / 8 bytes, bit i set when page i has been received
+ * (bit i is bit i % 8 of byte i / 8).  Contract: nr_pages == ram_size /
+ * MIG_PAGE_SIZE; frame len == 8 + bitmap bytes.  The source marks every
+ * page not in the bitmap as unsent and pushes it again; the destination
+ * then repeats its outstanding requests.
+ */
+struct mig_resume {
+	uint64_t nr_pages;
+	/* uint8_t bitmap[(nr_pages + 7) / 8]; */
+};
+_Static_assert(sizeof(struct mig_resume) == 8, "RESUME header is 8 bytes");
+
+/*
+ * PRECOPY_DIRTY, source -> destination, bulk channel, at the switch-over of
+ * a migration with precopy rounds: the pages written since they were last
+ * sent.  Same bitmap layout as RESUME.  The destination forgets its copy of
+ * each, and they are then sent (once) in postcopy.
+ */
+struct mig_dirty {
+	uint64_t nr_pages;
+	/* uint8_t bitmap[(nr_pages + 7) / 8]; */
+};
+_Static_assert(sizeof(struct mig_dirty) == 8, "PRECOPY_DIRTY header is 8 bytes");
+
+/*
+ * DONE, source -> destination, bulk channel: the precopy phase is over
+ * (phase 0) and the vCPUs are paused; STATE follows on the urgent channel.
+ * Also sent with phase 1 when the push has sent every page.
+ */
+struct mig_done {
+	uint32_t phase;
+	uint32_t reserved;
+	uint64_t pages;
+};
+_Static_assert(sizeof(struct mig_done) == 16, "DONE is 16 bytes");
+
+/*
+ * ERROR, either direction, any channel: the sender gives up.
+ * Payload: struct mig_error, then msg_len bytes of text (no NUL).
+ * Contract: msg_len <= MIG_MAX_ERROR_MSG; frame len == 8 + msg_len.
+ */
+enum mig_error_code {
+	MIG_ERR_PROTOCOL = 1,
+	MIG_ERR_VERSION = 2,
+	MIG_ERR_LAYOUT = 3,
+	MIG_ERR_STATE = 4,
+	MIG_ERR_INTERNAL = 5,
+};
+struct mig_error {
+	uint32_t code;
+	uint32_t msg_len;
+	/* char msg[msg_len]; */
+};
+_Static_assert(sizeof(struct mig_error) == 8, "ERROR header is 8 bytes");
+
+/* ---- Checksums and framing ---- */
+
+/* CRC32C (Castagnoli), the iSCSI/ext4 one: crc32c(0, "123456789", 9) == 0xe3069283. */
+uint32_t mig_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* Fill a header for a payload of len bytes whose CRC32C is payload_crc. */
+void mig_frame_hdr_init(struct mig_frame_hdr *h, uint16_t type, uint32_t len, uint32_t seq,
+			uint32_t payload_crc);
+
+/* ---- The parser ---- */
+
+/*
+ * What a connection has agreed so far.  ram_size == 0 until HELLO (then
+ * every address is checked against it); features is the AND of both sides.
+ */
+struct mig_wire_ctx {
+	uint64_t ram_size;
+	uint32_t features;
+	int hello_seen;
+	int peer_role; /* the role the peer must claim, enum mig_role */
+};
+
+/*
+ * Check a received header: magic, header CRC, known type, zero flags,
+ * length within the limit for its type.  Returns 0 or a negative errno
+ * (-EPROTO, -EBADMSG for a CRC, -EMSGSIZE for a length) and a message in
+ * err[errlen].
+ */
+int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen);
+
+/*
+ * Check a whole payload against its header and the connection: payload CRC,
+ * then the message's own contract (see each struct above), every address
+ * bounds-checked against ctx->ram_size.  A HELLO updates ctx.  Returns 0 or
+ * a negative errno with a message in err; nothing in the payload is to be
+ * used unless this returned 0.
+ */
+int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *payload,
+		      char *err, size_t errlen);
+
+/* Human name of a message type ("PAGE"), or "?" */
+const char *mig_msg_name(unsigned type);
+
+/*
+ * Parse a whole byte stream (header, payload, header, ...) the way a
+ * receiver does; for the fuzzer and for tests.  Returns the number of frames
+ * accepted before the first error (negative errno in *errp, 0 if the stream
+ * ended cleanly at a frame boundary, -ENODATA if it ended mid-frame).
+ * PAGE payloads are decoded (zstd included) into a scratch page.
+ */
+long mig_parse_stream(struct mig_wire_ctx *ctx, const uint8_t *buf, size_t len, int *errp,
+		      char *err, size_t errlen);
+
+/*
+ * Decode a checked PAGE payload into out[MIG_PAGE_SIZE].  Returns 0 or a
+ * negative errno (-EBADMSG when zstd data does not give exactly one page).
+ */
+int mig_page_decode(const struct mig_page *p, const void *data, void *out, char *err,
+		    size_t errlen);
+
+#endif /* MIGRATE_WIRE_H */

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Helpers shared by the library's source files; not an interface. */
+#ifndef MIGRATE_INTERNAL_H
+#define MIGRATE_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "migrate/migrate.h"
+#include "migrate/net.h"
+
+#define pr_mig(...) fprintf(stderr, "migrate: " __VA_ARGS__)
+
+static inline int bit_test_and_set(uint64_t *map, uint64_t i)
+{
+	uint64_t m = 1ull << (i % 64);
+	return (__atomic_fetch_or(&map[i / 64], m, __ATOMIC_ACQ_REL) & m) != 0;
+}
+
+static inline int bit_test(const uint64_t *map, uint64_t i)
+{
+	return (__atomic_load_n(&map[i / 64], __ATOMIC_ACQUIRE) >> (i % 64)) & 1;
+}
+
+static inline void bit_clear(uint64_t *map, uint64_t i)
+{
+	__atomic_fetch_and(&map[i / 64], ~(1ull << (i % 64)), __ATOMIC_ACQ_REL);
+}
+
+/* Latency samples and their summary. */
+struct mig_lat {
+	uint64_t *ns;
+	uint64_t n, cap;
+	uint64_t hist[MIG_HIST_BUCKETS];
+	uint64_t sum;
+};
+void mig_lat_add(struct mig_lat *l, uint64_t ns);
+/* Percentile p (0..100) in ns, 0 when empty; sorts the samples. */
+uint64_t mig_lat_pct(struct mig_lat *l, double p);
+uint64_t mig_lat_max(const struct mig_lat *l);
+
+/* Write {"a": n, ...} style histogram: "[n0, n1, ...]" */
+void mig_json_hist(FILE *f, const uint64_t *hist);
+
+/* Is this page all zeroes? */
+int mig_page_is_zero(const void *page);
+
+/* A progress line on stderr, rewritten in place. */
+void mig_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mig_progress_end(void);
+
+#endif /* MIGRATE_INTERNAL_H */

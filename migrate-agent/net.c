@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * TCP transport for wire.h frames: address parsing, connect/listen, framed
+ * send with gathered payloads, buffered and fully checked receive.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "migrate/net.h"
+
+#define RBUF_MIN (256u << 10)
+
+uint64_t mig_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t mig_realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int mig_addr_parse(const char *spec, struct sockaddr_in *sa, char *err, size_t errlen)
+{
+	char host[64];
+	const char *p = spec;
+	if (strncmp(p, "tcp:", 4) == 0)
+		p += 4;
+	const char *colon = strrchr(p, ':');
+	if (!colon || colon == p || (size_t)(colon - p) >= sizeof(host)) {
+		snprintf(err, errlen, "bad address '%s' (expected tcp:HOST:PORT)", spec);
+		return -EINVAL;
+	}
+	memcpy(host, p, colon - p);
+	host[colon - p] = 0;
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (*end || port <= 0 || port > 65535) {
+		snprintf(err, errlen, "bad port in address '%s'", spec);
+		return -EINVAL;
+	}
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	if (strcmp(host, "localhost") == 0)
+		strcpy(host, "127.0.0.1");
+	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+		snprintf(err, errlen, "bad IPv4 address '%s' in '%s'", host, spec);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void addr_str(const struct sockaddr_in *sa, char *buf, size_t len)
+{
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
+	snprintf(buf, len, "%s:%u", ip, ntohs(sa->sin_port));
+}
+
+int mig_listen(const struct sockaddr_in *sa, char *err, size_t errlen)
+{
+	char a[64];
+	addr_str(sa, a, sizeof(a));
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -errno;
+	}
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 || listen(fd, 8) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot listen on %s: %s", a, strerror(e));
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t errlen)
+{
+	char a[64];
+	addr_str(sa, a, sizeof(a));
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -errno;
+	}
+	int e = 0;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
+		e = errno;
+		if (e == EINPROGRESS) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			int n = poll(&pfd, 1, timeout_ms);
+			socklen_t sl = sizeof(e);
+			if (n == 0)
+				e = ETIMEDOUT;
+			else if (n < 0)
+				e = errno;
+			else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0)
+				e = errno;
+		}
+	}
+	if (e) {
+		snprintf(err, errlen, "cannot connect to %s: %s", a, strerror(e));
+		close(fd);
+		return -e;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
+}
+
+int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, uint32_t features)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = fd;
+	c->name = name;
+	c->wire.peer_role = peer_role;
+	c->wire.features = features;
+	pthread_mutex_init(&c->tx_lock, NULL);
+	c->rcap = RBUF_MIN;
+	c->rbuf = malloc(c->rcap);
+	if (!c->rbuf)
+		return -ENOMEM;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+void mig_conn_close(struct mig_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rcap = c->rstart = c->rend = 0;
+}
+
+void mig_conn_kick(struct mig_conn *c)
+{
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+}
+
+static int write_all(int fd, struct iovec *iov, int n)
+{
+	while (n > 0) {
+		ssize_t w =
+		    sendmsg(fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = n }, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= w;
+		}
+	}
+	return 0;
+}
+
+int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, const void *p2,
+		  size_t l2)
+{
+	struct mig_frame_hdr h;
+	uint32_t crc = mig_crc32c(mig_crc32c(0, p1, l1), p2, l2);
+	pthread_mutex_lock(&c->tx_lock);
+	if (c->fd < 0) {
+		pthread_mutex_unlock(&c->tx_lock);
+		return -ENOTCONN;
+	}
+	mig_frame_hdr_init(&h, type, (uint32_t)(l1 + l2), c->tx_seq++, crc);
+	struct iovec iov[3] = {
+		{ &h, sizeof(h) },
+		{ (void *)p1, l1 },
+		{ (void *)p2, l2 },
+	};
+	int r = write_all(c->fd, iov, 3);
+	if (r == 0) {
+		c->tx_bytes += sizeof(h) + l1 + l2;
+		c->tx_hdr += sizeof(h);
+	}
+	pthread_mutex_unlock(&c->tx_lock);
+	return r;
+}
+
+size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
+		    const void *p2, size_t l2)
+{
+	struct mig_frame_hdr h;
+	memcpy(buf + sizeof(h), p1, l1);
+	if (l2)
+		memcpy(buf + sizeof(h) + l1, p2, l2);
+	uint32_t crc = mig_crc32c(0, buf + sizeof(h), l1 + l2);
+	mig_frame_hdr_init(&h, type, (uint32_t)(l1 + l2), c->tx_seq++, crc);
+	memcpy(buf, &h, sizeof(h));
+	c->tx_bytes += sizeof(h) + l1 + l2;
+	c->tx_hdr += sizeof(h);
+	return sizeof(h) + l1 + l2;
+}
+
+/* Make at least need bytes available at rbuf + rstart. */
+static int fill(struct mig_conn *c, size_t need)
+{
+	if (c->rend - c->rstart >= need)
+		return 0;
+	if (need > c->rcap) {
+		uint8_t *nb = malloc(need);
+		if (!nb)
+			return -ENOMEM;
+		memcpy(nb, c->rbuf + c->rstart, c->rend - c->rstart);
+		free(c->rbuf);
+		c->rbuf = nb;
+		c->rcap = need;
+		c->rend -= c->rstart;
+		c->rstart = 0;
+	} else if (c->rcap - c->rstart < need) {
+		memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+		c->rend -= c->rstart;
+		c->rstart = 0;
+	}
+	uint64_t spin_until = c->spin_us ? mig_now_ns() + c->spin_us * 1000ull : 0;
+	while (c->rend - c->rstart < need) {
+		int flags = 0;
+		if (spin_until)
+			flags = MSG_DONTWAIT;
+		ssize_t n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, flags);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && spin_until) {
+			if (mig_now_ns() > spin_until)
+				spin_until = 0;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return c->rend == c->rstart ? -ECONNRESET : -EPIPE;
+		c->rend += n;
+		c->rx_bytes += n;
+	}
+	return 0;
+}
+
+int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
+		  size_t errlen)
+{
+	int r = fill(c, sizeof(*h));
+	if (r) {
+		if (r == -EPIPE)
+			snprintf(err, errlen, "%s channel: connection closed inside a frame header",
+				 c->name);
+		else if (r == -ECONNRESET)
+			snprintf(err, errlen, "%s channel: connection closed by peer", c->name);
+		else
+			snprintf(err, errlen, "%s channel: receive failed: %s", c->name,
+				 strerror(-r));
+		return r;
+	}
+	memcpy(h, c->rbuf + c->rstart, sizeof(*h));
+	char why[200];
+	r = mig_check_hdr(h, why, sizeof(why));
+	if (r) {
+		snprintf(err, errlen, "%s channel: rejected frame: %s", c->name, why);
+		return r;
+	}
+	r = fill(c, sizeof(*h) + h->len);
+	if (r) {
+		if (r == -ECONNRESET || r == -EPIPE) {
+			r = -EPIPE;
+			snprintf(err, errlen,
+				 "%s channel: truncated %s frame (connection closed inside its "
+				 "%u-byte payload)",
+				 c->name, mig_msg_name(h->type), h->len);
+		} else {
+			snprintf(err, errlen, "%s channel: receive failed: %s", c->name,
+				 strerror(-r));
+		}
+		return r;
+	}
+	*payload = c->rbuf + c->rstart + sizeof(*h);
+	r = mig_check_payload(&c->wire, h, *payload, why, sizeof(why));
+	if (r) {
+		snprintf(err, errlen, "%s channel: rejected %s frame: %s", c->name,
+			 mig_msg_name(h->type), why);
+		return r;
+	}
+	c->rstart += sizeof(*h) + h->len;
+	if (c->rstart == c->rend)
+		c->rstart = c->rend = 0;
+	return 0;
+}

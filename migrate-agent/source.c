@@ -1,0 +1,869 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The source side of postcopy: connect two channels, optionally run precopy
+ * rounds, pause the VM, send LAYOUT and STATE, then serve page requests on
+ * the urgent channel while the bulk channel pushes every other page, until
+ * the destination says COMPLETE.  A broken link after the switch-over is
+ * retried until the recovery deadline (the destination keeps listening).
+ *
+ * Threads after the switch-over:
+ *   urgent  reads PAGE_REQUEST, answers each page not sent yet on the same
+ *           channel, leaves a hint for the pusher (adaptive pre-paging);
+ *   push    walks the pages (hints first: the k pages after each recent
+ *           fault, then in order) and streams them on the bulk channel,
+ *           batched, through io_uring when the kernel has it.
+ * The only arbiter of "sent" is the atomic test-and-set on s->sent: a page
+ * goes out once, on whichever channel claims it first.  A request for a
+ * page that the pusher already claimed is not answered: the page is on its
+ * way on the bulk channel, and answering would send it twice.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "internal.h"
+
+#define NHINTS	  16
+#define PUSH_BUF  (256u << 10)
+#define PUSH_NBUF 4
+#define FRAME_MAX (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
+
+struct src {
+	struct mig_source_vm *vm;
+	const struct mig_opts *o;
+	struct sockaddr_in sa;
+	uint64_t session, nr_pages;
+	uint32_t features;
+	uint64_t *sent;
+	struct mig_conn urg, bulk;
+
+	pthread_mutex_t lock;
+	int broken;   /* link lost: recoverable after the switch-over */
+	int fatal;    /* protocol error or peer ERROR: not recoverable */
+	int complete; /* COMPLETE received */
+	int push_done;
+	char why[320];
+
+	pthread_mutex_t hint_lock;
+	uint64_t hints[NHINTS];
+	unsigned nhints;
+
+	struct mig_complete dest;
+	struct mig_running running;
+	int running_seen;
+
+	uint64_t t_start, t_pause, t_running, t_complete, t_push_start, t_push_end;
+	uint64_t pause_rt;
+	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
+	    pages_precopy_resent, pages_resent;
+	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
+	uint64_t req_addrs, req_in_flight, recoveries;
+	uint64_t sent_count; /* atomic */
+	uint64_t state_len;
+};
+
+static void set_break(struct src *s, int fatal, const char *why)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->broken && !s->fatal)
+		snprintf(s->why, sizeof(s->why), "%s", why);
+	if (fatal)
+		s->fatal = 1;
+	else
+		s->broken = 1;
+	pthread_mutex_unlock(&s->lock);
+	mig_conn_kick(&s->urg);
+	mig_conn_kick(&s->bulk);
+}
+
+static int stopped(struct src *s)
+{
+	return __atomic_load_n(&s->broken, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&s->fatal, __ATOMIC_ACQUIRE);
+}
+
+/* ---- Connection set-up ---- */
+
+static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
+		 size_t errlen)
+{
+	struct mig_hello h = {
+		.version = MIG_VERSION,
+		.role = MIG_ROLE_SOURCE,
+		.channel = channel,
+		.page_size = MIG_PAGE_SIZE,
+		.flags = recover ? MIG_HELLO_RECOVER : 0,
+		.session_id = s->session,
+		.ram_size = s->vm->ram_size,
+		.features = s->features,
+	};
+	int r = mig_conn_send(c, MIG_MSG_HELLO, &h, sizeof(h), NULL, 0);
+	if (r) {
+		snprintf(err, errlen, "%s channel: cannot send HELLO: %s", c->name, strerror(-r));
+		return r;
+	}
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	r = mig_conn_recv(c, &fh, &p, err, errlen);
+	if (r)
+		return r;
+	if (fh.type == MIG_MSG_ERROR) {
+		struct mig_error e;
+		memcpy(&e, p, sizeof(e));
+		snprintf(err, errlen, "destination refused the %s channel: %.*s", c->name,
+			 (int)e.msg_len, (const char *)p + sizeof(e));
+		return -ECONNREFUSED;
+	}
+	if (fh.type != MIG_MSG_HELLO) {
+		snprintf(err, errlen, "%s channel: expected HELLO, got %s", c->name,
+			 mig_msg_name(fh.type));
+		return -EPROTO;
+	}
+	struct mig_hello back;
+	memcpy(&back, p, sizeof(back));
+	if (back.session_id != s->session || back.channel != channel) {
+		snprintf(err, errlen, "%s channel: destination answered for another session",
+			 c->name);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Connect both channels, retrying until deadline (monotonic ns). */
+static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
+{
+	for (;;) {
+		int ufd = mig_connect(&s->sa, 1000, err, errlen);
+		int bfd = ufd >= 0 ? mig_connect(&s->sa, 1000, err, errlen) : -1;
+		if (ufd >= 0 && bfd >= 0) {
+			mig_conn_init(&s->urg, ufd, "urgent", MIG_ROLE_DEST, s->features);
+			mig_conn_init(&s->bulk, bfd, "bulk", MIG_ROLE_DEST, s->features);
+			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
+			s->urg.spin_us = s->o->spin_us;
+			int r = hello(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
+			if (!r)
+				r = hello(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
+			if (!r)
+				return 0;
+			mig_conn_close(&s->urg);
+			mig_conn_close(&s->bulk);
+			if (r == -ECONNREFUSED || r == -EPROTO || r == -EPROTONOSUPPORT)
+				return r;
+		} else {
+			if (ufd >= 0)
+				close(ufd);
+		}
+		if (mig_now_ns() > deadline)
+			return -ETIMEDOUT;
+		nanosleep(&(struct timespec){ 0, 100 * 1000000 }, NULL);
+	}
+}
+
+/* ---- Page encoding ---- */
+
+static _Thread_local ZSTD_CCtx *cctx;
+
+/* Append page i as a PAGE frame to buf; returns bytes written. */
+static size_t put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
+		       int compress)
+{
+	const uint8_t *data = s->vm->ram + i * MIG_PAGE_SIZE;
+	struct mig_page p = { .addr = i * MIG_PAGE_SIZE, .flags = flags };
+	uint8_t zbuf[MIG_PAGE_SIZE];
+	const void *payload = data;
+	if (mig_page_is_zero(data)) {
+		p.encoding = MIG_PAGE_ZERO;
+		payload = NULL;
+		__atomic_fetch_add(&s->pages_zero, 1, __ATOMIC_RELAXED);
+	} else if (compress) {
+		if (!cctx)
+			cctx = ZSTD_createCCtx();
+		size_t n =
+		    cctx ? ZSTD_compressCCtx(cctx, zbuf, sizeof(zbuf), data, MIG_PAGE_SIZE, 1) : 0;
+		if (cctx && !ZSTD_isError(n) && n < MIG_ZSTD_MAX_LEN - 64) {
+			p.encoding = MIG_PAGE_ZSTD;
+			p.data_len = (uint32_t)n;
+			payload = zbuf;
+			__atomic_fetch_add(&s->pages_zstd, 1, __ATOMIC_RELAXED);
+		}
+	}
+	if (p.encoding == MIG_PAGE_RAW)
+		p.data_len = MIG_PAGE_SIZE;
+	__atomic_fetch_add(&s->bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
+	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
+}
+
+/* ---- The urgent channel ---- */
+
+static void add_hint(struct src *s, uint64_t page)
+{
+	pthread_mutex_lock(&s->hint_lock);
+	if (s->nhints == NHINTS) {
+		memmove(s->hints, s->hints + 1, (NHINTS - 1) * sizeof(s->hints[0]));
+		s->nhints--;
+	}
+	s->hints[s->nhints++] = page;
+	pthread_mutex_unlock(&s->hint_lock);
+}
+
+static void *urgent_thread(void *arg)
+{
+	struct src *s = arg;
+	uint8_t *buf = malloc(FRAME_MAX);
+	char err[300];
+	while (!stopped(s)) {
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		int r = mig_conn_recv(&s->urg, &h, &p, err, sizeof(err));
+		if (r) {
+			int fatal = !(r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN ||
+				      r == -ETIMEDOUT || r == -EHOSTUNREACH || r == -ENETUNREACH);
+			set_break(s, fatal, err);
+			break;
+		}
+		if (h.type == MIG_MSG_PAGE_REQUEST) {
+			struct mig_page_request q;
+			memcpy(&q, p, sizeof(q));
+			for (uint32_t k = 0; k < q.count; k++) {
+				uint64_t addr;
+				memcpy(&addr, p + sizeof(q) + 8 * k, 8);
+				uint64_t i = addr / MIG_PAGE_SIZE;
+				s->req_addrs++;
+				if (bit_test_and_set(s->sent, i)) {
+					s->req_in_flight++;
+					continue;
+				}
+				__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
+				size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
+				pthread_mutex_lock(&s->urg.tx_lock);
+				r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0
+											: -EPIPE;
+				pthread_mutex_unlock(&s->urg.tx_lock);
+				if (r) {
+					/* Lost in flight: RESUME will tell. */
+					set_break(s, 0, "urgent channel: send failed");
+					break;
+				}
+				s->pages_demand++;
+				add_hint(s, i);
+			}
+		} else if (h.type == MIG_MSG_RUNNING) {
+			memcpy(&s->running, p, sizeof(s->running));
+			s->t_running = mig_now_ns();
+			s->running_seen = 1;
+		} else if (h.type == MIG_MSG_COMPLETE) {
+			memcpy(&s->dest, p, sizeof(s->dest));
+			s->t_complete = mig_now_ns();
+			pthread_mutex_lock(&s->lock);
+			s->complete = 1;
+			pthread_mutex_unlock(&s->lock);
+			mig_conn_kick(&s->bulk);
+			break;
+		} else if (h.type == MIG_MSG_ERROR) {
+			struct mig_error e;
+			memcpy(&e, p, sizeof(e));
+			snprintf(err, sizeof(err), "destination reported an error: %.*s",
+				 (int)e.msg_len, (const char *)p + sizeof(e));
+			set_break(s, 1, err);
+			break;
+		} else {
+			snprintf(err, sizeof(err), "urgent channel: unexpected %s from destination",
+				 mig_msg_name(h.type));
+			set_break(s, 1, err);
+			break;
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+/* ---- The bulk channel ---- */
+
+struct pusher {
+	struct src *s;
+	struct io_uring ring;
+	int uring;
+	uint8_t *buf[PUSH_NBUF];
+	size_t used[PUSH_NBUF];
+	int inflight[PUSH_NBUF];
+	unsigned cur;
+	/* pre-paging window */
+	uint64_t pre_next;
+	unsigned pre_left;
+	uint64_t cursor;
+};
+
+static int pusher_init(struct pusher *ps, struct src *s)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->s = s;
+	for (int i = 0; i < PUSH_NBUF; i++) {
+		ps->buf[i] = malloc(PUSH_BUF);
+		if (!ps->buf[i])
+			return -ENOMEM;
+	}
+	/* Tiny kernels (the nodes) may lack io_uring: plain send() then. */
+	ps->uring =
+	    getenv("MIG_NO_URING") ? 0 : io_uring_queue_init(2 * PUSH_NBUF, &ps->ring, 0) == 0;
+	return 0;
+}
+
+static void pusher_free(struct pusher *ps)
+{
+	if (ps->uring)
+		io_uring_queue_exit(&ps->ring);
+	for (int i = 0; i < PUSH_NBUF; i++)
+		free(ps->buf[i]);
+}
+
+/* Reap one completion; resubmit short sends. */
+static int reap(struct pusher *ps)
+{
+	struct io_uring_cqe *cqe;
+	int r = io_uring_wait_cqe(&ps->ring, &cqe);
+	if (r < 0)
+		return r;
+	unsigned b = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
+	int res = cqe->res;
+	io_uring_cqe_seen(&ps->ring, cqe);
+	if (res <= 0)
+		return res < 0 ? res : -EPIPE;
+	/* The SQE's extra data recorded where this send started. */
+	if ((size_t)res < ps->used[b]) {
+		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
+		ps->used[b] -= res;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
+		io_uring_prep_send(sqe, ps->s->bulk.fd, ps->buf[b], ps->used[b], MSG_NOSIGNAL);
+		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
+		io_uring_submit(&ps->ring);
+		return 0;
+	}
+	ps->used[b] = 0;
+	ps->inflight[b] = 0;
+	return 0;
+}
+
+/* Send the current buffer and move to the next free one. */
+static int flush(struct pusher *ps)
+{
+	unsigned b = ps->cur;
+	if (!ps->used[b])
+		return 0;
+	if (!ps->uring) {
+		size_t off = 0;
+		while (off < ps->used[b]) {
+			ssize_t w =
+			    send(ps->s->bulk.fd, ps->buf[b] + off, ps->used[b] - off, MSG_NOSIGNAL);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				return -EPIPE;
+			off += w;
+		}
+		ps->used[b] = 0;
+		return 0;
+	}
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
+	io_uring_prep_send(sqe, ps->s->bulk.fd, ps->buf[b], ps->used[b], MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
+	io_uring_submit(&ps->ring);
+	ps->inflight[b] = 1;
+	ps->cur = (b + 1) % PUSH_NBUF;
+	while (ps->inflight[ps->cur]) {
+		int r = reap(ps);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int drain(struct pusher *ps)
+{
+	int r = flush(ps);
+	for (int i = 0; ps->uring && i < PUSH_NBUF && !r; i++)
+		while (ps->inflight[i] && !r)
+			r = reap(ps);
+	return r;
+}
+
+/* Append a frame to the batch, flushing first when it may not fit. */
+static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l1, const void *p2,
+		      size_t l2)
+{
+	size_t need = sizeof(struct mig_frame_hdr) + l1 + l2;
+	if (need > PUSH_BUF) {
+		int r = drain(ps);
+		if (r)
+			return r;
+		return mig_conn_send(&ps->s->bulk, type, p1, l1, p2, l2);
+	}
+	if (PUSH_BUF - ps->used[ps->cur] < need) {
+		int r = flush(ps);
+		if (r)
+			return r;
+	}
+	ps->used[ps->cur] +=
+	    mig_conn_put(&ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
+	return 0;
+}
+
+static int push_page(struct pusher *ps, uint64_t i, uint16_t flags)
+{
+	if (PUSH_BUF - ps->used[ps->cur] < FRAME_MAX) {
+		int r = flush(ps);
+		if (r)
+			return r;
+	}
+	ps->used[ps->cur] += put_page(ps->s, &ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], i,
+				      flags, ps->s->o->compress);
+	return 0;
+}
+
+/* The next page to push, claimed; -1 when every page is sent. */
+static int64_t next_page(struct pusher *ps)
+{
+	struct src *s = ps->s;
+	for (;;) {
+		while (ps->pre_left) {
+			uint64_t i = ps->pre_next++;
+			ps->pre_left--;
+			if (i >= s->nr_pages) {
+				ps->pre_left = 0;
+				break;
+			}
+			if (!bit_test_and_set(s->sent, i))
+				return (int64_t)i;
+		}
+		pthread_mutex_lock(&s->hint_lock);
+		if (s->nhints) {
+			uint64_t h = s->hints[--s->nhints];
+			pthread_mutex_unlock(&s->hint_lock);
+			ps->pre_next = h + 1;
+			ps->pre_left = s->o->prepage;
+			continue;
+		}
+		pthread_mutex_unlock(&s->hint_lock);
+		while (ps->cursor < s->nr_pages) {
+			uint64_t w = ~__atomic_load_n(&s->sent[ps->cursor / 64], __ATOMIC_ACQUIRE);
+			w &= ~0ull << (ps->cursor % 64);
+			if (!w) {
+				ps->cursor = (ps->cursor / 64 + 1) * 64;
+				continue;
+			}
+			uint64_t i = (ps->cursor / 64) * 64 + (uint64_t)__builtin_ctzll(w);
+			if (i >= s->nr_pages) {
+				ps->cursor = s->nr_pages;
+				break;
+			}
+			ps->cursor = i + 1;
+			if (!bit_test_and_set(s->sent, i))
+				return (int64_t)i;
+		}
+		return -1;
+	}
+}
+
+static void progress(struct src *s, const char *phase)
+{
+	static uint64_t last;
+	uint64_t now = mig_now_ns();
+	if (!s->o->progress || now - last < 200000000ull)
+		return;
+	last = now;
+	uint64_t n = __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED);
+	double secs = (double)(now - s->t_start) / 1e9;
+	mig_progress("migrate: %s %3.0f%%  %llu/%llu pages  %llu demand  %.0f MiB/s", phase,
+		     100.0 * (double)n / (double)s->nr_pages, (unsigned long long)n,
+		     (unsigned long long)s->nr_pages, (unsigned long long)s->pages_demand,
+		     (double)(s->urg.tx_bytes + s->bulk.tx_bytes) / secs / 1048576.0);
+}
+
+static void *push_thread(void *arg)
+{
+	struct src *s = arg;
+	struct pusher ps;
+	if (pusher_init(&ps, s)) {
+		set_break(s, 1, "push: out of memory");
+		return NULL;
+	}
+	int r = 0;
+	for (;;) {
+		if (stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
+			break;
+		int64_t i = next_page(&ps);
+		if (i < 0)
+			break;
+		r = push_page(&ps, (uint64_t)i, 0);
+		if (r)
+			break;
+		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
+		s->pages_pushed++;
+		if ((i & 1023) == 0)
+			progress(s, "postcopy");
+	}
+	if (!r && !stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)) {
+		struct mig_done d = { .phase = 1, .pages = s->nr_pages };
+		r = push_frame(&ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
+		if (!r)
+			r = drain(&ps);
+		s->t_push_end = mig_now_ns();
+		s->push_done = 1;
+	}
+	if (r && !stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
+		set_break(s, 0, "bulk channel: send failed (connection lost)");
+	pusher_free(&ps);
+	return NULL;
+}
+
+/* ---- Precopy ---- */
+
+static int precopy(struct src *s, char *err, size_t errlen)
+{
+	struct mig_source_vm *vm = s->vm;
+	size_t words = (s->nr_pages + 63) / 64;
+	uint64_t *dirty = calloc(words, 8);
+	struct pusher ps;
+	int r = pusher_init(&ps, s);
+	if (!dirty || r) {
+		free(dirty);
+		snprintf(err, errlen, "precopy: out of memory");
+		return -ENOMEM;
+	}
+	r = vm->dirty_start(vm->ctx);
+	if (r) {
+		snprintf(err, errlen, "precopy: cannot start dirty logging: %s", strerror(-r));
+		goto out;
+	}
+	for (int round = 0; round < s->o->precopy_rounds && !r; round++) {
+		if (round > 0) {
+			memset(dirty, 0, words * 8);
+			r = vm->dirty_fetch(vm->ctx, dirty);
+			if (r) {
+				snprintf(err, errlen, "precopy: dirty log: %s", strerror(-r));
+				break;
+			}
+		}
+		uint64_t n = 0;
+		for (uint64_t i = 0; i < s->nr_pages && !r; i++) {
+			if (round > 0 && !bit_test(dirty, i))
+				continue;
+			r = push_page(&ps, i, MIG_PAGEF_PRECOPY);
+			n++;
+		}
+		if (round == 0)
+			s->pages_precopy += n;
+		else
+			s->pages_precopy_resent += n;
+		if (s->o->progress)
+			mig_progress("migrate: precopy round %d: %llu pages", round + 1,
+				     (unsigned long long)n);
+		if (r)
+			snprintf(err, errlen, "precopy: bulk channel send failed");
+	}
+	if (!r)
+		r = drain(&ps);
+	if (r && !err[0])
+		snprintf(err, errlen, "precopy: bulk channel send failed");
+out:
+	pusher_free(&ps);
+	free(dirty);
+	return r;
+}
+
+/* After the pause: which precopied pages were written since last sent. */
+static int precopy_finish(struct src *s, char *err, size_t errlen)
+{
+	size_t words = (s->nr_pages + 63) / 64;
+	size_t bytes = (s->nr_pages + 7) / 8;
+	uint64_t *dirty = calloc(words, 8);
+	if (!dirty)
+		return -ENOMEM;
+	int r = s->vm->dirty_fetch(s->vm->ctx, dirty);
+	s->vm->dirty_stop(s->vm->ctx);
+	if (r) {
+		snprintf(err, errlen, "precopy: final dirty log: %s", strerror(-r));
+		free(dirty);
+		return r;
+	}
+	for (uint64_t i = 0; i < s->nr_pages; i++) {
+		if (!bit_test(dirty, i)) {
+			bit_test_and_set(s->sent, i);
+			s->sent_count++;
+		}
+	}
+	struct mig_dirty d = { .nr_pages = s->nr_pages };
+	r = mig_conn_send(&s->bulk, MIG_MSG_PRECOPY_DIRTY, &d, sizeof(d), dirty, bytes);
+	free(dirty);
+	if (r)
+		snprintf(err, errlen, "bulk channel: cannot send PRECOPY_DIRTY: %s", strerror(-r));
+	return r;
+}
+
+/* ---- Recovery ---- */
+
+static int recover(struct src *s, char *err, size_t errlen)
+{
+	uint64_t deadline = mig_now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
+	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
+	       "%d ms\n",
+	       s->why, s->o->addr, s->o->recover_ms);
+	s->bytes_total_prev += s->urg.tx_bytes + s->bulk.tx_bytes;
+	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
+	mig_conn_close(&s->urg);
+	mig_conn_close(&s->bulk);
+	int r = connect_pair(s, 1, deadline, err, errlen);
+	if (r) {
+		char e2[300];
+		snprintf(e2, sizeof(e2), "%s", err);
+		snprintf(err, errlen,
+			 "destination unreachable for %d ms after the link broke (%s); giving up",
+			 s->o->recover_ms, e2);
+		return r;
+	}
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	r = mig_conn_recv(&s->urg, &h, &p, err, errlen);
+	if (r)
+		return r;
+	if (h.type != MIG_MSG_RESUME) {
+		snprintf(err, errlen, "recovery: expected RESUME, got %s", mig_msg_name(h.type));
+		return -EPROTO;
+	}
+	/* The destination's bitmap is the truth: resend everything it lacks. */
+	const uint8_t *bm = p + sizeof(struct mig_resume);
+	uint64_t have = 0;
+	for (uint64_t i = 0; i < s->nr_pages; i++) {
+		int got = (bm[i / 8] >> (i % 8)) & 1;
+		if (got) {
+			have++;
+		} else if (bit_test(s->sent, i)) {
+			bit_clear(s->sent, i);
+			s->pages_resent++;
+		}
+	}
+	s->sent_count = have;
+	s->nhints = 0;
+	s->broken = 0;
+	s->recoveries++;
+	pr_mig("link recovered: destination has %llu of %llu pages, %llu lost in flight will be "
+	       "sent again\n",
+	       (unsigned long long)have, (unsigned long long)s->nr_pages,
+	       (unsigned long long)(s->nr_pages - have));
+	return 0;
+}
+
+/* ---- Metrics ---- */
+
+static void report(struct src *s, FILE *f)
+{
+	uint64_t tx = s->bytes_total_prev + s->urg.tx_bytes + s->bulk.tx_bytes;
+	uint64_t hdr = s->hdr_total_prev + s->urg.tx_hdr + s->bulk.tx_hdr;
+	uint64_t pages_bytes = s->bytes_pages;
+	int64_t down_src = s->running_seen ? (int64_t)(s->t_running - s->t_pause) : -1;
+	int64_t down_dst = s->running_seen ? s->running.dest_downtime_ns : -1;
+	double push_s =
+	    s->t_push_end > s->t_push_start ? (double)(s->t_push_end - s->t_push_start) / 1e9 : 0;
+	const struct mig_complete *d = &s->dest;
+	fprintf(f, "{\n  \"role\": \"source\",\n");
+	fprintf(f, "  \"ram_bytes\": %llu,\n  \"pages\": %llu,\n",
+		(unsigned long long)s->vm->ram_size, (unsigned long long)s->nr_pages);
+	fprintf(f, "  \"precopy_rounds\": %d,\n  \"compress\": %s,\n", s->o->precopy_rounds,
+		(s->features & MIG_FEAT_ZSTD) ? "true" : "false");
+	fprintf(f, "  \"downtime_us\": %.1f,\n",
+		(double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src) / 1000.0);
+	fprintf(f, "  \"downtime_source_clock_us\": %.1f,\n", (double)down_src / 1000.0);
+	fprintf(f, "  \"downtime_dest_clock_us\": %.1f,\n", (double)down_dst / 1000.0);
+	fprintf(f, "  \"total_ms\": %.3f,\n", (double)(s->t_complete - s->t_start) / 1e6);
+	fprintf(f, "  \"postcopy_ms\": %.3f,\n", (double)(s->t_complete - s->t_pause) / 1e6);
+	fprintf(f,
+		"  \"bytes_sent\": {\"pages\": %llu, \"state\": %llu, \"overhead\": %llu, "
+		"\"total\": %llu},\n",
+		(unsigned long long)pages_bytes, (unsigned long long)s->bytes_state,
+		(unsigned long long)(tx - pages_bytes - s->bytes_state), (unsigned long long)tx);
+	(void)hdr;
+	fprintf(f, "  \"pages_requested\": %llu,\n", (unsigned long long)d->requests_sent);
+	fprintf(f, "  \"pages_demand\": %llu,\n", (unsigned long long)s->pages_demand);
+	fprintf(f, "  \"pages_pushed\": %llu,\n", (unsigned long long)s->pages_pushed);
+	fprintf(f, "  \"pages_precopy\": %llu,\n", (unsigned long long)s->pages_precopy);
+	fprintf(f, "  \"pages_precopy_resent\": %llu,\n",
+		(unsigned long long)s->pages_precopy_resent);
+	fprintf(f, "  \"pages_zero\": %llu,\n  \"pages_zstd\": %llu,\n",
+		(unsigned long long)s->pages_zero, (unsigned long long)s->pages_zstd);
+	fprintf(f, "  \"requests_for_pages_in_flight\": %llu,\n",
+		(unsigned long long)s->req_in_flight);
+	fprintf(f, "  \"duplicate_pages\": %llu,\n", (unsigned long long)d->pages_duplicate);
+	fprintf(f, "  \"pages_resent_after_recovery\": %llu,\n",
+		(unsigned long long)s->pages_resent);
+	fprintf(f, "  \"recoveries\": %llu,\n", (unsigned long long)s->recoveries);
+	fprintf(f, "  \"dest_pages_received\": %llu,\n", (unsigned long long)d->pages_received);
+	fprintf(f, "  \"dest_pages_demand\": %llu,\n  \"dest_pages_pushed\": %llu,\n",
+		(unsigned long long)d->pages_demand, (unsigned long long)d->pages_pushed);
+	fprintf(f, "  \"faults\": %llu,\n  \"faults_deduped\": %llu,\n",
+		(unsigned long long)d->faults, (unsigned long long)d->requests_deduped);
+	fprintf(f,
+		"  \"fault_latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f, "
+		"\"histogram\": ",
+		(double)d->fault_lat_p50_ns / 1000.0, (double)d->fault_lat_p99_ns / 1000.0,
+		(double)d->fault_lat_max_ns / 1000.0);
+	mig_json_hist(f, d->lat_hist);
+	fprintf(f, "},\n");
+	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)d->blocktime_ns / 1e6);
+	fprintf(f, "  \"push_MiB_per_s\": %.1f\n}\n",
+		push_s > 0 ? (double)(s->pages_pushed * MIG_PAGE_SIZE) / push_s / 1048576.0 : 0.0);
+}
+
+static void write_report(struct src *s)
+{
+	const char *path = s->o->metrics;
+	if (!path)
+		return;
+	FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+	if (!f) {
+		pr_mig("cannot write metrics to %s: %s\n", path, strerror(errno));
+		return;
+	}
+	report(s, f);
+	if (f != stdout)
+		fclose(f);
+	else
+		fflush(f);
+}
+
+/* ---- The whole run ---- */
+
+static int run_postcopy(struct src *s, char *err, size_t errlen)
+{
+	for (;;) {
+		pthread_t ut, pt;
+		pthread_create(&ut, NULL, urgent_thread, s);
+		pthread_create(&pt, NULL, push_thread, s);
+		pthread_join(ut, NULL);
+		pthread_join(pt, NULL);
+		if (s->complete)
+			return 0;
+		if (s->fatal) {
+			snprintf(err, errlen, "%s", s->why);
+			return -EPROTO;
+		}
+		if (!s->broken) {
+			snprintf(err, errlen, "internal: threads ended without a result");
+			return -EIO;
+		}
+		int r = recover(s, err, errlen);
+		if (r)
+			return r;
+	}
+}
+
+int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *switched, char *err,
+		   size_t errlen)
+{
+	struct mig_opts o = *opts;
+	mig_opts_defaults(&o);
+	struct src *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	int r;
+	*switched = 0;
+	err[0] = 0;
+	s->vm = vm;
+	s->o = &o;
+	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
+	s->features = o.compress ? MIG_FEAT_ZSTD : 0;
+	s->t_start = mig_now_ns();
+	s->session = mig_realtime_ns() ^ ((uint64_t)getpid() << 32);
+	s->urg.fd = s->bulk.fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->hint_lock, NULL);
+	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
+		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
+			 (unsigned long long)vm->ram_size);
+		r = -EINVAL;
+		goto out;
+	}
+	if (o.precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
+		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
+		r = -EOPNOTSUPP;
+		goto out;
+	}
+	s->sent = calloc((s->nr_pages + 63) / 64, 8);
+	r = mig_addr_parse(o.addr, &s->sa, err, errlen);
+	if (r || !s->sent)
+		goto out;
+	r = connect_pair(s, 0, mig_now_ns() + (uint64_t)o.connect_ms * 1000000ull, err, errlen);
+	if (r)
+		goto out;
+	struct mig_layout l = {
+		.ram_size = vm->ram_size,
+		.page_size = MIG_PAGE_SIZE,
+		.nr_regions = vm->nr_regions,
+	};
+	memcpy(l.regions, vm->regions, sizeof(l.regions));
+	r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	if (!r && o.precopy_rounds)
+		r = precopy(s, err, errlen);
+	if (r) {
+		if (!err[0])
+			snprintf(err, errlen, "cannot send LAYOUT: %s", strerror(-r));
+		goto out;
+	}
+
+	/* The switch-over: from here the downtime runs. */
+	s->t_pause = mig_now_ns();
+	s->pause_rt = mig_realtime_ns();
+	r = vm->pause(vm->ctx);
+	if (r) {
+		snprintf(err, errlen, "cannot pause the VM: %s", strerror(-r));
+		goto out;
+	}
+	void *blob = NULL;
+	size_t blob_len = 0;
+	r = vm->save_state(vm->ctx, &blob, &blob_len);
+	if (r) {
+		snprintf(err, errlen, "cannot save the VM state: %s", strerror(-r));
+		vm->resume(vm->ctx);
+		goto out;
+	}
+	if (o.precopy_rounds)
+		r = precopy_finish(s, err, errlen);
+	struct mig_done done0 = { .phase = 0 };
+	if (!r)
+		r = mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = blob_len };
+	if (!r)
+		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), blob, blob_len);
+	free(blob);
+	s->bytes_state = sizeof(sh) + blob_len;
+	s->state_len = blob_len;
+	if (r) {
+		if (!err[0])
+			snprintf(err, errlen, "cannot send the VM state: %s", strerror(-r));
+		/*
+		 * The destination has not got a whole state: it cannot run.  The
+		 * VM goes on here.
+		 */
+		vm->resume(vm->ctx);
+		goto out;
+	}
+	*switched = 1;
+	s->t_push_start = mig_now_ns();
+	r = run_postcopy(s, err, errlen);
+	if (o.progress)
+		mig_progress_end();
+	if (r == 0)
+		write_report(s);
+out:
+	mig_conn_close(&s->urg);
+	mig_conn_close(&s->bulk);
+	free(s->sent);
+	free(s);
+	return r;
+}

@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mig-memtest: the migration library end to end on plain memory, without a
+ * VM: the "guest RAM" is an anonymous mapping, the "VM state" a small blob
+ * carrying the RAM checksum taken at the pause, and the "vCPUs" are threads.
+ * The destination arms its RAM with userfaultfd (missing mode, UFFDIO_COPY /
+ * UFFDIO_ZEROPAGE), exactly the stock-kernel back end the VMM uses, so
+ * demand faults, the background push, recovery and the metrics are all
+ * exercised for real.
+ *
+ *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
+ *                      [--compress] [--metrics FILE] [--recover-ms MS]
+ *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
+ *                    [--metrics FILE] [--recover-ms MS]
+ *
+ * The source keeps a writer thread dirtying pages until the pause (so
+ * precopy rounds have something to resend).  The destination exits 0 only
+ * if every page arrived and the checksum of its RAM equals the source's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "migrate/migrate.h"
+#include "migrate/net.h"
+
+#define STATE_MAGIC 0x54534d4dull
+
+struct blob {
+	uint64_t magic;
+	uint64_t ram_size;
+	uint32_t checksum;
+	uint32_t pad;
+};
+
+static uint8_t *ram;
+static uint64_t ram_size, nr_pages;
+static uint64_t seed = 1;
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+/* Page i: a quarter are zero, the rest a pattern from (seed, i, gen). */
+static void fill_page(uint64_t i, uint64_t gen)
+{
+	uint64_t *p = (uint64_t *)(ram + i * MIG_PAGE_SIZE);
+	if (mix(i ^ seed) % 4 == 0 && gen == 0) {
+		memset(p, 0, MIG_PAGE_SIZE);
+		return;
+	}
+	uint64_t x = mix(seed * 1000003 + i * 7 + gen);
+	/* Half the pattern pages compress well, half do not. */
+	int easy = (i & 1) == 0;
+	for (unsigned k = 0; k < MIG_PAGE_SIZE / 8; k++) {
+		p[k] = easy ? x + (k / 64) : (x = mix(x));
+	}
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *e;
+	uint64_t v = strtoull(s, &e, 0);
+	if (*e == 'K' || *e == 'k')
+		v <<= 10;
+	else if (*e == 'M' || *e == 'm')
+		v <<= 20;
+	else if (*e == 'G' || *e == 'g')
+		v <<= 30;
+	return v;
+}
+
+/* ---- Source ---- */
+
+static pthread_t writer;
+static int writer_stop;
+static uint64_t *dirty;
+static pthread_mutex_t dirty_lock = PTHREAD_MUTEX_INITIALIZER;
+static int dirty_on;
+
+/* The "guest": rewrites random pages until paused, logging them dirty. */
+static void *writer_thread(void *arg)
+{
+	uint64_t gen = 1, x = seed;
+	while (!__atomic_load_n(&writer_stop, __ATOMIC_ACQUIRE)) {
+		x = mix(x + 1);
+		uint64_t i = x % (nr_pages / 8 + 1); /* a hot eighth of RAM */
+		pthread_mutex_lock(&dirty_lock);
+		fill_page(i, gen++);
+		if (dirty_on)
+			dirty[i / 64] |= 1ull << (i % 64);
+		pthread_mutex_unlock(&dirty_lock);
+		if ((gen & 63) == 0)
+			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+	}
+	return arg;
+}
+
+static int src_pause(void *ctx)
+{
+	__atomic_store_n(&writer_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(writer, NULL);
+	return 0;
+}
+
+static int src_resume(void *ctx)
+{
+	writer_stop = 0;
+	pthread_create(&writer, NULL, writer_thread, NULL);
+	return 0;
+}
+
+static int src_save(void *ctx, void **out, size_t *len)
+{
+	struct blob *b = malloc(sizeof(*b));
+	b->magic = STATE_MAGIC;
+	b->ram_size = ram_size;
+	b->checksum = mig_crc32c(0, ram, ram_size);
+	b->pad = 0;
+	*out = b;
+	*len = sizeof(*b);
+	fprintf(stderr, "memtest: source checksum 0x%08x\n", b->checksum);
+	return 0;
+}
+
+static int src_dirty_start(void *ctx)
+{
+	pthread_mutex_lock(&dirty_lock);
+	dirty_on = 1;
+	memset(dirty, 0, (nr_pages + 63) / 64 * 8);
+	pthread_mutex_unlock(&dirty_lock);
+	return 0;
+}
+
+static int src_dirty_fetch(void *ctx, uint64_t *bm)
+{
+	pthread_mutex_lock(&dirty_lock);
+	for (uint64_t w = 0; w < (nr_pages + 63) / 64; w++) {
+		bm[w] |= dirty[w];
+		dirty[w] = 0;
+	}
+	pthread_mutex_unlock(&dirty_lock);
+	return 0;
+}
+
+static int src_dirty_stop(void *ctx)
+{
+	dirty_on = 0;
+	return 0;
+}
+
+static int run_source(struct mig_opts *o)
+{
+	for (uint64_t i = 0; i < nr_pages; i++)
+		fill_page(i, 0);
+	dirty = calloc((nr_pages + 63) / 64, 8);
+	pthread_create(&writer, NULL, writer_thread, NULL);
+	struct mig_source_vm vm = {
+		.ram = ram,
+		.ram_size = ram_size,
+		.nr_regions = 1,
+		.regions = { { .gpa = 0, .size = ram_size } },
+		.pause = src_pause,
+		.resume = src_resume,
+		.save_state = src_save,
+		.dirty_start = src_dirty_start,
+		.dirty_fetch = src_dirty_fetch,
+		.dirty_stop = src_dirty_stop,
+	};
+	char err[400];
+	int switched;
+	int r = mig_source_run(&vm, o, &switched, err, sizeof(err));
+	if (r) {
+		fprintf(stderr, "memtest: source: migration failed%s: %s\n",
+			switched ? " after the switch-over" : "", err);
+		if (!switched)
+			src_pause(NULL);
+		return 1;
+	}
+	fprintf(stderr, "memtest: source: migration complete\n");
+	return 0;
+}
+
+/* ---- Destination: userfaultfd-armed RAM ---- */
+
+static int uffd = -1;
+static struct mig_dest *dest;
+static uint32_t expect_sum;
+static int have_state;
+
+static int dst_install(void *ctx, uint64_t off, const void *data)
+{
+	int r;
+	if (data) {
+		struct uffdio_copy c = {
+			.dst = (uint64_t)(uintptr_t)(ram + off),
+			.src = (uint64_t)(uintptr_t)data,
+			.len = MIG_PAGE_SIZE,
+		};
+		r = ioctl(uffd, UFFDIO_COPY, &c);
+	} else {
+		struct uffdio_zeropage z = {
+			.range = { .start = (uint64_t)(uintptr_t)(ram + off),
+				   .len = MIG_PAGE_SIZE },
+		};
+		r = ioctl(uffd, UFFDIO_ZEROPAGE, &z);
+	}
+	if (r < 0 && errno == EAGAIN) /* mm changing: retry once */
+		return dst_install(ctx, off, data);
+	return r < 0 ? -errno : 0;
+}
+
+static int dst_load(void *ctx, const void *blob, size_t len)
+{
+	struct blob b;
+	if (len != sizeof(b))
+		return -EINVAL;
+	memcpy(&b, blob, sizeof(b));
+	if (b.magic != STATE_MAGIC || b.ram_size != ram_size)
+		return -EINVAL;
+	expect_sum = b.checksum;
+	have_state = 1;
+	return 0;
+}
+
+static int fault_stop;
+
+/*
+ * The fault loop: drain every pending event, hand each to the library.
+ * It spins briefly on the non-blocking fd before sleeping in poll(): a
+ * wake-up costs more than a page on this machine (docs/migration.md).
+ */
+static void *fault_thread(void *arg)
+{
+	struct uffd_msg msg[16];
+	uint64_t idle_since = 0;
+	while (!__atomic_load_n(&fault_stop, __ATOMIC_ACQUIRE)) {
+		ssize_t n = read(uffd, msg, sizeof(msg));
+		if (n < 0 && errno == EAGAIN) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+			if (!idle_since)
+				idle_since = now;
+			if (now - idle_since > 50000) {
+				struct pollfd p = { .fd = uffd, .events = POLLIN };
+				poll(&p, 1, 100);
+				idle_since = 0;
+			}
+			continue;
+		}
+		if (n <= 0)
+			break;
+		idle_since = 0;
+		for (unsigned k = 0; k < n / sizeof(msg[0]); k++) {
+			if (msg[k].event != UFFD_EVENT_PAGEFAULT)
+				continue;
+			uint64_t off =
+			    (msg[k].arg.pagefault.address & ~(uint64_t)(MIG_PAGE_SIZE - 1)) -
+			    (uint64_t)(uintptr_t)ram;
+			if (mig_dest_fault(dest, off) == 1) {
+				struct uffdio_range w = { .start = (uint64_t)(uintptr_t)(ram + off),
+							  .len = MIG_PAGE_SIZE };
+				ioctl(uffd, UFFDIO_WAKE, &w);
+			}
+		}
+	}
+	return arg;
+}
+
+static const char *touch = "random";
+static uint64_t touched;
+
+/* The "vCPU": reads pages while postcopy runs, so faults really happen. */
+static void *toucher_thread(void *arg)
+{
+	volatile uint8_t sink = 0;
+	uint64_t x = seed * 31 + 7;
+	for (uint64_t k = 0; k < nr_pages && mig_dest_status(dest) == 0; k++) {
+		uint64_t i = k;
+		if (strcmp(touch, "random") == 0) {
+			x = mix(x);
+			i = x % nr_pages;
+		}
+		sink ^= ram[i * MIG_PAGE_SIZE + (k % MIG_PAGE_SIZE)];
+		touched++;
+	}
+	(void)sink;
+	return arg;
+}
+
+static int run_dest(struct mig_opts *o)
+{
+	char err[400];
+	dest = mig_dest_listen(o, err, sizeof(err));
+	if (!dest) {
+		fprintf(stderr, "memtest: dest: %s\n", err);
+		return 1;
+	}
+	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0) {
+		fprintf(stderr, "memtest: dest: userfaultfd: %s\n", strerror(errno));
+		return 77;
+	}
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (uint64_t)(uintptr_t)ram, .len = ram_size },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	if (ioctl(uffd, UFFDIO_API, &api) < 0 || ioctl(uffd, UFFDIO_REGISTER, &reg) < 0) {
+		fprintf(stderr, "memtest: dest: userfaultfd set-up: %s\n", strerror(errno));
+		return 77;
+	}
+	pthread_t ft, tt;
+	pthread_create(&ft, NULL, fault_thread, NULL);
+	struct mig_dest_vm vm = {
+		.ram_size = ram_size,
+		.nr_regions = 1,
+		.regions = { { .gpa = 0, .size = ram_size } },
+		.install = dst_install,
+		.load_state = dst_load,
+	};
+	printf("memtest: dest: listening on %s\n", o->addr);
+	fflush(stdout);
+	int r = mig_dest_incoming(dest, &vm, err, sizeof(err));
+	if (r) {
+		fprintf(stderr, "memtest: dest: incoming migration failed: %s\n", err);
+		return 1;
+	}
+	mig_dest_resumed(dest);
+	int touching = strcmp(touch, "none") != 0;
+	if (touching)
+		pthread_create(&tt, NULL, toucher_thread, NULL);
+	r = mig_dest_wait(dest, err, sizeof(err));
+	if (r) {
+		fprintf(stderr, "memtest: dest: migration failed: %s\n", err);
+		/* The toucher may be blocked on a page that never comes. */
+		_exit(1);
+	}
+	if (touching)
+		pthread_join(tt, NULL);
+	__atomic_store_n(&fault_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(ft, NULL);
+	if (o->metrics) {
+		FILE *f = strcmp(o->metrics, "-") ? fopen(o->metrics, "w") : stdout;
+		if (f) {
+			mig_dest_report(dest, f);
+			if (f != stdout)
+				fclose(f);
+		}
+	}
+	uint32_t sum = mig_crc32c(0, ram, ram_size);
+	mig_dest_free(dest);
+	if (!have_state || sum != expect_sum) {
+		fprintf(stderr, "memtest: dest: CHECKSUM MISMATCH: 0x%08x, source had 0x%08x\n",
+			sum, expect_sum);
+		return 1;
+	}
+	fprintf(stderr, "memtest: dest: checksum ok 0x%08x (%llu pages touched)\n", sum,
+		(unsigned long long)touched);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct mig_opts o = { .progress = -1 };
+	const char *mode = argc > 1 ? argv[1] : "";
+	ram_size = 16 << 20;
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--compress")) {
+			o.compress = 1;
+			continue;
+		}
+		if (!v) {
+			fprintf(stderr, "memtest: %s needs a value\n", a);
+			return 2;
+		}
+		i++;
+		if (!strcmp(a, "--to") || !strcmp(a, "--listen"))
+			o.addr = v;
+		else if (!strcmp(a, "--mem"))
+			ram_size = parse_size(v);
+		else if (!strcmp(a, "--seed"))
+			seed = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--precopy-rounds"))
+			o.precopy_rounds = atoi(v);
+		else if (!strcmp(a, "--metrics"))
+			o.metrics = v;
+		else if (!strcmp(a, "--recover-ms"))
+			o.recover_ms = atoi(v);
+		else if (!strcmp(a, "--touch"))
+			touch = v;
+		else {
+			fprintf(stderr, "memtest: unknown option %s\n", a);
+			return 2;
+		}
+	}
+	if (!o.addr || (strcmp(mode, "source") && strcmp(mode, "dest")) || !ram_size ||
+	    ram_size % MIG_PAGE_SIZE) {
+		fprintf(stderr, "usage: mig-memtest source --to tcp:H:P | dest --listen tcp:H:P "
+				"[--mem SIZE] ...\n");
+		return 2;
+	}
+	nr_pages = ram_size / MIG_PAGE_SIZE;
+	ram = mmap(NULL, ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ram == MAP_FAILED) {
+		perror("memtest: mmap");
+		return 1;
+	}
+	if (o.progress < 0)
+		o.progress = 0;
+	return strcmp(mode, "source") == 0 ? run_source(&o) : run_dest(&o);
+}

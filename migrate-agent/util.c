@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Small shared pieces: options, latency statistics, zero test, progress. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void mig_opts_defaults(struct mig_opts *o)
+{
+	if (!o->recover_ms)
+		o->recover_ms = 10000;
+	if (!o->connect_ms)
+		o->connect_ms = 3000;
+	if (!o->spin_us)
+		o->spin_us = 50;
+	if (!o->prepage)
+		o->prepage = 32;
+	if (o->progress < 0)
+		o->progress = 0;
+}
+
+void mig_lat_add(struct mig_lat *l, uint64_t ns)
+{
+	if (l->n == l->cap) {
+		uint64_t ncap = l->cap ? l->cap * 2 : 1024;
+		uint64_t *nn = realloc(l->ns, ncap * sizeof(*nn));
+		if (!nn)
+			return;
+		l->ns = nn;
+		l->cap = ncap;
+	}
+	l->ns[l->n++] = ns;
+	l->sum += ns;
+	uint64_t us = ns / 1000;
+	int b = 0;
+	while (us > 1 && b < MIG_HIST_BUCKETS - 1) {
+		us >>= 1;
+		b++;
+	}
+	l->hist[b]++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+uint64_t mig_lat_pct(struct mig_lat *l, double p)
+{
+	if (!l->n)
+		return 0;
+	qsort(l->ns, l->n, sizeof(*l->ns), cmp_u64);
+	uint64_t i = (uint64_t)(p / 100.0 * (double)(l->n - 1) + 0.5);
+	if (i >= l->n)
+		i = l->n - 1;
+	return l->ns[i];
+}
+
+uint64_t mig_lat_max(const struct mig_lat *l)
+{
+	uint64_t m = 0;
+	for (uint64_t i = 0; i < l->n; i++)
+		if (l->ns[i] > m)
+			m = l->ns[i];
+	return m;
+}
+
+void mig_json_hist(FILE *f, const uint64_t *hist)
+{
+	int last = MIG_HIST_BUCKETS - 1;
+	while (last > 0 && !hist[last])
+		last--;
+	fputc('[', f);
+	for (int i = 0; i <= last; i++)
+		fprintf(f, "%s{\"lt_us\": %llu, \"n\": %llu}", i ? ", " : "",
+			i == MIG_HIST_BUCKETS - 1 ? 0ull : 2ull << i, (unsigned long long)hist[i]);
+	fputc(']', f);
+}
+
+int mig_page_is_zero(const void *page)
+{
+	const uint64_t *p = page;
+	uint64_t acc = 0;
+	for (unsigned i = 0; i < MIG_PAGE_SIZE / 8; i += 8)
+		acc |= p[i] | p[i + 1] | p[i + 2] | p[i + 3] | p[i + 4] | p[i + 5] | p[i + 6] |
+		       p[i + 7];
+	return acc == 0;
+}
+
+static int progress_shown;
+
+void mig_progress(const char *fmt, ...)
+{
+	char line[160];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\r\033[K%s", line);
+	progress_shown = 1;
+}
+
+void mig_progress_end(void)
+{
+	if (progress_shown)
+		fputc('\n', stderr);
+	progress_shown = 0;
+}

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The wire protocol's checks: CRC32C, header and payload validation, page
+ * decoding.  Everything a peer sends passes through mig_check_hdr() and
+ * mig_check_payload() before any of it is used; both only read.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "migrate/wire.h"
+
+/* ---- CRC32C ---- */
+
+static uint32_t crc_table[8][256];
+static int crc_hw = -1;
+
+static void crc_init(void)
+{
+	for (unsigned i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0x82f63b78u & -(c & 1));
+		crc_table[0][i] = c;
+	}
+	for (unsigned i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] =
+			    (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+	__builtin_cpu_init();
+	crc_hw = __builtin_cpu_supports("sse4.2");
+}
+
+static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t len)
+{
+	while (len >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		v ^= c;
+		c = crc_table[7][v & 0xff] ^ crc_table[6][(v >> 8) & 0xff] ^
+		    crc_table[5][(v >> 16) & 0xff] ^ crc_table[4][(v >> 24) & 0xff] ^
+		    crc_table[3][(v >> 32) & 0xff] ^ crc_table[2][(v >> 40) & 0xff] ^
+		    crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
+	return c;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t c, const uint8_t *p,
+							    size_t len)
+{
+	uint64_t c64 = c;
+	while (len >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		c64 = __builtin_ia32_crc32di(c64, v);
+		p += 8;
+		len -= 8;
+	}
+	c = (uint32_t)c64;
+	while (len--)
+		c = __builtin_ia32_crc32qi(c, *p++);
+	return c;
+}
+
+uint32_t mig_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	/* Racing first calls compute the same tables; harmless. */
+	if (__atomic_load_n(&crc_hw, __ATOMIC_ACQUIRE) < 0) {
+		crc_init();
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+	}
+	uint32_t c = ~crc;
+	c = crc_hw ? crc_sse42(c, buf, len) : crc_sw(c, buf, len);
+	return ~c;
+}
+
+/* ---- Framing ---- */
+
+void mig_frame_hdr_init(struct mig_frame_hdr *h, uint16_t type, uint32_t len, uint32_t seq,
+			uint32_t payload_crc)
+{
+	h->magic = MIG_MAGIC;
+	h->type = type;
+	h->flags = 0;
+	h->len = len;
+	h->seq = seq;
+	h->payload_crc = payload_crc;
+	h->hdr_crc = mig_crc32c(0, h, offsetof(struct mig_frame_hdr, hdr_crc));
+}
+
+static const char *const msg_names[] = {
+	[MIG_MSG_HELLO] = "HELLO",
+	[MIG_MSG_LAYOUT] = "LAYOUT",
+	[MIG_MSG_STATE] = "STATE",
+	[MIG_MSG_PAGE] = "PAGE",
+	[MIG_MSG_PAGE_REQUEST] = "PAGE_REQUEST",
+	[MIG_MSG_RUNNING] = "RUNNING",
+	[MIG_MSG_COMPLETE] = "COMPLETE",
+	[MIG_MSG_RESUME] = "RESUME",
+	[MIG_MSG_ERROR] = "ERROR",
+	[MIG_MSG_PRECOPY_DIRTY] = "PRECOPY_DIRTY",
+	[MIG_MSG_DONE] = "DONE",
+};
+
+const char *mig_msg_name(unsigned type)
+{
+	if (type == 0 || type > MIG_MSG_MAX)
+		return "?";
+	return msg_names[type];
+}
+
+__attribute__((format(printf, 4, 5))) static int fail(int e, char *err, size_t errlen,
+						      const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return e;
+}
+
+/* Largest payload each message type may have (exact sizes are checked later). */
+static uint32_t max_len(unsigned type)
+{
+	switch (type) {
+	case MIG_MSG_HELLO:
+		return sizeof(struct mig_hello);
+	case MIG_MSG_LAYOUT:
+		return sizeof(struct mig_layout);
+	case MIG_MSG_STATE:
+		return MIG_MAX_PAYLOAD;
+	case MIG_MSG_PAGE:
+		return sizeof(struct mig_page) + MIG_PAGE_SIZE;
+	case MIG_MSG_PAGE_REQUEST:
+		return sizeof(struct mig_page_request) + 8 * MIG_MAX_REQ_PAGES;
+	case MIG_MSG_RUNNING:
+		return sizeof(struct mig_running);
+	case MIG_MSG_COMPLETE:
+		return sizeof(struct mig_complete);
+	case MIG_MSG_RESUME:
+	case MIG_MSG_PRECOPY_DIRTY:
+		return MIG_MAX_PAYLOAD;
+	case MIG_MSG_ERROR:
+		return sizeof(struct mig_error) + MIG_MAX_ERROR_MSG;
+	case MIG_MSG_DONE:
+		return sizeof(struct mig_done);
+	}
+	return 0;
+}
+
+int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
+{
+	if (h->magic != MIG_MAGIC)
+		return fail(-EPROTO, err, errlen, "bad magic 0x%08x (expected 0x%08x)", h->magic,
+			    MIG_MAGIC);
+	uint32_t crc = mig_crc32c(0, h, offsetof(struct mig_frame_hdr, hdr_crc));
+	if (crc != h->hdr_crc)
+		return fail(-EBADMSG, err, errlen,
+			    "frame header checksum mismatch (got 0x%08x, computed 0x%08x)",
+			    h->hdr_crc, crc);
+	if (h->type == 0 || h->type > MIG_MSG_MAX)
+		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
+	if (h->flags)
+		return fail(-EPROTO, err, errlen, "%s frame with reserved flags 0x%x",
+			    mig_msg_name(h->type), h->flags);
+	if (h->len > max_len(h->type))
+		return fail(-EMSGSIZE, err, errlen, "%s frame length %u exceeds limit %u",
+			    mig_msg_name(h->type), h->len, max_len(h->type));
+	return 0;
+}
+
+static int check_addr(const struct mig_wire_ctx *ctx, uint64_t addr, const char *what, char *err,
+		      size_t errlen)
+{
+	if (addr % MIG_PAGE_SIZE)
+		return fail(-ERANGE, err, errlen, "%s address 0x%llx not page aligned", what,
+			    (unsigned long long)addr);
+	if (addr >= ctx->ram_size || ctx->ram_size - addr < MIG_PAGE_SIZE)
+		return fail(-ERANGE, err, errlen,
+			    "%s address 0x%llx outside guest RAM (size 0x%llx)", what,
+			    (unsigned long long)addr, (unsigned long long)ctx->ram_size);
+	return 0;
+}
+
+static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char *err,
+		       size_t errlen)
+{
+	if (m->version != MIG_VERSION)
+		return fail(-EPROTONOSUPPORT, err, errlen,
+			    "peer speaks protocol version %u, this side speaks %u", m->version,
+			    MIG_VERSION);
+	if (m->page_size != MIG_PAGE_SIZE)
+		return fail(-EPROTO, err, errlen, "peer page size %u, expected %u", m->page_size,
+			    MIG_PAGE_SIZE);
+	if (ctx->peer_role && m->role != ctx->peer_role)
+		return fail(-EPROTO, err, errlen, "peer claims role %u, expected %u", m->role,
+			    ctx->peer_role);
+	if (m->channel != MIG_CHAN_URGENT && m->channel != MIG_CHAN_BULK)
+		return fail(-EPROTO, err, errlen, "unknown channel %u", m->channel);
+	if (m->flags & ~MIG_HELLO_KNOWN)
+		return fail(-EPROTO, err, errlen, "unknown HELLO flags 0x%x", m->flags);
+	if (m->reserved)
+		return fail(-EPROTO, err, errlen, "HELLO reserved field not zero");
+	if (m->role == MIG_ROLE_SOURCE) {
+		if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE ||
+		    m->ram_size > MIG_MAX_RAM_SIZE)
+			return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
+				    (unsigned long long)m->ram_size);
+	}
+	if (ctx->ram_size && m->ram_size && m->ram_size != ctx->ram_size)
+		return fail(-EPROTO, err, errlen, "peer RAM size 0x%llx, this side 0x%llx",
+			    (unsigned long long)m->ram_size, (unsigned long long)ctx->ram_size);
+	if (m->ram_size)
+		ctx->ram_size = m->ram_size;
+	ctx->features &= m->features;
+	ctx->hello_seen = 1;
+	return 0;
+}
+
+static int check_layout(const struct mig_wire_ctx *ctx, const struct mig_layout *l, char *err,
+			size_t errlen)
+{
+	if (l->ram_size != ctx->ram_size)
+		return fail(-EPROTO, err, errlen, "LAYOUT RAM size 0x%llx, HELLO said 0x%llx",
+			    (unsigned long long)l->ram_size, (unsigned long long)ctx->ram_size);
+	if (l->page_size != MIG_PAGE_SIZE)
+		return fail(-EPROTO, err, errlen, "LAYOUT page size %u", l->page_size);
+	if (l->nr_regions == 0 || l->nr_regions > MIG_MAX_REGIONS)
+		return fail(-EPROTO, err, errlen, "LAYOUT with %u regions", l->nr_regions);
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < MIG_MAX_REGIONS; i++) {
+		const struct mig_region *r = &l->regions[i];
+		if (i >= l->nr_regions) {
+			if (r->gpa || r->size)
+				return fail(-EPROTO, err, errlen, "LAYOUT unused slot %u not zero",
+					    i);
+			continue;
+		}
+		if (r->gpa % MIG_PAGE_SIZE || r->size % MIG_PAGE_SIZE || r->size == 0 ||
+		    r->gpa + r->size < r->gpa)
+			return fail(-EPROTO, err, errlen, "LAYOUT region %u malformed", i);
+		if (r->size > ctx->ram_size - sum)
+			return fail(-EPROTO, err, errlen, "LAYOUT regions exceed RAM size");
+		sum += r->size;
+	}
+	if (sum != ctx->ram_size)
+		return fail(-EPROTO, err, errlen, "LAYOUT regions cover 0x%llx of 0x%llx bytes",
+			    (unsigned long long)sum, (unsigned long long)ctx->ram_size);
+	return 0;
+}
+
+static int check_bitmap(const struct mig_wire_ctx *ctx, const void *payload, uint32_t len,
+			const char *what, char *err, size_t errlen)
+{
+	uint64_t nr;
+	if (len < 8)
+		return fail(-EPROTO, err, errlen, "%s payload of %u bytes is truncated", what, len);
+	memcpy(&nr, payload, 8);
+	if (nr != ctx->ram_size / MIG_PAGE_SIZE)
+		return fail(-EPROTO, err, errlen, "%s for %llu pages, guest RAM has %llu", what,
+			    (unsigned long long)nr,
+			    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
+	if ((uint64_t)len != 8 + (nr + 7) / 8)
+		return fail(-EPROTO, err, errlen,
+			    "%s length %u does not match %llu pages (expected %llu)", what, len,
+			    (unsigned long long)nr, (unsigned long long)(8 + (nr + 7) / 8));
+	if (nr % 8) {
+		uint8_t last = ((const uint8_t *)payload)[len - 1];
+		if (last >> (nr % 8))
+			return fail(-EPROTO, err, errlen, "%s sets bits past the last page", what);
+	}
+	return 0;
+}
+
+int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *payload,
+		      char *err, size_t errlen)
+{
+	uint32_t len = h->len;
+	uint32_t crc = mig_crc32c(0, payload, len);
+	if (crc != h->payload_crc)
+		return fail(-EBADMSG, err, errlen,
+			    "%s payload checksum mismatch (got 0x%08x, computed 0x%08x): "
+			    "corrupted data",
+			    mig_msg_name(h->type), h->payload_crc, crc);
+	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO)
+		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
+
+#define EXACT(T)                                                                                   \
+	do {                                                                                       \
+		if (len != sizeof(T))                                                              \
+			return fail(-EPROTO, err, errlen, "%s length %u, expected %zu",            \
+				    mig_msg_name(h->type), len, sizeof(T));                        \
+	} while (0)
+
+	switch (h->type) {
+	case MIG_MSG_HELLO: {
+		struct mig_hello m;
+		EXACT(m);
+		if (ctx->hello_seen)
+			return fail(-EPROTO, err, errlen, "second HELLO on a connection");
+		memcpy(&m, payload, sizeof(m));
+		return check_hello(ctx, &m, err, errlen);
+	}
+	case MIG_MSG_LAYOUT: {
+		struct mig_layout l;
+		EXACT(l);
+		memcpy(&l, payload, sizeof(l));
+		return check_layout(ctx, &l, err, errlen);
+	}
+	case MIG_MSG_STATE: {
+		struct mig_state_hdr s;
+		if (len < sizeof(s))
+			return fail(-EPROTO, err, errlen, "STATE payload of %u bytes is truncated",
+				    len);
+		memcpy(&s, payload, sizeof(s));
+		if (s.blob_len != len - sizeof(s))
+			return fail(-EPROTO, err, errlen,
+				    "STATE blob length %llu does not match frame (%zu)",
+				    (unsigned long long)s.blob_len, len - sizeof(s));
+		return 0;
+	}
+	case MIG_MSG_PAGE: {
+		struct mig_page p;
+		if (len < sizeof(p))
+			return fail(-EPROTO, err, errlen, "PAGE payload of %u bytes is truncated",
+				    len);
+		memcpy(&p, payload, sizeof(p));
+		int r = check_addr(ctx, p.addr, "PAGE", err, errlen);
+		if (r)
+			return r;
+		if (p.data_len != len - sizeof(p))
+			return fail(-EPROTO, err, errlen,
+				    "PAGE 0x%llx data length %u does not match frame (%zu)",
+				    (unsigned long long)p.addr, p.data_len, len - sizeof(p));
+		if (p.flags & ~MIG_PAGEF_KNOWN)
+			return fail(-EPROTO, err, errlen, "PAGE with unknown flags 0x%x", p.flags);
+		switch (p.encoding) {
+		case MIG_PAGE_RAW:
+			if (p.data_len != MIG_PAGE_SIZE)
+				return fail(-EPROTO, err, errlen,
+					    "raw PAGE 0x%llx with %u data bytes",
+					    (unsigned long long)p.addr, p.data_len);
+			return 0;
+		case MIG_PAGE_ZERO:
+			if (p.data_len != 0)
+				return fail(-EPROTO, err, errlen,
+					    "zero PAGE 0x%llx with %u data bytes",
+					    (unsigned long long)p.addr, p.data_len);
+			return 0;
+		case MIG_PAGE_ZSTD:
+			if (!(ctx->features & MIG_FEAT_ZSTD))
+				return fail(-EPROTO, err, errlen,
+					    "zstd PAGE although zstd was not agreed");
+			if (p.data_len == 0 || p.data_len >= MIG_ZSTD_MAX_LEN)
+				return fail(-EPROTO, err, errlen,
+					    "zstd PAGE 0x%llx with %u data bytes",
+					    (unsigned long long)p.addr, p.data_len);
+			return 0;
+		}
+		return fail(-EPROTO, err, errlen, "PAGE with unknown encoding %u", p.encoding);
+	}
+	case MIG_MSG_PAGE_REQUEST: {
+		struct mig_page_request q;
+		if (len < sizeof(q))
+			return fail(-EPROTO, err, errlen, "PAGE_REQUEST truncated");
+		memcpy(&q, payload, sizeof(q));
+		if (q.count == 0 || q.count > MIG_MAX_REQ_PAGES || q.reserved)
+			return fail(-EPROTO, err, errlen, "PAGE_REQUEST for %u pages", q.count);
+		if (len != sizeof(q) + 8ull * q.count)
+			return fail(-EPROTO, err, errlen,
+				    "PAGE_REQUEST length %u does not match count %u", len, q.count);
+		const uint8_t *a = (const uint8_t *)payload + sizeof(q);
+		for (uint32_t i = 0; i < q.count; i++) {
+			uint64_t addr;
+			memcpy(&addr, a + 8 * i, 8);
+			int r = check_addr(ctx, addr, "PAGE_REQUEST", err, errlen);
+			if (r)
+				return r;
+		}
+		return 0;
+	}
+	case MIG_MSG_RUNNING: {
+		struct mig_running m;
+		EXACT(m);
+		return 0;
+	}
+	case MIG_MSG_COMPLETE: {
+		struct mig_complete m;
+		EXACT(m);
+		memcpy(&m, payload, sizeof(m));
+		if (m.pages_received != ctx->ram_size / MIG_PAGE_SIZE)
+			return fail(-EPROTO, err, errlen,
+				    "COMPLETE with %llu pages received, RAM has %llu",
+				    (unsigned long long)m.pages_received,
+				    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
+		return 0;
+	}
+	case MIG_MSG_RESUME:
+		return check_bitmap(ctx, payload, len, "RESUME", err, errlen);
+	case MIG_MSG_PRECOPY_DIRTY:
+		return check_bitmap(ctx, payload, len, "PRECOPY_DIRTY", err, errlen);
+	case MIG_MSG_ERROR: {
+		struct mig_error e;
+		if (len < sizeof(e))
+			return fail(-EPROTO, err, errlen, "ERROR truncated");
+		memcpy(&e, payload, sizeof(e));
+		if (e.msg_len > MIG_MAX_ERROR_MSG || len != sizeof(e) + e.msg_len)
+			return fail(-EPROTO, err, errlen, "ERROR length %u, message length %u", len,
+				    e.msg_len);
+		return 0;
+	}
+	case MIG_MSG_DONE: {
+		struct mig_done d;
+		EXACT(d);
+		memcpy(&d, payload, sizeof(d));
+		if (d.phase > 1 || d.reserved || d.pages > ctx->ram_size / MIG_PAGE_SIZE)
+			return fail(-EPROTO, err, errlen, "DONE malformed");
+		return 0;
+	}
+	}
+#undef EXACT
+	return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
+}
+
+static _Thread_local ZSTD_DCtx *dctx;
+
+int mig_page_decode(const struct mig_page *p, const void *data, void *out, char *err, size_t errlen)
+{
+	switch (p->encoding) {
+	case MIG_PAGE_RAW:
+		memcpy(out, data, MIG_PAGE_SIZE);
+		return 0;
+	case MIG_PAGE_ZERO:
+		memset(out, 0, MIG_PAGE_SIZE);
+		return 0;
+	case MIG_PAGE_ZSTD: {
+		if (!dctx)
+			dctx = ZSTD_createDCtx();
+		if (!dctx)
+			return fail(-ENOMEM, err, errlen, "cannot allocate a zstd context");
+		size_t n = ZSTD_decompressDCtx(dctx, out, MIG_PAGE_SIZE, data, p->data_len);
+		if (ZSTD_isError(n))
+			return fail(-EBADMSG, err, errlen,
+				    "zstd PAGE 0x%llx does not decompress: %s",
+				    (unsigned long long)p->addr, ZSTD_getErrorName(n));
+		if (n != MIG_PAGE_SIZE)
+			return fail(-EBADMSG, err, errlen,
+				    "zstd PAGE 0x%llx decompresses to %zu bytes, not one page",
+				    (unsigned long long)p->addr, n);
+		return 0;
+	}
+	}
+	return fail(-EPROTO, err, errlen, "PAGE with unknown encoding %u", p->encoding);
+}
+
+long mig_parse_stream(struct mig_wire_ctx *ctx, const uint8_t *buf, size_t len, int *errp,
+		      char *err, size_t errlen)
+{
+	static _Thread_local uint8_t page[MIG_PAGE_SIZE];
+	long frames = 0;
+	size_t off = 0;
+	*errp = 0;
+	while (off < len) {
+		struct mig_frame_hdr h;
+		if (len - off < sizeof(h)) {
+			*errp = fail(-ENODATA, err, errlen, "stream ends inside a frame header");
+			return frames;
+		}
+		memcpy(&h, buf + off, sizeof(h));
+		int r = mig_check_hdr(&h, err, errlen);
+		if (r) {
+			*errp = r;
+			return frames;
+		}
+		off += sizeof(h);
+		if (len - off < h.len) {
+			*errp = fail(-ENODATA, err, errlen,
+				     "stream ends inside a %s payload (%zu of %u bytes)",
+				     mig_msg_name(h.type), len - off, h.len);
+			return frames;
+		}
+		r = mig_check_payload(ctx, &h, buf + off, err, errlen);
+		if (r == 0 && h.type == MIG_MSG_PAGE) {
+			struct mig_page p;
+			memcpy(&p, buf + off, sizeof(p));
+			r = mig_page_decode(&p, buf + off + sizeof(p), page, err, errlen);
+		}
+		if (r) {
+			*errp = r;
+			return frames;
+		}
+		off += h.len;
+		frames++;
+	}
+	return frames;
+}
