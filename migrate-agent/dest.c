@@ -60,7 +60,7 @@ struct mig_dest {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int phase0_done, broken, failed, all_present, complete_sent, stop;
+	int phase0_done, state_rx, broken, failed, all_present, complete_sent, stop;
 	char why[320];
 
 	pthread_t rx_urg, rx_bulk, sup, stager;
@@ -234,7 +234,7 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
 		if (d->failed || d->stop || d->complete_sent)
 			return;
-		if (r && link_error(r) && d->t_state) {
+		if (r && link_error(r) && d->state_rx) {
 			pthread_mutex_lock(&d->lock);
 			if (!d->broken)
 				snprintf(d->why, sizeof(d->why), "%s", err);
@@ -259,6 +259,11 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 						    sizeof(err));
 				if (!r)
 					__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
+			} else if (!d->phase0_done) {
+				snprintf(err, sizeof(err),
+					 "%s channel: postcopy PAGE 0x%llx before the switch-over",
+					 c->name, (unsigned long long)pg.addr);
+				r = -EPROTO;
 			} else if (pg.flags & MIG_PAGEF_PRECOPY) {
 				snprintf(err, sizeof(err),
 					 "%s channel: precopy PAGE after the switch-over", c->name);
@@ -690,10 +695,22 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	memcpy(&sh, p, sizeof(sh));
 	d->pause_rt = sh.pause_realtime_ns;
 
-	/* Precopy pages (if any) are staged once the bulk channel said DONE. */
+	/*
+	 * The source has switched over: from here a broken link is recovered,
+	 * not fatal.  Precopy pages are usable once the bulk channel delivered
+	 * DONE (after PRECOPY_DIRTY); if the link broke before that, none of the
+	 * staged pages can be trusted: drop them, RESUME will ask for them again.
+	 */
 	pthread_mutex_lock(&d->lock);
-	while (!d->phase0_done && !d->failed)
+	d->state_rx = 1;
+	while (!d->phase0_done && !d->failed && !d->broken)
 		pthread_cond_wait(&d->cond, &d->lock);
+	if (!d->phase0_done && d->broken) {
+		for (uint64_t i = 0; i < d->nr_pages; i++)
+			if (d->pst[i] == PG_STAGED)
+				d->pst[i] = PG_MISSING;
+		d->phase0_done = 1;
+	}
 	pthread_mutex_unlock(&d->lock);
 	if (d->failed) {
 		snprintf(err, errlen, "%s", d->why);

@@ -31,7 +31,7 @@
 
 #define NHINTS	  16
 #define PUSH_BUF  (256u << 10)
-#define PUSH_NBUF 4
+#define PUSH_NBUF 2
 #define FRAME_MAX (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
 
 struct src {
@@ -314,15 +314,28 @@ static int pusher_init(struct pusher *ps, struct src *s)
 	return 0;
 }
 
+static int wait_idle(struct pusher *ps);
+
 static void pusher_free(struct pusher *ps)
 {
-	if (ps->uring)
+	if (ps->uring) {
+		/* The kernel must be done with the buffers before they go. */
+		while (wait_idle(ps))
+			;
 		io_uring_queue_exit(&ps->ring);
+	}
 	for (int i = 0; i < PUSH_NBUF; i++)
 		free(ps->buf[i]);
 }
 
-/* Reap one completion; resubmit short sends. */
+/*
+ * Reap the one send in flight; a short send is resubmitted for the rest
+ * before anything else goes out.  Only one send is ever in flight on the
+ * socket: two concurrent io_uring sends on one stream may be reordered
+ * (one retried asynchronously after EAGAIN while the next goes inline),
+ * which would interleave frames.  Two buffers still overlap encoding with
+ * sending.
+ */
 static int reap(struct pusher *ps)
 {
 	struct io_uring_cqe *cqe;
@@ -332,9 +345,11 @@ static int reap(struct pusher *ps)
 	unsigned b = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
 	int res = cqe->res;
 	io_uring_cqe_seen(&ps->ring, cqe);
-	if (res <= 0)
+	if (res <= 0) {
+		ps->inflight[b] = 0;
+		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
-	/* The SQE's extra data recorded where this send started. */
+	}
 	if ((size_t)res < ps->used[b]) {
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
@@ -349,7 +364,18 @@ static int reap(struct pusher *ps)
 	return 0;
 }
 
-/* Send the current buffer and move to the next free one. */
+static int wait_idle(struct pusher *ps)
+{
+	for (int i = 0; ps->uring && i < PUSH_NBUF; i++)
+		while (ps->inflight[i]) {
+			int r = reap(ps);
+			if (r)
+				return r;
+		}
+	return 0;
+}
+
+/* Send the current buffer and move to the other one. */
 static int flush(struct pusher *ps)
 {
 	unsigned b = ps->cur;
@@ -369,26 +395,23 @@ static int flush(struct pusher *ps)
 		ps->used[b] = 0;
 		return 0;
 	}
+	int r = wait_idle(ps);
+	if (r)
+		return r;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
 	io_uring_prep_send(sqe, ps->s->bulk.fd, ps->buf[b], ps->used[b], MSG_NOSIGNAL);
 	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
 	io_uring_submit(&ps->ring);
 	ps->inflight[b] = 1;
 	ps->cur = (b + 1) % PUSH_NBUF;
-	while (ps->inflight[ps->cur]) {
-		int r = reap(ps);
-		if (r)
-			return r;
-	}
 	return 0;
 }
 
 static int drain(struct pusher *ps)
 {
 	int r = flush(ps);
-	for (int i = 0; ps->uring && i < PUSH_NBUF && !r; i++)
-		while (ps->inflight[i] && !r)
-			r = reap(ps);
+	if (!r)
+		r = wait_idle(ps);
 	return r;
 }
 

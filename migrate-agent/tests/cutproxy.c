@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mig-cutproxy: a TCP forwarder that breaks the migration link on purpose.
+ * It forwards every connection from --listen to --to, one thread per
+ * direction (so one channel never waits behind another, as on a real link);
+ * once --cut-after bytes have gone through (both directions together), it
+ * resets every open connection, stays deaf for --down-ms (the listening
+ * socket is closed, so reconnects are refused), then forwards again.
+ *
+ *   mig-cutproxy --listen tcp:H:P --to tcp:H:P --cut-after BYTES
+ *                [--down-ms MS] [--cuts N]
+ * Prints one line on stderr for each cut; runs until killed.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "migrate/net.h"
+
+#define MAXFDS 64
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int fds[MAXFDS];
+static int nfds;
+static unsigned long long moved;
+
+struct dir {
+	int from, to;
+	int *refs; /* shared by the two directions of a pair */
+};
+
+static void track(int fd)
+{
+	pthread_mutex_lock(&lock);
+	if (nfds < MAXFDS)
+		fds[nfds++] = fd;
+	pthread_mutex_unlock(&lock);
+}
+
+static void untrack_close(int fd)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nfds; i++)
+		if (fds[i] == fd) {
+			fds[i] = fds[--nfds];
+			break;
+		}
+	close(fd);
+	pthread_mutex_unlock(&lock);
+}
+
+static void *pump(void *arg)
+{
+	struct dir *d = arg;
+	static _Thread_local char buf[1 << 16];
+	for (;;) {
+		ssize_t r = recv(d->from, buf, sizeof(buf), 0);
+		if (r <= 0)
+			break;
+		if (send(d->to, buf, (size_t)r, MSG_NOSIGNAL) != r)
+			break;
+		__atomic_fetch_add(&moved, (unsigned long long)r, __ATOMIC_RELAXED);
+	}
+	shutdown(d->to, SHUT_WR);
+	shutdown(d->from, SHUT_RD);
+	if (__atomic_sub_fetch(d->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		untrack_close(d->from);
+		untrack_close(d->to);
+		free(d->refs);
+	}
+	free(d);
+	return NULL;
+}
+
+static void start_pair(int a, int b)
+{
+	int *refs = malloc(sizeof(*refs));
+	*refs = 2;
+	track(a);
+	track(b);
+	for (int k = 0; k < 2; k++) {
+		struct dir *d = malloc(sizeof(*d));
+		d->from = k ? b : a;
+		d->to = k ? a : b;
+		d->refs = refs;
+		pthread_t t;
+		pthread_create(&t, NULL, pump, d);
+		pthread_detach(t);
+	}
+}
+
+static void cut_all(void)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nfds; i++) {
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		setsockopt(fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		shutdown(fds[i], SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+int main(int argc, char **argv)
+{
+	const char *listen_s = NULL, *to_s = NULL;
+	unsigned long long cut_after = 0;
+	int down_ms = 500, cuts = 1;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--listen"))
+			listen_s = argv[i + 1];
+		else if (!strcmp(argv[i], "--to"))
+			to_s = argv[i + 1];
+		else if (!strcmp(argv[i], "--cut-after"))
+			cut_after = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--down-ms"))
+			down_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--cuts"))
+			cuts = atoi(argv[i + 1]);
+	}
+	struct sockaddr_in la, ta;
+	char err[200];
+	if (!listen_s || !to_s || mig_addr_parse(listen_s, &la, err, sizeof(err)) ||
+	    mig_addr_parse(to_s, &ta, err, sizeof(err))) {
+		fprintf(stderr, "usage: mig-cutproxy --listen tcp:H:P --to tcp:H:P --cut-after N "
+				"[--down-ms MS] [--cuts N]\n");
+		return 2;
+	}
+	int lfd = mig_listen(&la, err, sizeof(err));
+	if (lfd < 0) {
+		fprintf(stderr, "mig-cutproxy: %s\n", err);
+		return 1;
+	}
+	int done_cuts = 0;
+	for (;;) {
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+		if (poll(&p, 1, 1) > 0) {
+			int a = accept(lfd, NULL, NULL);
+			int b = a >= 0 ? mig_connect(&ta, 2000, err, sizeof(err)) : -1;
+			if (b >= 0)
+				start_pair(a, b);
+			else if (a >= 0)
+				close(a);
+		}
+		if (done_cuts < cuts && cut_after &&
+		    __atomic_load_n(&moved, __ATOMIC_RELAXED) >= cut_after) {
+			done_cuts++;
+			fprintf(stderr, "mig-cutproxy: cut %d after %llu bytes\n", done_cuts,
+				moved);
+			close(lfd);
+			cut_all();
+			nanosleep(&(struct timespec){ down_ms / 1000, (down_ms % 1000) * 1000000L },
+				  NULL);
+			lfd = mig_listen(&la, err, sizeof(err));
+			if (lfd < 0) {
+				fprintf(stderr, "mig-cutproxy: %s\n", err);
+				return 1;
+			}
+			__atomic_store_n(&moved, 0, __ATOMIC_RELAXED);
+		}
+	}
+}
