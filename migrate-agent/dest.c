@@ -330,6 +330,7 @@ static void *rx_thread(void *arg)
 {
 	struct rx_arg *a = arg;
 	rx_loop(a->d, a->c);
+	mig_wire_thread_cleanup();
 	free(a);
 	return NULL;
 }
@@ -508,10 +509,14 @@ static int recover(struct mig_dest *d)
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (accept_pair(d, 1, deadline, &urg, &bulk, err, sizeof(err))) {
+		char cause[sizeof(d->why)];
+		pthread_mutex_lock(&d->lock);
+		snprintf(cause, sizeof(cause), "%s", d->why);
+		pthread_mutex_unlock(&d->lock);
 		fail_dest(d,
 			  "source did not reconnect within %d ms after the link broke (%s); "
 			  "stopping: %llu pages never arrived, the VM must not run on",
-			  d->o.recover_ms, d->why,
+			  d->o.recover_ms, cause,
 			  (unsigned long long)(d->nr_pages -
 					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
 		return -ETIMEDOUT;
@@ -688,6 +693,11 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		}
 	}
 	if (r) {
+		/* The bulk channel may have failed first: report the cause. */
+		pthread_mutex_lock(&d->lock);
+		if (d->failed)
+			snprintf(err, errlen, "%s", d->why);
+		pthread_mutex_unlock(&d->lock);
 		send_error(urg, MIG_ERR_PROTOCOL, err);
 		goto fail;
 	}

@@ -169,6 +169,12 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 
 static _Thread_local ZSTD_CCtx *cctx;
 
+static void cctx_free(void)
+{
+	ZSTD_freeCCtx(cctx);
+	cctx = NULL;
+}
+
 /* Append page i as a PAGE frame to buf; returns bytes written. */
 static size_t put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
 		       int compress)
@@ -318,6 +324,7 @@ static int wait_idle(struct pusher *ps);
 
 static void pusher_free(struct pusher *ps)
 {
+	cctx_free();
 	if (ps->uring) {
 		/* The kernel must be done with the buffers before they go. */
 		while (wait_idle(ps))

@@ -432,6 +432,12 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 
 static _Thread_local ZSTD_DCtx *dctx;
 
+void mig_wire_thread_cleanup(void)
+{
+	ZSTD_freeDCtx(dctx);
+	dctx = NULL;
+}
+
 int mig_page_decode(const struct mig_page *p, const void *data, void *out, char *err, size_t errlen)
 {
 	switch (p->encoding) {

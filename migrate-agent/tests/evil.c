@@ -87,10 +87,11 @@ static void linger(int fd)
 		;
 }
 
+static struct mig_conn u, b;
+
 static int evil_source(const char *cs, struct sockaddr_in *sa)
 {
 	uint8_t buf[2 * MIG_PAGE_SIZE + 256];
-	struct mig_conn u, b;
 	char err[300];
 	struct mig_page pg = { .encoding = MIG_PAGE_RAW,
 			       .flags = MIG_PAGEF_PRECOPY,
@@ -202,7 +203,7 @@ static int evil_dest(struct sockaddr_in *sa)
 		fprintf(stderr, "mig-evil: %s\n", err);
 		return 1;
 	}
-	struct mig_conn c[2];
+	static struct mig_conn c[2];
 	uint64_t ram = 0;
 	for (int k = 0; k < 2; k++) {
 		int fd = accept(lfd, NULL, NULL);
@@ -224,6 +225,9 @@ static int evil_dest(struct sockaddr_in *sa)
 	for (int k = 0; k < 2; k++)
 		mig_conn_send(&c[k], MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
 	linger(c[0].fd);
+	mig_conn_close(&c[0]);
+	mig_conn_close(&c[1]);
+	close(lfd);
 	return 0;
 }
 
@@ -243,5 +247,9 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "evil-request"))
 		return evil_dest(&sa);
-	return evil_source(argv[1], &sa);
+	u.fd = b.fd = -1;
+	int r = evil_source(argv[1], &sa);
+	mig_conn_close(&u);
+	mig_conn_close(&b);
+	return r;
 }

@@ -356,4 +356,7 @@ long mig_parse_stream(struct mig_wire_ctx *ctx, const uint8_t *buf, size_t len, 
 int mig_page_decode(const struct mig_page *p, const void *data, void *out, char *err,
 		    size_t errlen);
 
+/* Free this thread's decoding context (call before a decoding thread ends). */
+void mig_wire_thread_cleanup(void);
+
 #endif /* MIGRATE_WIRE_H */

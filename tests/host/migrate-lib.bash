@@ -1,0 +1,44 @@
+# Shared helpers of the tests/host/migrate-*.sh tests (sourced, not a test).
+# Needs BIN (build/bin or build/san/bin) and jq.
+
+BIN=${BIN:-build/bin}
+work=$(mktemp -d /tmp/migrate-test.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*" >&2; exit 77; }
+
+command -v jq > /dev/null || skip "jq is not installed"
+
+# A free TCP port on 127.0.0.1 (the kernel picks it).
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Wait until something listens on 127.0.0.1:$1 (up to 5 s).
+wait_listen() {
+	for _ in $(seq 100); do
+		if ss -Hltn "sport = :$1" 2>/dev/null | grep -q LISTEN; then return 0; fi
+		sleep 0.05
+	done
+	fail "nothing listens on port $1"
+}
+
+# jq -e on a file, with a readable failure.
+check_json() { # file expression what
+	jq -e "$2" "$1" > /dev/null || { cat "$1" >&2; fail "$3 ($2)"; }
+}
+
+# The destination's accounting: every page exactly once.
+check_exactly_once() { # dest.json
+	check_json "$1" '.pages_received == .pages' "not every page arrived"
+	check_json "$1" '.duplicate_pages == 0' "a page arrived twice"
+	check_json "$1" '.pages_demand + .pages_pushed + .pages_precopy == .pages' \
+		"demand + pushed + precopy pages do not add up to RAM"
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# migrate-recovery: postcopy over a link that breaks.  mig-cutproxy resets
+# both TCP connections mid-postcopy and refuses reconnects for a while; the
+# source reconnects, RESUME exchanges the received bitmap, the migration
+# completes with the right checksum and every page exactly once at the
+# destination.  Then a source that never comes back: the destination must
+# stop with a clear error after its deadline, never claim success.
+set -uo pipefail
+. tests/host/migrate-lib.bash
+for p in mig-memtest mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+
+# 1. Cut once, come back after 300 ms.
+dport=$(free_port)
+pport=$(free_port)
+"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 24M --metrics "$work/d.json" \
+	> "$work/d.out" 2> "$work/d.err" &
+dpid=$!
+pids+=("$dpid")
+"$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
+	--cut-after 6000000 --down-ms 300 2> "$work/p.err" &
+pids+=($!)
+wait_listen "$dport"
+wait_listen "$pport"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M --metrics "$work/s.json" \
+	2> "$work/s.err" || { cat "$work/s.err" "$work/d.err" "$work/p.err" >&2; fail "source failed across the cut"; }
+wait "$dpid" || { cat "$work/d.err" >&2; fail "destination failed across the cut"; }
+cat "$work/p.err" "$work/s.err" "$work/d.err"
+grep -q "cut 1" "$work/p.err" || fail "the proxy never cut the link"
+grep -q "link to destination broken" "$work/s.err" || fail "the source did not report the break"
+grep -q "link to the source broken" "$work/d.err" || fail "the destination did not report the break"
+grep -q "checksum ok" "$work/d.err" || fail "checksum verdict missing"
+check_json "$work/s.json" '.recoveries == 1' "no recovery counted"
+check_exactly_once "$work/d.json"
+check_json "$work/d.json" '.recoveries == 1 and .link_down_ms > 0' "destination did not count the recovery"
+
+# 2. The source dies for good (the link stays down past the deadline).
+dport=$(free_port)
+pport=$(free_port)
+"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 24M --recover-ms 800 \
+	> "$work/d2.out" 2> "$work/d2.err" &
+dpid=$!
+pids+=("$dpid")
+"$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
+	--cut-after 4000000 --down-ms 4000 2> "$work/p2.err" &
+pids+=($!)
+wait_listen "$dport"
+wait_listen "$pport"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M --recover-ms 800 \
+	2> "$work/s2.err" && fail "the source claimed success over a dead link"
+wait "$dpid"
+rc=$?
+cat "$work/s2.err" "$work/d2.err"
+[ "$rc" != 0 ] || fail "the destination exited 0 although the source never came back"
+grep -q "did not reconnect within 800 ms" "$work/d2.err" || fail "no clear error at the destination"
+grep -q "must not run on" "$work/d2.err" || fail "the destination does not say it stopped the VM"
+grep -q "checksum ok" "$work/d2.err" && fail "the destination claimed a good checksum"
+grep -q "giving up" "$work/s2.err" || fail "no clear error at the source"
+echo "migrate-recovery: passed"
