@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * x86 vCPU: CPUID, the long-mode boot state, and the state that a save
+ * must carry (registers, special registers, XSAVE, XCRs, the MSRs listed
+ * below when KVM knows them, pending events).
+ */
+#include <errno.h>
+#include <linux/kvm.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "vmm/guest-abi.h"
+#include "vmm/state.h"
+#include "vmm/util.h"
+#include "vmm/vm.h"
+#include "vmm/x86.h"
+
+#define CR0_PE	       (1ULL << 0)
+#define CR0_MP	       (1ULL << 1)
+#define CR0_ET	       (1ULL << 4)
+#define CR0_NE	       (1ULL << 5)
+#define CR0_PG	       (1ULL << 31)
+#define CR4_PAE	       (1ULL << 5)
+#define CR4_OSFXSR     (1ULL << 9)
+#define CR4_OSXMMEXCPT (1ULL << 10)
+#define EFER_LME       (1ULL << 8)
+#define EFER_LMA       (1ULL << 10)
+
+/* MSRs a guest like ours (or a small kernel) may change; saved if KVM has them. */
+static const uint32_t wanted_msrs[] = {
+	0x00000010, /* TSC */
+	0x00000174, /* SYSENTER_CS */
+	0x00000175, /* SYSENTER_ESP */
+	0x00000176, /* SYSENTER_EIP */
+	0x00000277, /* PAT */
+	0x000001a0, /* MISC_ENABLE */
+	0xc0000081, /* STAR */
+	0xc0000082, /* LSTAR */
+	0xc0000083, /* CSTAR */
+	0xc0000084, /* SYSCALL_MASK */
+	0xc0000102, /* KERNEL_GS_BASE */
+	0xc0000103, /* TSC_AUX */
+};
+
+static int get_cpuid(struct vm *vm)
+{
+	for (int nent = 128; nent <= 4096; nent *= 2) {
+		struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + nent * sizeof(c->entries[0]));
+
+		if (!c)
+			return -ENOMEM;
+		c->nent = (uint32_t)nent;
+		if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0) {
+			vm->cpuid = c;
+			return 0;
+		}
+		free(c);
+		if (errno != E2BIG)
+			return -errno;
+	}
+	return -E2BIG;
+}
+
+static int get_msr_list(struct vm *vm)
+{
+	struct kvm_msr_list probe = { .nmsrs = 0 }, *list;
+	int r = 0;
+
+	if (ioctl(vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG)
+		return -errno;
+	list = calloc(1, sizeof(*list) + probe.nmsrs * sizeof(uint32_t));
+	vm->msr_list = calloc(ARRAY_SIZE(wanted_msrs), sizeof(uint32_t));
+	if (!list || !vm->msr_list) {
+		free(list);
+		return -ENOMEM;
+	}
+	list->nmsrs = probe.nmsrs;
+	if (ioctl(vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, list) < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(wanted_msrs); i++)
+		for (uint32_t j = 0; j < list->nmsrs; j++)
+			if (list->indices[j] == wanted_msrs[i]) {
+				vm->msr_list[vm->nr_msrs++] = wanted_msrs[i];
+				break;
+			}
+out:
+	free(list);
+	return r;
+}
+
+int x86_vm_init(struct vm *vm)
+{
+	int r, n;
+
+	/* Needed on Intel without unrestricted guest; harmless elsewhere. */
+	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, 0xfffbd000UL) < 0)
+		return -errno;
+	r = get_cpuid(vm);
+	if (r < 0)
+		return r;
+	r = get_msr_list(vm);
+	if (r < 0)
+		return r;
+	n = ioctl(vm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
+	vm->xsave_size = n > (int)sizeof(struct kvm_xsave) ? n : (int)sizeof(struct kvm_xsave);
+	return 0;
+}
+
+void x86_vm_exit(struct vm *vm)
+{
+	free(vm->cpuid);
+	free(vm->msr_list);
+	vm->cpuid = NULL;
+	vm->msr_list = NULL;
+}
+
+int x86_vcpu_init(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+	size_t sz = sizeof(*vm->cpuid) + vm->cpuid->nent * sizeof(vm->cpuid->entries[0]);
+	struct kvm_cpuid2 *c = malloc(sz);
+	int r = 0, khz;
+
+	if (!c)
+		return -ENOMEM;
+	memcpy(c, vm->cpuid, sz);
+	for (uint32_t i = 0; i < c->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &c->entries[i];
+
+		if (e->function == 1)
+			e->ebx = (e->ebx & 0x00ffffff) | (vcpu->id << 24);
+		if (e->function == 0xb || e->function == 0x1f)
+			e->edx = vcpu->id;
+	}
+	if (ioctl(vcpu->fd, KVM_SET_CPUID2, c) < 0)
+		r = -errno;
+	free(c);
+	khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ, 0);
+	if (khz > 0 && vcpu->id == 0)
+		vm->tsc_khz = (uint32_t)khz;
+	return r;
+}
+
+static void flat_seg(struct kvm_segment *s, uint16_t sel, uint8_t type, bool code)
+{
+	*s = (struct kvm_segment){
+		.base = 0,
+		.limit = 0xffffffff,
+		.selector = sel,
+		.type = type,
+		.present = 1,
+		.dpl = 0,
+		.db = code ? 0 : 1,
+		.s = 1,
+		.l = code ? 1 : 0,
+		.g = 1,
+	};
+}
+
+int x86_vcpu_boot(struct vcpu *vcpu, uint64_t entry)
+{
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+
+	if (ioctl(vcpu->fd, KVM_GET_SREGS, &sregs) < 0)
+		return -errno;
+	flat_seg(&sregs.cs, 0x1b, 0xb, true);
+	flat_seg(&sregs.ds, 0x23, 0x3, false);
+	sregs.cs.dpl = 3;
+	sregs.ds.dpl = 3;
+	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
+	sregs.gdt.base = GUEST_GDT_GPA;
+	sregs.gdt.limit = 5 * 8 - 1;
+	sregs.idt.base = 0;
+	sregs.idt.limit = 0;
+	sregs.cr0 = CR0_PE | CR0_MP | CR0_ET | CR0_NE | CR0_PG;
+	sregs.cr3 = GUEST_PML4_GPA;
+	sregs.cr4 = CR4_PAE | CR4_OSFXSR | CR4_OSXMMEXCPT;
+	sregs.efer = EFER_LME | EFER_LMA;
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &sregs) < 0)
+		return -errno;
+	memset(&regs, 0, sizeof(regs));
+	regs.rip = entry;
+	regs.rdi = GUEST_BOOTINFO_GPA;
+	regs.rsi = vcpu->id;
+	regs.rflags = 0x3002;
+	if (ioctl(vcpu->fd, KVM_SET_REGS, &regs) < 0)
+		return -errno;
+	return 0;
+}
+
+static int get_msrs(struct vcpu *vcpu, struct vm_state_msr *out)
+{
+	struct vm *vm = vcpu->vm;
+	struct kvm_msrs *m = calloc(1, sizeof(*m) + vm->nr_msrs * sizeof(m->entries[0]));
+	int n;
+
+	if (!m)
+		return -ENOMEM;
+	m->nmsrs = vm->nr_msrs;
+	for (unsigned int i = 0; i < vm->nr_msrs; i++)
+		m->entries[i].index = vm->msr_list[i];
+	n = ioctl(vcpu->fd, KVM_GET_MSRS, m);
+	if (n < 0 || (unsigned int)n != vm->nr_msrs) {
+		free(m);
+		return n < 0 ? -errno : -EIO;
+	}
+	for (unsigned int i = 0; i < vm->nr_msrs; i++)
+		out[i] = (struct vm_state_msr){ .index = m->entries[i].index,
+						.value = m->entries[i].data };
+	free(m);
+	return 0;
+}
+
+int x86_vcpu_save(struct vcpu *vcpu, struct state_writer *w)
+{
+	struct vm *vm = vcpu->vm;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct kvm_xcrs xcrs;
+	struct kvm_vcpu_events events;
+	struct vm_state_msr *msrs;
+	void *xsave;
+	int r = 0;
+	unsigned long xsave_ioctl =
+	    vm->xsave_size > (int)sizeof(struct kvm_xsave) ? KVM_GET_XSAVE2 : KVM_GET_XSAVE;
+
+	if (!w->buf) { /* sizes only */
+		state_put(w, VM_STATE_REGS, vcpu->id, NULL, sizeof(regs));
+		state_put(w, VM_STATE_SREGS, vcpu->id, NULL, sizeof(sregs));
+		state_put(w, VM_STATE_XSAVE, vcpu->id, NULL, (size_t)vm->xsave_size);
+		state_put(w, VM_STATE_XCRS, vcpu->id, NULL, sizeof(xcrs));
+		state_put(w, VM_STATE_MSRS, vcpu->id, NULL, vm->nr_msrs * sizeof(*msrs));
+		state_put(w, VM_STATE_EVENTS, vcpu->id, NULL, sizeof(events));
+		return 0;
+	}
+	xsave = calloc(1, (size_t)vm->xsave_size);
+	msrs = calloc(vm->nr_msrs + 1, sizeof(*msrs));
+	if (!xsave || !msrs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (ioctl(vcpu->fd, KVM_GET_REGS, &regs) < 0 ||
+	    ioctl(vcpu->fd, KVM_GET_SREGS, &sregs) < 0 || ioctl(vcpu->fd, xsave_ioctl, xsave) < 0 ||
+	    ioctl(vcpu->fd, KVM_GET_XCRS, &xcrs) < 0 ||
+	    ioctl(vcpu->fd, KVM_GET_VCPU_EVENTS, &events) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = get_msrs(vcpu, msrs);
+	if (r < 0)
+		goto out;
+	state_put(w, VM_STATE_REGS, vcpu->id, &regs, sizeof(regs));
+	state_put(w, VM_STATE_SREGS, vcpu->id, &sregs, sizeof(sregs));
+	state_put(w, VM_STATE_XSAVE, vcpu->id, xsave, (size_t)vm->xsave_size);
+	state_put(w, VM_STATE_XCRS, vcpu->id, &xcrs, sizeof(xcrs));
+	state_put(w, VM_STATE_MSRS, vcpu->id, msrs, vm->nr_msrs * sizeof(*msrs));
+	state_put(w, VM_STATE_EVENTS, vcpu->id, &events, sizeof(events));
+	r = w->err;
+out:
+	free(xsave);
+	free(msrs);
+	return r;
+}
+
+static const void *need(struct state_reader *rd, uint32_t type, uint32_t id, size_t size)
+{
+	size_t n;
+	const void *p = state_get(rd, type, id, &n);
+
+	return p && n == size ? p : NULL;
+}
+
+int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *rd)
+{
+	struct vm *vm = vcpu->vm;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct kvm_xcrs xcrs;
+	struct kvm_vcpu_events events;
+	const void *p, *xs, *ms;
+	size_t xs_size, ms_size;
+	struct kvm_msrs *m = NULL;
+	void *xsave = NULL;
+	unsigned int nr;
+	int r = -EBADMSG;
+
+	xs = state_get(rd, VM_STATE_XSAVE, vcpu->id, &xs_size);
+	ms = state_get(rd, VM_STATE_MSRS, vcpu->id, &ms_size);
+	if (!xs || !ms || xs_size < sizeof(struct kvm_xsave) ||
+	    ms_size % sizeof(struct vm_state_msr))
+		return -EBADMSG;
+	if (xs_size > (size_t)vm->xsave_size)
+		return -EOPNOTSUPP; /* saved on a CPU with more XSAVE state */
+	if (!(p = need(rd, VM_STATE_REGS, vcpu->id, sizeof(regs))))
+		return -EBADMSG;
+	memcpy(&regs, p, sizeof(regs));
+	if (!(p = need(rd, VM_STATE_SREGS, vcpu->id, sizeof(sregs))))
+		return -EBADMSG;
+	memcpy(&sregs, p, sizeof(sregs));
+	if (!(p = need(rd, VM_STATE_XCRS, vcpu->id, sizeof(xcrs))))
+		return -EBADMSG;
+	memcpy(&xcrs, p, sizeof(xcrs));
+	if (!(p = need(rd, VM_STATE_EVENTS, vcpu->id, sizeof(events))))
+		return -EBADMSG;
+	memcpy(&events, p, sizeof(events));
+
+	nr = (unsigned int)(ms_size / sizeof(struct vm_state_msr));
+	xsave = calloc(1, (size_t)vm->xsave_size);
+	m = calloc(1, sizeof(*m) + (nr + 1) * sizeof(m->entries[0]));
+	if (!xsave || !m) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memcpy(xsave, xs, xs_size);
+	m->nmsrs = nr;
+	for (unsigned int i = 0; i < nr; i++) {
+		struct vm_state_msr e;
+
+		memcpy(&e, (const uint8_t *)ms + i * sizeof(e), sizeof(e));
+		m->entries[i].index = e.index;
+		m->entries[i].data = e.value;
+	}
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &sregs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_REGS, &regs) < 0 || ioctl(vcpu->fd, KVM_SET_XCRS, &xcrs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_XSAVE, xsave) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = ioctl(vcpu->fd, KVM_SET_MSRS, m);
+	if (r < 0 || (unsigned int)r != nr) {
+		r = r < 0 ? -errno : -EINVAL;
+		goto out;
+	}
+	if (ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &events) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = 0;
+out:
+	free(xsave);
+	free(m);
+	return r;
+}

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vmm restore FILE: continue a VM saved by `--save-after MS FILE`.  With
+ * --lazy, guest RAM is not read up front: the fault thread serves each
+ * page from FILE when the guest first touches it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vmm/builtin.h"
+#include "vmm/runner.h"
+#include "vmm/snapshot.h"
+#include "vmm/util.h"
+#include "vmm/vm.h"
+
+static void usage(void)
+{
+	fprintf(
+	    stderr,
+	    "usage: vmm restore FILE [--lazy [--ram-backend uffd|uffd-move|userfault|auto]\n"
+	    "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
+}
+
+static int load_ram(struct vm *vm, const char *path, const struct snapshot_header *h)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = pread_full(fd, vm_ram(vm)->host, h->ram_size, h->ram_offset);
+	close(fd);
+	return r;
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	struct run_opts o = { .backend = "auto" };
+	struct snapshot_header h;
+	struct vm_config cfg;
+	struct ram_source *src = NULL;
+	struct vm *vm = NULL;
+	void *blob = NULL;
+	const char *why;
+	int r, status = VMM_EXIT_ERROR;
+
+	for (int i = 1; i < argc; i++) {
+		r = runner_parse_common(argc, argv, &i, &o);
+		if (r < 0 || (r == 0 && (argv[i][0] == '-' || o.restore_path))) {
+			if (r == 0)
+				pr_err("unknown argument '%s'", argv[i]);
+			usage();
+			return VMM_EXIT_USAGE;
+		}
+		if (r == 0)
+			o.restore_path = argv[i];
+	}
+	if (!o.restore_path) {
+		usage();
+		return VMM_EXIT_USAGE;
+	}
+	r = snapshot_read(o.restore_path, &h, &blob);
+	if (r < 0) {
+		pr_err("%s: %s", o.restore_path,
+		       r == -EBADMSG ? "not a valid snapshot (bad header, size or checksum)"
+				     : strerror(-r));
+		return VMM_EXIT_ERROR;
+	}
+	vm_state_peek(blob, h.state_size, &o.mem_size, &o.nr_vcpus);
+	cfg = (struct vm_config){ .mem_size = o.mem_size,
+				  .nr_vcpus = o.nr_vcpus,
+				  .console_fd = 1,
+				  .trace_reports = o.trace_reports };
+	if (runner_backend(&o, &cfg.lazy) < 0)
+		goto out;
+	r = vm_create(&cfg, &vm, &why);
+	if (r < 0) {
+		pr_err("%s: %s", why, strerror(-r));
+		goto out;
+	}
+	r = vm_state_load(vm, blob, h.state_size);
+	if (r < 0) {
+		pr_err("%s: cannot load the VM state: %s", o.restore_path, strerror(-r));
+		goto out;
+	}
+	if (o.lazy) {
+		r = ram_source_file_create(o.restore_path, h.ram_offset, h.ram_size, &src);
+		if (!r)
+			r = ram_start_faults(vm_ram(vm), src, o.busy_poll);
+		if (r < 0) {
+			if (src && src->destroy)
+				src->destroy(src);
+			pr_err("cannot start the fault thread: %s", strerror(-r));
+			goto out;
+		}
+	} else {
+		r = load_ram(vm, o.restore_path, &h);
+		if (r < 0) {
+			pr_err("%s: cannot read guest RAM: %s", o.restore_path, strerror(-r));
+			goto out;
+		}
+	}
+	runner_block_signals();
+	r = vm_start(vm);
+	if (r < 0) {
+		pr_err("cannot start the vCPUs: %s", strerror(-r));
+		goto out;
+	}
+	status = runner_loop(vm, &o);
+out:
+	vm_destroy(vm);
+	free(blob);
+	return status;
+}

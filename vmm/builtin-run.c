@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vmm run: boot the guest image in a fresh VM.
+ *   init: options, back end, VM, image (into RAM, or into a staging buffer
+ *         that serves lazy RAM) -> work: vCPUs until the guest exits ->
+ *   exit: the guest's status.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "vmm/builtin.h"
+#include "vmm/runner.h"
+#include "vmm/util.h"
+#include "vmm/vm.h"
+
+static void usage(void)
+{
+	fprintf(
+	    stderr,
+	    "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
+	    "               [--lazy [--ram-backend uffd|uffd-move|userfault|auto] [--busy-poll]]\n"
+	    "               [--save-after MS FILE] [--trace-reports]\n");
+}
+
+static int parse(int argc, char **argv, struct run_opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		uint64_t n;
+		int r = runner_parse_common(argc, argv, &i, o);
+
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			continue;
+		if (i + 1 >= argc || strncmp(a, "--", 2)) {
+			pr_err("unknown or incomplete argument '%s'", a);
+			return -1;
+		}
+		if (!strcmp(a, "--image")) {
+			o->image = argv[++i];
+		} else if (!strcmp(a, "--cmdline")) {
+			o->cmdline = argv[++i];
+		} else if (!strcmp(a, "--mem")) {
+			if (parse_size(argv[++i], &o->mem_size) < 0 || o->mem_size % PAGE_SIZE ||
+			    o->mem_size < (2 << 20) || o->mem_size > GUEST_MAX_MEM) {
+				pr_err("--mem: '%s' is not a page-aligned size from 2M to 4G",
+				       argv[i]);
+				return -1;
+			}
+		} else if (!strcmp(a, "--vcpus")) {
+			if (parse_u64(argv[++i], &n) < 0 || n < 1 || n > GUEST_MAX_CPUS) {
+				pr_err("--vcpus: '%s' is not a number from 1 to %d", argv[i],
+				       GUEST_MAX_CPUS);
+				return -1;
+			}
+			o->nr_vcpus = (unsigned int)n;
+		} else {
+			pr_err("unknown argument '%s'", a);
+			return -1;
+		}
+	}
+	if (!o->image) {
+		pr_err("--image is required");
+		return -1;
+	}
+	return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_opts o = {
+		.mem_size = 32 << 20, .nr_vcpus = 1, .cmdline = "", .backend = "auto"
+	};
+	struct vm_config cfg;
+	struct ram_source *src = NULL;
+	struct vm *vm = NULL;
+	void *staging = NULL;
+	const char *why;
+	int r, status = VMM_EXIT_ERROR;
+
+	if (parse(argc, argv, &o) < 0) {
+		usage();
+		return VMM_EXIT_USAGE;
+	}
+	cfg = (struct vm_config){ .mem_size = o.mem_size,
+				  .nr_vcpus = o.nr_vcpus,
+				  .console_fd = 1,
+				  .trace_reports = o.trace_reports };
+	if (runner_backend(&o, &cfg.lazy) < 0)
+		return VMM_EXIT_ERROR;
+	r = vm_create(&cfg, &vm, &why);
+	if (r < 0) {
+		pr_err("%s: %s", why, strerror(-r));
+		return VMM_EXIT_ERROR;
+	}
+	if (o.lazy) {
+		staging = mmap(NULL, o.mem_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (staging == MAP_FAILED) {
+			staging = NULL;
+			pr_err("cannot reserve the staging buffer: %s", strerror(ENOMEM));
+			goto out;
+		}
+	}
+	r = vm_boot_image(vm, o.image, o.cmdline, staging, &why);
+	if (r < 0) {
+		pr_err("%s: %s: %s", o.image, why, strerror(-r));
+		goto out;
+	}
+	if (o.lazy) {
+		r = ram_source_buffer_create(staging, o.mem_size, &src);
+		if (!r)
+			r = ram_start_faults(vm_ram(vm), src, o.busy_poll);
+		if (r < 0) {
+			if (src && src->destroy)
+				src->destroy(src);
+			pr_err("cannot start the fault thread: %s", strerror(-r));
+			goto out;
+		}
+	}
+	runner_block_signals();
+	r = vm_start(vm);
+	if (r < 0) {
+		pr_err("cannot start the vCPUs: %s", strerror(-r));
+		goto out;
+	}
+	status = runner_loop(vm, &o);
+out:
+	vm_destroy(vm);
+	if (staging)
+		munmap(staging, o.mem_size);
+	return status;
+}

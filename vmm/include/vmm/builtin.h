@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The vmm subcommands (one file each), behind the table in vmm/main.c. */
+#ifndef VMM_BUILTIN_H
+#define VMM_BUILTIN_H
+
+/* Exit codes of the commands (the guest's own status passes through). */
+#define VMM_EXIT_ERROR 1 /* the VMM failed: message on stderr */
+#define VMM_EXIT_USAGE 2 /* bad arguments */
+
+int cmd_run(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
+
+#endif /* VMM_BUILTIN_H */

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The contract between the VMM and the guest program (guest-image/guest/).
+ * Shared by both sides; freestanding (only <stdint.h>).
+ *
+ * Boot (VMM): the vCPU starts in 64-bit long mode, in ring 3 with IOPL 3,
+ * at the ELF entry with
+ *   rdi = guest-physical address of struct guest_bootinfo (GUEST_BOOTINFO_GPA)
+ *   rsi = vCPU index (0 .. nr_cpus-1)
+ *   identity page tables for the first 4 GiB (user pages), flat GDT (ring-0
+ *   code 0x08 and data 0x10, ring-3 code 0x1b and data 0x23), interrupts
+ *   off, no IDT.  The guest picks its own stack.
+ * Why ring 3: this project's hosts run KVM on PVM (kvm_pvm), which
+ * emulates guest supervisor-mode code instruction by instruction (a
+ * ten-instruction loop costs ~16 us there) but runs user-mode code
+ * natively.  The guest needs no privileged instruction: ports work at
+ * IOPL 3, and instead of HLT it parks on GUEST_PORT_PARK.
+ * Boot (QEMU -kernel): multiboot v1 (a.out kludge), one CPU, see entry.S.
+ *
+ * Ports (all 32-bit OUT):
+ *   GUEST_PORT_REPORT  value = guest-physical address (< 4 GiB) of a
+ *                      struct guest_report the guest just filled in.  The
+ *                      VMM reads it from guest RAM before the guest resumes.
+ *   GUEST_PORT_PARK    any value: this vCPU is done; the VMM stops running it
+ *                      (HLT without interrupts, for ring 3).
+ *   GUEST_PORT_EXIT    value = exit status (0-255): the VMM stops every
+ *                      vCPU and exits with it.  Same port and meaning as
+ *                      QEMU's isa-debug-exit (iobase=0xf4), which exits
+ *                      with (status << 1) | 1.
+ */
+#ifndef VMM_GUEST_ABI_H
+#define VMM_GUEST_ABI_H
+
+#include <stdint.h>
+
+#define GUEST_PORT_EXIT	  0x00f4
+#define GUEST_PORT_REPORT 0x00f8
+#define GUEST_PORT_PARK	  0x00fc
+#define GUEST_SERIAL_BASE 0x03f8
+
+/* Guest-physical layout the VMM writes before the first vCPU runs. */
+#define GUEST_GDT_GPA	   0x1000
+#define GUEST_PML4_GPA	   0x2000
+#define GUEST_PDPT_GPA	   0x3000
+#define GUEST_PD_GPA	   0x4000 /* four pages: 4 GiB of 2 MiB pages */
+#define GUEST_BOOTINFO_GPA 0x8000
+#define GUEST_LOW_END	   0x100000 /* images load at or above 1 MiB */
+#define GUEST_MAX_MEM	   (4ULL << 30)
+#define GUEST_MAX_CPUS	   8
+
+#define GUEST_BOOTINFO_MAGIC   0x42564350u /* "PCVB" */
+#define GUEST_BOOTINFO_VERSION 1
+#define GUEST_CMDLINE_MAX      1024
+
+struct guest_bootinfo {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t mem_size;		 /* bytes of RAM from guest-physical 0 */
+	uint32_t nr_cpus;		 /* vCPUs started, all at the entry */
+	uint32_t tsc_khz;		 /* 0 if unknown */
+	char cmdline[GUEST_CMDLINE_MAX]; /* NUL-terminated */
+};
+
+#define GUEST_REPORT_MAGIC 0x54525047u /* "GPRT" */
+
+enum guest_report_kind {
+	GUEST_REPORT_START = 1,	   /* workload configured; value = pages in use */
+	GUEST_REPORT_PROGRESS = 2, /* one iteration done */
+	GUEST_REPORT_DONE = 3,	   /* final checksum; exit follows */
+	GUEST_REPORT_ERROR = 4,	   /* value = error code; exit follows */
+};
+
+struct guest_report {
+	uint32_t magic;
+	uint32_t kind;
+	uint32_t cpu;
+	uint32_t workload; /* enum guest_workload */
+	uint64_t iter;	   /* iterations completed */
+	uint64_t ops;	   /* memory operations completed */
+	uint64_t checksum; /* running checksum (deterministic for a command line) */
+	uint64_t value;
+};
+
+enum guest_workload {
+	GUEST_WL_SEQ = 1,
+	GUEST_WL_RANDOM = 2,
+	GUEST_WL_HOTSET = 3,
+	GUEST_WL_IDLE = 4,
+};
+
+#endif /* VMM_GUEST_ABI_H */

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* What `vmm run` and `vmm restore` share: options, the wait loop, the summary. */
+#ifndef VMM_RUNNER_H
+#define VMM_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vmm/vm.h"
+
+struct run_opts {
+	uint64_t mem_size;
+	unsigned int nr_vcpus;
+	const char *image, *cmdline;
+	bool lazy, busy_poll, trace_reports;
+	const char *backend; /* "auto" unless forced */
+	uint64_t save_after_ms;
+	const char *save_path;
+	const char *restore_path;
+};
+
+/*
+ * Parses one option at argv[*i] shared by run and restore; returns 1 if
+ * taken (advancing *i past its value), 0 if not ours, -1 after printing a
+ * message about a bad value.
+ */
+int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o);
+/* Resolves o->backend for lazy RAM, printing a message on failure. */
+int runner_backend(const struct run_opts *o, const struct ram_backend_ops **ops);
+/*
+ * Blocks SIGINT/SIGTERM (call before vm_start), runs until the guest exits,
+ * a signal, or the --save-after deadline; prints the summary line; returns
+ * the process exit status.
+ */
+int runner_loop(struct vm *vm, const struct run_opts *o);
+void runner_block_signals(void);
+
+#endif /* VMM_RUNNER_H */

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Small helpers shared by the VMM's modules. */
+#ifndef VMM_UTIL_H
+#define VMM_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PAGE_SIZE  4096UL
+#define PAGE_SHIFT 12
+
+#define ARRAY_SIZE(a)			(sizeof(a) / sizeof((a)[0]))
+#define ALIGN_UP(x, a)			(((x) + (a)-1) & ~((__typeof__(x))(a)-1))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* One-line messages; only the command edge prints, modules return -errno. */
+#define pr_err(fmt, ...)  fprintf(stderr, "vmm: " fmt "\n", ##__VA_ARGS__)
+#define pr_info(fmt, ...) fprintf(stderr, "vmm: " fmt "\n", ##__VA_ARGS__)
+
+/* "64M", "1G", "4096", "2k": bytes; -EINVAL on anything else. */
+int parse_size(const char *s, uint64_t *out);
+/* Decimal, hexadecimal (0x) or octal number with nothing after it. */
+int parse_u64(const char *s, uint64_t *out);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t now_ns(void);
+/* 64-bit FNV-1a over a buffer, continuing from `h` (start with FNV64_INIT). */
+#define FNV64_INIT 0xcbf29ce484222325ULL
+uint64_t fnv64(uint64_t h, const void *buf, size_t len);
+/* Reads or writes exactly len bytes at off; -errno, -EIO on a short file. */
+int pread_full(int fd, void *buf, size_t len, uint64_t off);
+int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/* True if the page (PAGE_SIZE bytes) is all zero. */
+int page_is_zero(const void *page);
+
+#endif /* VMM_UTIL_H */

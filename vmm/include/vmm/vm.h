@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The VM: KVM VM + guest RAM + vCPU threads + port-I/O devices.
+ * Migration-independent; the migration agent links these objects
+ * (VMM_LIB_SRCS in vmm/build.mk).
+ *
+ * Life cycle:
+ *   vm_create()              RAM (plain or lazy), vCPUs, devices
+ *   vm_boot_image() | vm_state_load()   initial state
+ *   ram_start_faults()       (lazy RAM) before the vCPUs run
+ *   vm_start()               vCPU threads run
+ *   vm_pause()/vm_resume()   vCPUs out of / back into the guest
+ *   vm_wait()                until the guest exits or vm_stop()
+ *   vm_destroy()
+ * All functions return 0 or -errno and print nothing, except where noted.
+ */
+#ifndef VMM_VM_H
+#define VMM_VM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vmm/guest-abi.h"
+#include "vmm/ram.h"
+
+struct vm;
+struct vcpu;
+
+struct vm_config {
+	uint64_t mem_size;		    /* bytes, page aligned, <= GUEST_MAX_MEM */
+	unsigned int nr_vcpus;		    /* 1 .. GUEST_MAX_CPUS */
+	const struct ram_backend_ops *lazy; /* NULL: plain RAM */
+	int console_fd;			    /* serial output; -1 discards it */
+	bool trace_reports;		    /* print each guest report to stderr */
+};
+
+/* ---- Devices (port I/O) ---- */
+
+/*
+ * A port-I/O device.  io() handles one access of `size` bytes (1, 2, 4);
+ * for IN it fills data.  save()/load() carry its state in the VM state
+ * blob under `state_id` (save returns bytes written, or the size needed
+ * when buf is NULL).
+ */
+struct pio_device {
+	const char *name;
+	uint16_t base, len;
+	uint32_t state_id;
+	void *priv;
+	void (*io)(struct vcpu *vcpu, struct pio_device *dev, uint16_t port, bool out, void *data,
+		   int size);
+	size_t (*save)(struct pio_device *dev, void *buf, size_t len);
+	int (*load)(struct pio_device *dev, const void *buf, size_t len);
+};
+
+#define VM_MAX_DEVICES 8
+
+/* From a device, on the vCPU's thread: the vCPU halts for good. */
+void vcpu_park(struct vcpu *vcpu);
+
+/* Registers a device (at creation time only). */
+int vm_register_pio(struct vm *vm, struct pio_device *dev);
+
+/* ---- The VM (fields are private to vmm/) ---- */
+
+enum vcpu_state {
+	VCPU_RUNNING,
+	VCPU_PARKED,
+	VCPU_HALTED,
+	VCPU_EXITED
+};
+
+struct vcpu {
+	struct vm *vm;
+	unsigned int id;
+	int fd;
+	struct kvm_run *run;
+	size_t run_size;
+	pthread_t thread;
+	bool thread_started;
+	enum vcpu_state state; /* under vm->lock */
+};
+
+struct vm {
+	struct vm_config cfg;
+	int kvm_fd, vm_fd;
+	struct ram ram;
+	unsigned int nr_vcpus;
+	struct vcpu vcpus[GUEST_MAX_CPUS];
+	struct pio_device *devs[VM_MAX_DEVICES];
+	unsigned int nr_devs;
+	struct kvm_cpuid2 *cpuid;
+	uint32_t *msr_list; /* MSRs saved in the state blob */
+	unsigned int nr_msrs;
+	int xsave_size;
+	uint32_t tsc_khz;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool pause_req;
+	bool stopped;	 /* vm_stop() called */
+	int exit_status; /* valid once stopped: guest status or -errno */
+	int event_fd;	 /* eventfd, readable once stopped */
+
+	/* Guest port device state. */
+	struct guest_report last_report;
+	uint64_t nr_reports;
+	struct pio_device guest_port;
+	struct serial *serial;
+};
+
+/* *why: a static description of the step that failed. */
+int vm_create(const struct vm_config *cfg, struct vm **out, const char **why);
+void vm_destroy(struct vm *vm);
+
+static inline struct ram *vm_ram(struct vm *vm)
+{
+	return &vm->ram;
+}
+
+/*
+ * Loads an ELF64 x86-64 image and boot structures (page tables, GDT, boot
+ * info with `cmdline`) and points every vCPU at the entry.  The memory is
+ * written through `mem` (the guest RAM if NULL; with lazy RAM, a staging
+ * buffer of mem_size bytes that then serves as the page source).
+ * -ENOEXEC for a bad image, -EFBIG if it does not fit, -E2BIG for a long
+ * command line.  *why gets a static description of what was wrong.
+ */
+int vm_boot_image(struct vm *vm, const char *path, const char *cmdline, void *mem,
+		  const char **why);
+
+int vm_start(struct vm *vm);
+/* Every vCPU out of the guest with pending I/O completed; state is stable. */
+int vm_pause(struct vm *vm);
+int vm_resume(struct vm *vm);
+/* Ends the VM: vCPU threads return; status is what vm_wait reports. */
+void vm_stop(struct vm *vm, int status);
+/* 1 once stopped (status in *status), 0 on timeout (ms, -1 = forever). */
+int vm_wait(struct vm *vm, int timeout_ms, int *status);
+/* eventfd that becomes readable when the VM stops (for poll loops). */
+static inline int vm_event_fd(struct vm *vm)
+{
+	return vm->event_fd;
+}
+/* The guest's last report (kind 0 if none yet); thread safe. */
+void vm_last_report(struct vm *vm, struct guest_report *out, uint64_t *count);
+
+/* ---- State (vmm/state.c, layout in docs/vmm.md) ---- */
+
+/* Bytes vm_state_save will need (VM paused or not started). */
+ssize_t vm_state_size(struct vm *vm);
+/* Writes the versioned, checksummed blob; returns its length. Paused VM. */
+ssize_t vm_state_save(struct vm *vm, void *buf, size_t len);
+/* Loads a blob into a VM created with the blob's geometry, not running. */
+int vm_state_load(struct vm *vm, const void *buf, size_t len);
+/* Validates a blob and returns its geometry, to create the VM for it. */
+int vm_state_peek(const void *buf, size_t len, uint64_t *mem_size, unsigned int *nr_vcpus);
+
+#endif /* VMM_VM_H */

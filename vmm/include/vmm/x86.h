@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* x86-64 specifics: boot image, long-mode setup, vCPU state (vmm/arch/x86/). */
+#ifndef VMM_X86_H
+#define VMM_X86_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vm;
+struct vcpu;
+struct state_writer;
+struct state_reader;
+
+/* Per-VM: supported CPUID, MSR list, XSAVE size. */
+int x86_vm_init(struct vm *vm);
+void x86_vm_exit(struct vm *vm);
+/* Per-vCPU: CPUID. */
+int x86_vcpu_init(struct vcpu *vcpu);
+
+/*
+ * Writes the ELF image's PT_LOAD segments, page tables, GDT and boot info
+ * into mem (mem_size bytes) and returns the entry point.
+ */
+int x86_boot_build(void *mem, uint64_t mem_size, unsigned int nr_cpus, uint32_t tsc_khz,
+		   const char *path, const char *cmdline, uint64_t *entry, const char **why);
+/* Long mode at `entry`, rdi = boot info, rsi = vCPU index. */
+int x86_vcpu_boot(struct vcpu *vcpu, uint64_t entry);
+
+/* vCPU state sections into / out of the state blob. */
+int x86_vcpu_save(struct vcpu *vcpu, struct state_writer *w);
+int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *r);
+
+#endif /* VMM_X86_H */

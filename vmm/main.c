@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vmm: a minimal KVM virtual machine monitor whose guest RAM can be served
+ * by user-space page faults.  `vmm help` lists the commands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "vmm/builtin.h"
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+static int cmd_help(int argc, char **argv);
+
+static const struct command commands[] = {
+	{ "run", cmd_run, "boot a guest image (--lazy: RAM served by page faults)" },
+	{ "restore", cmd_restore, "continue a snapshot written by run --save-after" },
+	{ "probe", cmd_probe, "show KVM and the RAM back ends this kernel supports" },
+	{ "help", cmd_help, "this list" },
+};
+
+static int cmd_help(int argc, char **argv)
+{
+	printf("usage: vmm COMMAND [ARGS]\n\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		printf("  %-8s %s\n", commands[i].name, commands[i].help);
+	printf("\nsee docs/vmm.md\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		cmd_help(argc, argv);
+		return VMM_EXIT_USAGE;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "vmm: unknown command '%s' (try 'vmm help')\n", argv[1]);
+	return VMM_EXIT_USAGE;
+}

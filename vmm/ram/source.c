@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Synchronous page sources for lazy RAM: a file (e.g. the RAM part of a
+ * snapshot written by `vmm run --save-after`) or a buffer (the staging
+ * copy of a fresh boot image).  request() runs on the fault thread only,
+ * so one bounce page per source is enough.  All-zero pages are installed
+ * as zero pages.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vmm/ram.h"
+#include "vmm/util.h"
+
+struct simple_source {
+	struct ram_source src;
+	int fd;
+	uint64_t offset, size;
+	const uint8_t *buf;
+	uint8_t *page; /* private anonymous bounce page */
+};
+
+static int install_bounce(struct simple_source *s, struct ram *ram, uint64_t off)
+{
+	int r = page_is_zero(s->page) ? ram_install_zero(ram, off) : ram_install(ram, off, s->page);
+
+	return r < 0 ? r : 0;
+}
+
+static int file_request(struct ram_source *src, struct ram *ram, uint64_t off)
+{
+	struct simple_source *s = container_of(src, struct simple_source, src);
+	int r;
+
+	if (off + PAGE_SIZE > s->size)
+		return ram_install_zero(ram, off) < 0 ? -EIO : 0;
+	r = pread_full(s->fd, s->page, PAGE_SIZE, s->offset + off);
+	if (r < 0)
+		return r;
+	return install_bounce(s, ram, off);
+}
+
+static int buffer_request(struct ram_source *src, struct ram *ram, uint64_t off)
+{
+	struct simple_source *s = container_of(src, struct simple_source, src);
+
+	if (off + PAGE_SIZE > s->size)
+		return ram_install_zero(ram, off) < 0 ? -EIO : 0;
+	memcpy(s->page, s->buf + off, PAGE_SIZE);
+	return install_bounce(s, ram, off);
+}
+
+static void simple_destroy(struct ram_source *src)
+{
+	struct simple_source *s = container_of(src, struct simple_source, src);
+
+	if (s->fd >= 0)
+		close(s->fd);
+	munmap(s->page, PAGE_SIZE);
+	free(s);
+}
+
+static struct simple_source *simple_new(void)
+{
+	struct simple_source *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->fd = -1;
+	s->page = mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s->page == MAP_FAILED) {
+		free(s);
+		return NULL;
+	}
+	s->src.destroy = simple_destroy;
+	return s;
+}
+
+int ram_source_file_create(const char *path, uint64_t offset, uint64_t size,
+			   struct ram_source **out)
+{
+	struct simple_source *s = simple_new();
+
+	if (!s)
+		return -ENOMEM;
+	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->fd < 0) {
+		int r = -errno;
+
+		simple_destroy(&s->src);
+		return r;
+	}
+	s->offset = offset;
+	s->size = size;
+	s->src.request = file_request;
+	*out = &s->src;
+	return 0;
+}
+
+int ram_source_buffer_create(const void *buf, uint64_t size, struct ram_source **out)
+{
+	struct simple_source *s = simple_new();
+
+	if (!s)
+		return -ENOMEM;
+	s->buf = buf;
+	s->size = size;
+	s->src.request = buffer_request;
+	*out = &s->src;
+	return 0;
+}

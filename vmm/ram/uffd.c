@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * uffd, uffd-move: the upstream userfaultfd ioctl API (stock kernels).
+ * UFFDIO_API, UFFDIO_REGISTER in missing mode over guest RAM, faults read
+ * as struct uffd_msg, pages installed with UFFDIO_COPY (uffd) or
+ * UFFDIO_MOVE (uffd-move, Linux 6.8+, probed through the feature bits
+ * UFFDIO_API returns), zero pages with UFFDIO_ZEROPAGE, UFFDIO_WAKE.
+ * The descriptor is opened without UFFD_USER_MODE_ONLY: KVM's own accesses
+ * to guest RAM fault in kernel mode.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "compat/userfault.h"
+#include "vmm/ram.h"
+#include "vmm/util.h"
+
+static int open_uffd(uint64_t want, uint64_t *have)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = want };
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	if (have)
+		*have = api.features;
+	return fd;
+}
+
+static int probe_features(uint64_t *features)
+{
+	int fd = open_uffd(0, features);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
+static int uffd_probe(void)
+{
+	uint64_t f;
+
+	return probe_features(&f);
+}
+
+static int uffd_move_probe(void)
+{
+	uint64_t f;
+	int r = probe_features(&f);
+
+	if (r < 0)
+		return r;
+	return (f & UFFD_FEATURE_MOVE) ? 0 : -EOPNOTSUPP;
+}
+
+static int arm(struct ram *ram, bool move)
+{
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)ram->host, .len = ram->size },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	uint64_t need = (1ULL << _UFFDIO_WAKE) | (1ULL << _UFFDIO_ZEROPAGE) |
+			(move ? 1ULL << _UFFDIO_MOVE : 1ULL << _UFFDIO_COPY);
+	int fd = open_uffd(move ? UFFD_FEATURE_MOVE : 0, NULL);
+
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, UFFDIO_REGISTER, &reg) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	/* UFFDIO_MOVE is not a per-range ioctl on every kernel: trust the feature. */
+	if ((reg.ioctls & need & ~(1ULL << _UFFDIO_MOVE)) != (need & ~(1ULL << _UFFDIO_MOVE))) {
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	ram->fd = fd;
+	return 0;
+}
+
+static int uffd_arm(struct ram *ram)
+{
+	return arm(ram, false);
+}
+
+static int uffd_move_arm(struct ram *ram)
+{
+	return arm(ram, true);
+}
+
+static int uffd_fault_fd(struct ram *ram)
+{
+	return ram->fd;
+}
+
+static int uffd_read_faults(struct ram *ram, uint64_t *offs, int max)
+{
+	struct uffd_msg msgs[64];
+	ssize_t n;
+	int count = 0;
+
+	if (max > (int)ARRAY_SIZE(msgs))
+		max = (int)ARRAY_SIZE(msgs);
+	n = read(ram->fd, msgs, (size_t)max * sizeof(msgs[0]));
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++) {
+		uint64_t addr;
+
+		if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
+			continue;
+		addr = msgs[i].arg.pagefault.address & ~(PAGE_SIZE - 1);
+		if (addr < (uintptr_t)ram->host || addr - (uintptr_t)ram->host >= ram->size)
+			return -EFAULT;
+		offs[count++] = addr - (uintptr_t)ram->host;
+	}
+	return count;
+}
+
+static int uffd_copy(struct ram *ram, uint64_t off, void *page)
+{
+	struct uffdio_copy c = {
+		.dst = (uintptr_t)ram->host + off,
+		.src = (uintptr_t)page,
+		.len = PAGE_SIZE,
+	};
+
+	if (ioctl(ram->fd, UFFDIO_COPY, &c) == 0)
+		return 0;
+	return c.copy == -EEXIST ? -EEXIST : -errno;
+}
+
+static int uffd_move(struct ram *ram, uint64_t off, void *page)
+{
+	struct uffdio_move m = {
+		.dst = (uintptr_t)ram->host + off,
+		.src = (uintptr_t)page,
+		.len = PAGE_SIZE,
+	};
+
+	if (ioctl(ram->fd, UFFDIO_MOVE, &m) == 0)
+		return 0;
+	return m.move == -EEXIST ? -EEXIST : -errno;
+}
+
+static int uffd_zero(struct ram *ram, uint64_t off, uint64_t len)
+{
+	struct uffdio_zeropage z = {
+		.range = { .start = (uintptr_t)ram->host + off, .len = len },
+	};
+
+	if (ioctl(ram->fd, UFFDIO_ZEROPAGE, &z) == 0)
+		return 0;
+	return z.zeropage == -EEXIST ? -EEXIST : -errno;
+}
+
+static int uffd_wake(struct ram *ram, uint64_t off, uint64_t len)
+{
+	struct uffdio_range r = { .start = (uintptr_t)ram->host + off, .len = len };
+
+	return ioctl(ram->fd, UFFDIO_WAKE, &r) < 0 ? -errno : 0;
+}
+
+static void uffd_disarm(struct ram *ram)
+{
+	struct uffdio_range r = { .start = (uintptr_t)ram->host, .len = ram->size };
+
+	if (ram->fd < 0)
+		return;
+	ioctl(ram->fd, UFFDIO_UNREGISTER, &r);
+	close(ram->fd);
+	ram->fd = -1;
+}
+
+const struct ram_backend_ops ram_backend_uffd = {
+	.name = "uffd",
+	.moves_pages = false,
+	.probe = uffd_probe,
+	.arm = uffd_arm,
+	.fault_fd = uffd_fault_fd,
+	.read_faults = uffd_read_faults,
+	.install = uffd_copy,
+	.zero = uffd_zero,
+	.wake = uffd_wake,
+	.disarm = uffd_disarm,
+};
+
+const struct ram_backend_ops ram_backend_uffd_move = {
+	.name = "uffd-move",
+	.moves_pages = true,
+	.probe = uffd_move_probe,
+	.arm = uffd_move_arm,
+	.fault_fd = uffd_fault_fd,
+	.read_faults = uffd_read_faults,
+	.install = uffd_move,
+	.zero = uffd_zero,
+	.wake = uffd_wake,
+	.disarm = uffd_disarm,
+};

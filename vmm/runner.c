@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The part of `vmm run` and `vmm restore` that is the same. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "vmm/builtin.h"
+#include "vmm/runner.h"
+#include "vmm/snapshot.h"
+#include "vmm/util.h"
+
+static const char *arg_value(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc) {
+		pr_err("%s needs a value", argv[*i]);
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o)
+{
+	const char *a = argv[*i], *v;
+
+	if (!strcmp(a, "--lazy")) {
+		o->lazy = true;
+	} else if (!strcmp(a, "--busy-poll")) {
+		o->busy_poll = true;
+	} else if (!strcmp(a, "--trace-reports")) {
+		o->trace_reports = true;
+	} else if (!strcmp(a, "--ram-backend")) {
+		if (!(v = arg_value(argc, argv, i)))
+			return -1;
+		if (strcmp(v, "auto") && strcmp(v, "uffd") && strcmp(v, "uffd-move") &&
+		    strcmp(v, "userfault")) {
+			pr_err("unknown RAM back end '%s' (uffd, uffd-move, userfault, auto)", v);
+			return -1;
+		}
+		o->backend = v;
+	} else if (!strcmp(a, "--save-after")) {
+		if (!(v = arg_value(argc, argv, i)))
+			return -1;
+		if (parse_u64(v, &o->save_after_ms) < 0 || !o->save_after_ms) {
+			pr_err("--save-after: '%s' is not a positive number of milliseconds", v);
+			return -1;
+		}
+		if (!(v = arg_value(argc, argv, i)))
+			return -1;
+		o->save_path = v;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+int runner_backend(const struct run_opts *o, const struct ram_backend_ops **ops)
+{
+	int r;
+
+	*ops = NULL;
+	if (!o->lazy)
+		return 0;
+	r = ram_backend_find(o->backend, ops);
+	if (r < 0) {
+		pr_err("RAM back end '%s' is not available on this kernel: %s", o->backend,
+		       strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+void runner_block_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+static const char *const kind_names[] = { "none", "start", "progress", "done", "error" };
+
+static void summary(struct vm *vm, int status, const struct run_opts *o)
+{
+	struct guest_report rep;
+	struct ram_stats st;
+	uint64_t n;
+
+	vm_last_report(vm, &rep, &n);
+	if (status >= 0)
+		pr_info("guest exited with status %d; reports %" PRIu64 ", last: %s iter=%" PRIu64
+			" checksum=0x%016" PRIx64,
+			status, n, rep.kind < ARRAY_SIZE(kind_names) ? kind_names[rep.kind] : "?",
+			rep.iter, rep.checksum);
+	if (vm_ram(vm)->ops) {
+		ram_get_stats(vm_ram(vm), &st);
+		pr_info("lazy RAM: backend=%s%s faults=%" PRIu64 " served=%" PRIu64
+			" installed=%" PRIu64 " zero=%" PRIu64 " dup=%" PRIu64 " late=%" PRIu64
+			" present=%" PRIu64 "/%" PRIu64,
+			vm_ram(vm)->ops->name, o->busy_poll ? " (busy-poll)" : "", st.faults,
+			st.requests, st.installed, st.zeroed, st.dup_faults, st.late_faults,
+			ram_nr_present(vm_ram(vm)), vm_ram(vm)->nr_pages);
+	}
+}
+
+int runner_loop(struct vm *vm, const struct run_opts *o)
+{
+	struct signalfd_siginfo si;
+	struct pollfd pfd[2];
+	sigset_t set;
+	uint64_t deadline = o->save_after_ms ? now_ns() + o->save_after_ms * 1000000ULL : 0;
+	int sfd, status = 0, r;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (sfd < 0) {
+		pr_err("signalfd: %s", strerror(errno));
+		vm_stop(vm, -errno);
+	}
+	pfd[0] = (struct pollfd){ .fd = vm_event_fd(vm), .events = POLLIN };
+	pfd[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+	for (;;) {
+		int timeout = -1;
+
+		if (deadline) {
+			uint64_t now = now_ns();
+
+			timeout = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		}
+		r = poll(pfd, 2, timeout);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (vm_wait(vm, 0, &status) == 1)
+			break;
+		if (r > 0 && (pfd[1].revents & POLLIN) &&
+		    read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			pr_info("stopped by signal %u", si.ssi_signo);
+			vm_stop(vm, 128 + (int)si.ssi_signo);
+			continue;
+		}
+		if (r == 0 && deadline) {
+			deadline = 0;
+			r = vm_pause(vm);
+			if (r == 0)
+				r = snapshot_write(vm, o->save_path);
+			if (r < 0) {
+				pr_err("cannot save to %s: %s", o->save_path, strerror(-r));
+				vm_stop(vm, -r);
+			} else {
+				pr_info("saved state and RAM to %s after %" PRIu64 " ms",
+					o->save_path, o->save_after_ms);
+				vm_stop(vm, -EINTR); /* saved, not an exit of the guest */
+			}
+		}
+	}
+	if (sfd >= 0)
+		close(sfd);
+	if (status == -EINTR) {
+		summary(vm, -1, o);
+		return 0;
+	}
+	if (status < 0) {
+		pr_err("VM failed: %s", strerror(-status));
+		summary(vm, -1, o);
+		return VMM_EXIT_ERROR;
+	}
+	summary(vm, status, o);
+	return status;
+}

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Snapshot files: a state blob plus the RAM image (vmm/snapshot.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm/snapshot.h"
+#include "vmm/util.h"
+#include "vmm/vm.h"
+
+int snapshot_write(struct vm *vm, const char *path)
+{
+	struct snapshot_header h = { .magic = SNAPSHOT_MAGIC,
+				     .version = SNAPSHOT_VERSION,
+				     .header_size = sizeof(h) };
+	struct ram *ram = vm_ram(vm);
+	ssize_t size = vm_state_size(vm);
+	void *blob;
+	int fd, r;
+
+	if (size < 0)
+		return (int)size;
+	blob = malloc((size_t)size);
+	if (!blob)
+		return -ENOMEM;
+	size = vm_state_save(vm, blob, (size_t)size);
+	if (size < 0) {
+		free(blob);
+		return (int)size;
+	}
+	h.state_offset = sizeof(h);
+	h.state_size = (uint64_t)size;
+	h.ram_offset = ALIGN_UP(h.state_offset + h.state_size, PAGE_SIZE);
+	h.ram_size = ram->size;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		free(blob);
+		return -errno;
+	}
+	r = pwrite_full(fd, &h, sizeof(h), 0);
+	if (!r)
+		r = pwrite_full(fd, blob, (size_t)size, h.state_offset);
+	/* Zero pages stay holes: a fresh guest's RAM is mostly zero. */
+	for (uint64_t off = 0; !r && off < ram->size; off += PAGE_SIZE) {
+		uint64_t end = off;
+
+		while (end < ram->size && !page_is_zero(ram->host + end) && end - off < (1 << 20))
+			end += PAGE_SIZE;
+		if (end > off) {
+			r = pwrite_full(fd, ram->host + off, end - off, h.ram_offset + off);
+			off = end - PAGE_SIZE;
+		}
+	}
+	if (!r && ftruncate(fd, (off_t)(h.ram_offset + h.ram_size)) < 0)
+		r = -errno;
+	if (close(fd) < 0 && !r)
+		r = -errno;
+	free(blob);
+	return r;
+}
+
+int snapshot_read(const char *path, struct snapshot_header *h, void **state)
+{
+	struct stat st;
+	void *blob = NULL;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = fstat(fd, &st) < 0 ? -errno : 0;
+	if (!r)
+		r = pread_full(fd, h, sizeof(*h), 0);
+	if (r == -EIO)
+		r = -EBADMSG;
+	if (r)
+		goto out;
+	r = -EBADMSG;
+	if (h->magic != SNAPSHOT_MAGIC || h->version != SNAPSHOT_VERSION ||
+	    h->header_size != sizeof(*h) || h->state_offset != sizeof(*h) ||
+	    h->state_size > (16 << 20) || h->ram_offset % PAGE_SIZE ||
+	    h->ram_offset < h->state_offset + h->state_size ||
+	    (uint64_t)st.st_size != h->ram_offset + h->ram_size)
+		goto out;
+	blob = malloc(h->state_size ? h->state_size : 1);
+	if (!blob) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = pread_full(fd, blob, h->state_size, h->state_offset);
+	if (!r)
+		r = vm_state_peek(blob, h->state_size, NULL, NULL);
+	if (r == -EIO)
+		r = -EBADMSG;
+	if (!r) {
+		uint64_t mem;
+
+		vm_state_peek(blob, h->state_size, &mem, NULL);
+		if (mem != h->ram_size)
+			r = -EBADMSG;
+	}
+out:
+	close(fd);
+	if (r) {
+		free(blob);
+		return r;
+	}
+	*state = blob;
+	return 0;
+}

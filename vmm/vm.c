@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vm: KVM VM life cycle and the vCPU threads.
+ *
+ * Locking: vm->lock protects pause_req, stopped, exit_status, every
+ * vcpu->state and the guest-port state; vm->cond signals any change.
+ *
+ * Getting a vCPU out of KVM_RUN (pause, stop): set the flag under the
+ * lock, set run->immediate_exit, then SIGUSR1 the thread.  immediate_exit
+ * closes the race with a thread that checked the flag but has not entered
+ * KVM_RUN yet; the signal interrupts one already inside.  A vCPU that
+ * leaves right after an I/O exit first re-enters KVM_RUN with
+ * immediate_exit set, which completes the instruction, so the saved
+ * registers are the post-instruction ones.  Only the vCPU's own thread
+ * calls KVM_RUN (another thread would make KVM switch the vCPU's pid,
+ * which costs a synchronize_rcu()).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vmm/guest-port.h"
+#include "vmm/serial.h"
+#include "vmm/util.h"
+#include "vmm/vm.h"
+#include "vmm/x86.h"
+
+#define KICK_SIGNAL SIGUSR1
+
+static void kick_handler(int sig)
+{
+	(void)sig;
+}
+
+int vm_register_pio(struct vm *vm, struct pio_device *dev)
+{
+	if (vm->nr_devs == VM_MAX_DEVICES)
+		return -ENOSPC;
+	vm->devs[vm->nr_devs++] = dev;
+	return 0;
+}
+
+static void set_state(struct vcpu *vcpu, enum vcpu_state st)
+{
+	vcpu->state = st;
+	pthread_cond_broadcast(&vcpu->vm->cond);
+}
+
+void vcpu_park(struct vcpu *vcpu)
+{
+	pthread_mutex_lock(&vcpu->vm->lock);
+	set_state(vcpu, VCPU_HALTED);
+	pthread_mutex_unlock(&vcpu->vm->lock);
+}
+
+static struct pio_device *find_pio(struct vm *vm, uint16_t port)
+{
+	for (unsigned int i = 0; i < vm->nr_devs; i++) {
+		struct pio_device *d = vm->devs[i];
+
+		if (port >= d->base && port - d->base < d->len)
+			return d;
+	}
+	return NULL;
+}
+
+static void handle_io(struct vcpu *vcpu)
+{
+	struct kvm_run *run = vcpu->run;
+	uint8_t *data = (uint8_t *)run + run->io.data_offset;
+	struct pio_device *dev = find_pio(vcpu->vm, run->io.port);
+	bool out = run->io.direction == KVM_EXIT_IO_OUT;
+
+	for (uint32_t i = 0; i < run->io.count; i++, data += run->io.size) {
+		if (dev)
+			dev->io(vcpu, dev, run->io.port, out, data, run->io.size);
+		else if (!out)
+			memset(data, 0xff, run->io.size);
+	}
+}
+
+/* Waits while paused (or forever once halted); false when the VM stops. */
+static bool wait_runnable(struct vcpu *vcpu)
+{
+	struct vm *vm = vcpu->vm;
+	bool go;
+
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->stopped && (vm->pause_req || vcpu->state == VCPU_HALTED)) {
+		if (vcpu->state == VCPU_RUNNING)
+			set_state(vcpu, VCPU_PARKED);
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	}
+	if (vcpu->state == VCPU_PARKED)
+		set_state(vcpu, VCPU_RUNNING);
+	go = !vm->stopped;
+	pthread_mutex_unlock(&vm->lock);
+	return go;
+}
+
+static void fail(struct vcpu *vcpu, int err, const char *what)
+{
+	struct kvm_regs regs;
+
+	if (ioctl(vcpu->fd, KVM_GET_REGS, &regs) == 0)
+		pr_err("vcpu %u: %s (rip %#llx)", vcpu->id, what, (unsigned long long)regs.rip);
+	else
+		pr_err("vcpu %u: %s", vcpu->id, what);
+	vm_stop(vcpu->vm, err);
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *vcpu = arg;
+	struct kvm_run *run = vcpu->run;
+
+	bool pending_io = false;
+
+	for (;;) {
+		/*
+		 * Leaving with an I/O exit just handled: re-enter once with
+		 * immediate_exit (set by the kicker) so KVM completes it here,
+		 * on this thread, before anyone reads the registers.
+		 */
+		if (pending_io && __atomic_load_n(&run->immediate_exit, __ATOMIC_SEQ_CST)) {
+			if (ioctl(vcpu->fd, KVM_RUN, 0) == 0 && run->exit_reason == KVM_EXIT_IO)
+				handle_io(vcpu); /* not expected: KVM returns -EINTR */
+			pending_io = false;
+		}
+		if (!wait_runnable(vcpu))
+			break;
+		pending_io = false;
+		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
+			if (errno == EINTR || errno == EAGAIN) {
+				/* Kicked: a pause or stop is pending. */
+				continue;
+			}
+			fail(vcpu, -errno, "KVM_RUN failed");
+			break;
+		}
+		switch (run->exit_reason) {
+		case KVM_EXIT_IO:
+			handle_io(vcpu);
+			pending_io = true;
+			break;
+		case KVM_EXIT_HLT:
+			vcpu_park(vcpu);
+			break;
+		case KVM_EXIT_INTR:
+			break;
+		case KVM_EXIT_SHUTDOWN:
+			fail(vcpu, -EFAULT, "guest shut down (triple fault)");
+			break;
+		case KVM_EXIT_MMIO:
+			pr_err("vcpu %u: guest accessed %#llx, outside RAM", vcpu->id,
+			       (unsigned long long)run->mmio.phys_addr);
+			fail(vcpu, -EFAULT, "access outside RAM");
+			break;
+		case KVM_EXIT_FAIL_ENTRY:
+			fail(vcpu, -EIO, "VM entry failed");
+			break;
+		case KVM_EXIT_INTERNAL_ERROR:
+			fail(vcpu, -EIO, "KVM internal error");
+			break;
+		default:
+			pr_err("vcpu %u: unexpected exit reason %u", vcpu->id, run->exit_reason);
+			fail(vcpu, -EIO, "unexpected exit");
+			break;
+		}
+	}
+	pthread_mutex_lock(&vcpu->vm->lock);
+	set_state(vcpu, VCPU_EXITED);
+	pthread_mutex_unlock(&vcpu->vm->lock);
+	return NULL;
+}
+
+static void kick_all(struct vm *vm)
+{
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *vcpu = &vm->vcpus[i];
+
+		__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+		if (vcpu->thread_started)
+			pthread_kill(vcpu->thread, KICK_SIGNAL);
+	}
+}
+
+static void ram_failed(void *arg, int err)
+{
+	pr_err("guest RAM fault handling failed: %s", strerror(-err));
+	vm_stop(arg, err);
+}
+
+static int create_vcpu(struct vm *vm, unsigned int id, int run_size)
+{
+	struct vcpu *vcpu = &vm->vcpus[id];
+
+	vcpu->vm = vm;
+	vcpu->id = id;
+	vcpu->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, id);
+	if (vcpu->fd < 0)
+		return -errno;
+	vcpu->run_size = (size_t)run_size;
+	vcpu->run = mmap(NULL, vcpu->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu->fd, 0);
+	if (vcpu->run == MAP_FAILED) {
+		vcpu->run = NULL;
+		return -errno;
+	}
+	return x86_vcpu_init(vcpu);
+}
+
+int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
+{
+	struct kvm_userspace_memory_region region;
+	struct sigaction sa = { .sa_handler = kick_handler };
+	struct vm *vm;
+	int r, run_size;
+
+	*why = "invalid VM geometry";
+	if (!cfg->nr_vcpus || cfg->nr_vcpus > GUEST_MAX_CPUS || !cfg->mem_size ||
+	    cfg->mem_size % PAGE_SIZE || cfg->mem_size > GUEST_MAX_MEM)
+		return -EINVAL;
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return -ENOMEM;
+	vm->cfg = *cfg;
+	vm->kvm_fd = vm->vm_fd = vm->event_fd = vm->ram.stop_fd = vm->ram.fd = -1;
+	for (int i = 0; i < GUEST_MAX_CPUS; i++)
+		vm->vcpus[i].fd = -1;
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_cond_init(&vm->cond, NULL);
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(KICK_SIGNAL, &sa, NULL);
+
+	*why = "cannot open /dev/kvm";
+	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (vm->kvm_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	*why = "KVM API version mismatch";
+	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
+		r = -EPROTO;
+		goto fail;
+	}
+	*why = "KVM_CREATE_VM failed";
+	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	vm->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (vm->event_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	*why = "cannot query KVM's CPUID, MSRs or XSAVE size";
+	r = x86_vm_init(vm);
+	if (r < 0)
+		goto fail;
+	*why = cfg->lazy ? "cannot reserve and arm guest RAM" : "cannot reserve guest RAM";
+	r = ram_init(&vm->ram, cfg->mem_size, cfg->lazy);
+	if (r < 0)
+		goto fail;
+	vm->ram.on_error = ram_failed;
+	vm->ram.on_error_arg = vm;
+	region = (struct kvm_userspace_memory_region){
+		.slot = 0,
+		.guest_phys_addr = 0,
+		.memory_size = vm->ram.size,
+		.userspace_addr = (uintptr_t)vm->ram.host,
+	};
+	*why = "KVM refused the guest RAM";
+	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (run_size < (int)sizeof(struct kvm_run)) {
+		r = -EPROTO;
+		goto fail;
+	}
+	*why = "cannot create the vCPUs";
+	vm->nr_vcpus = cfg->nr_vcpus;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		r = create_vcpu(vm, i, run_size);
+		if (r < 0)
+			goto fail;
+	}
+	*why = "cannot create the devices";
+	r = serial_init(vm, cfg->console_fd, &vm->serial);
+	if (r < 0)
+		goto fail;
+	r = guest_port_init(vm);
+	if (r < 0)
+		goto fail;
+	*why = "";
+	*out = vm;
+	return 0;
+fail:
+	vm_destroy(vm);
+	return r;
+}
+
+int vm_boot_image(struct vm *vm, const char *path, const char *cmdline, void *mem, const char **why)
+{
+	uint64_t entry;
+	int r;
+
+	if (!mem && vm->ram.ops) {
+		*why = "lazy RAM needs a staging buffer";
+		return -EINVAL;
+	}
+	r = x86_boot_build(mem ? mem : vm->ram.host, vm->ram.size, vm->nr_vcpus, vm->tsc_khz, path,
+			   cmdline, &entry, why);
+	if (r < 0)
+		return r;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		r = x86_vcpu_boot(&vm->vcpus[i], entry);
+		if (r < 0) {
+			*why = "cannot set the boot registers";
+			return r;
+		}
+	}
+	return 0;
+}
+
+int vm_start(struct vm *vm)
+{
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *vcpu = &vm->vcpus[i];
+		int r = pthread_create(&vcpu->thread, NULL, vcpu_thread, vcpu);
+
+		if (r) {
+			vm_stop(vm, -r);
+			return -r;
+		}
+		vcpu->thread_started = true;
+	}
+	return 0;
+}
+
+static bool all_out(struct vm *vm)
+{
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *vcpu = &vm->vcpus[i];
+
+		if (vcpu->thread_started && vcpu->state == VCPU_RUNNING)
+			return false;
+	}
+	return true;
+}
+
+int vm_pause(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->stopped) {
+		pthread_mutex_unlock(&vm->lock);
+		return -ESHUTDOWN;
+	}
+	vm->pause_req = true;
+	kick_all(vm);
+	while (!all_out(vm))
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	pthread_mutex_unlock(&vm->lock);
+	if (vm->serial)
+		serial_flush(vm->serial);
+	return 0;
+}
+
+int vm_resume(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+		vm->vcpus[i].run->immediate_exit = 0;
+	vm->pause_req = false;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+void vm_stop(struct vm *vm, int status)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&vm->lock);
+	if (!vm->stopped) {
+		vm->stopped = true;
+		vm->exit_status = status;
+		kick_all(vm);
+		pthread_cond_broadcast(&vm->cond);
+		if (write(vm->event_fd, &one, sizeof(one)) < 0) {
+			/* the eventfd cannot overflow with one write */
+		}
+	}
+	pthread_mutex_unlock(&vm->lock);
+}
+
+int vm_wait(struct vm *vm, int timeout_ms, int *status)
+{
+	struct pollfd pfd = { .fd = vm->event_fd, .events = POLLIN };
+	int r = poll(&pfd, 1, timeout_ms);
+
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return 0;
+	pthread_mutex_lock(&vm->lock);
+	if (status)
+		*status = vm->exit_status;
+	pthread_mutex_unlock(&vm->lock);
+	return 1;
+}
+
+void vm_last_report(struct vm *vm, struct guest_report *out, uint64_t *count)
+{
+	pthread_mutex_lock(&vm->lock);
+	*out = vm->last_report;
+	if (count)
+		*count = vm->nr_reports;
+	pthread_mutex_unlock(&vm->lock);
+}
+
+void vm_destroy(struct vm *vm)
+{
+	if (!vm)
+		return;
+	vm_stop(vm, 0);
+	for (unsigned int i = 0; i < GUEST_MAX_CPUS; i++) {
+		struct vcpu *vcpu = &vm->vcpus[i];
+
+		if (vcpu->thread_started)
+			pthread_join(vcpu->thread, NULL);
+	}
+	/* The fault thread may be serving a vCPU: stop it only after them. */
+	ram_stop_faults(&vm->ram);
+	for (unsigned int i = 0; i < GUEST_MAX_CPUS; i++) {
+		struct vcpu *vcpu = &vm->vcpus[i];
+
+		if (vcpu->run)
+			munmap(vcpu->run, vcpu->run_size);
+		if (vcpu->fd >= 0)
+			close(vcpu->fd);
+	}
+	serial_exit(vm->serial);
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	ram_exit(&vm->ram);
+	x86_vm_exit(vm);
+	if (vm->kvm_fd >= 0)
+		close(vm->kvm_fd);
+	if (vm->event_fd >= 0)
+		close(vm->event_fd);
+	pthread_mutex_destroy(&vm->lock);
+	pthread_cond_destroy(&vm->cond);
+	free(vm);
+}
