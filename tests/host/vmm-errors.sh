@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# vmm-errors: bad arguments, bad images, an image that does not fit,
+# memory that cannot be reserved, no /dev/kvm, a /dev/kvm that is not KVM,
+# a back end the kernel lacks, and SIGTERM: each gives a one-line message
+# and a non-zero exit, never a crash.
+# timeout: 60
+set -u
+BIN=${BIN:-build/bin}
+GUEST=build/guest/guest.elf
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+[ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
+[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
+
+expect() { # want-rc message-regex -- vmm args...
+	local want=$1 re=$2
+	shift 3
+	"$BIN/vmm" "$@" > "$tmp/out" 2> "$tmp/err"
+	local rc=$?
+	if [ "$want" = nonzero ]; then
+		[ $rc -ne 0 ] || fail "vmm $*: exit 0, want failure"
+	else
+		[ $rc -eq "$want" ] || { cat "$tmp/err" >&2; fail "vmm $*: exit $rc, want $want"; }
+	fi
+	[ $rc -lt 128 ] || fail "vmm $*: died with signal $((rc - 128))"
+	grep -Eq -- "$re" "$tmp/err" || { cat "$tmp/err" >&2; fail "vmm $*: no message matching '$re'"; }
+	grep -q 'AddressSanitizer\|runtime error' "$tmp/err" && fail "vmm $*: sanitizer report"
+	echo "ok: vmm $* -> $rc: $(grep -E -- "$re" "$tmp/err" | head -n1)"
+}
+
+expect 2 'unknown command' -- frobnicate
+expect 2 '--image is required' -- run --mem 16M
+expect 2 "unknown (or incomplete )?argument '--bogus'" -- run --image "$GUEST" --bogus 1
+expect 2 '--mem: .* from 2M to 4G' -- run --image "$GUEST" --mem 8G
+expect 2 '--mem: .* from 2M to 4G' -- run --image "$GUEST" --mem 12345
+expect 2 '--vcpus: .* from 1 to 8' -- run --image "$GUEST" --vcpus 0
+expect 2 "unknown RAM back end 'zzz'" -- run --image "$GUEST" --lazy --ram-backend zzz
+expect 1 'cannot open the image' -- run --image "$tmp/does-not-exist"
+printf 'this is not an ELF file\n' > "$tmp/text"
+expect 1 'not an ELF file' -- run --image "$tmp/text"
+# An ELF32 header (class 1) for i386.
+printf '\x7fELF\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x00' > "$tmp/elf32"
+head -c 100 /dev/zero >> "$tmp/elf32"
+expect 1 'not an ELF64 x86-64 image' -- run --image "$tmp/elf32"
+expect 1 'not an executable \(ET_EXEC\) image' -- run --image /usr/lib/x86_64-linux-gnu/libc.so.6 --mem 4M
+# The guest with its segment moved to 3 GiB: does not fit in 16 MiB.
+cp "$GUEST" "$tmp/far.elf"
+phoff=$(od -An -t u8 -j 32 -N 8 "$GUEST" | tr -d ' ')
+printf '\x00\x00\x00\xc0' | dd of="$tmp/far.elf" bs=1 seek=$((phoff + 24)) conv=notrunc status=none
+expect 1 'does not fit in guest RAM' -- run --image "$tmp/far.elf" --mem 16M
+long=$(head -c 2000 /dev/zero | tr '\0' 'x')
+expect 1 'command line too long' -- run --image "$GUEST" --cmdline "$long"
+if "$BIN/vmm" probe userfault > /dev/null 2>&1; then
+	echo "note: this kernel has the userfault back end; not testing its absence"
+else
+	expect 1 "RAM back end 'userfault' is not available" -- run --image "$GUEST" --lazy --ram-backend userfault
+fi
+
+# Memory that cannot be reserved: a 1 GiB guest under a 600 MiB address-space limit.
+if [ "$BIN" = build/bin ]; then
+	(ulimit -v 600000; "$BIN/vmm" run --image "$GUEST" --mem 1G > /dev/null 2> "$tmp/err"; echo $? > "$tmp/rc")
+	[ "$(cat "$tmp/rc")" = 1 ] || fail "unreservable memory: exit $(cat "$tmp/rc")"
+	grep -q 'cannot reserve guest RAM' "$tmp/err" || { cat "$tmp/err" >&2; fail "unreservable memory: no message"; }
+	echo "ok: unreservable memory -> $(cat "$tmp/err")"
+else
+	echo "note: ulimit -v case only for the plain build (ASan reserves huge shadow memory)"
+fi
+
+# No /dev/kvm, and a /dev/kvm that is not KVM (private mount namespace).
+if unshare -m true 2> /dev/null; then
+	unshare -m sh -c "mount -t tmpfs none /dev && exec $BIN/vmm run --image $GUEST" > /dev/null 2> "$tmp/err"
+	rc=$?
+	[ $rc -eq 1 ] && grep -q 'cannot open /dev/kvm: No such file' "$tmp/err" ||
+		{ cat "$tmp/err" >&2; fail "no /dev/kvm: exit $rc"; }
+	echo "ok: no /dev/kvm -> $(cat "$tmp/err")"
+	unshare -m sh -c "mount --bind /dev/null /dev/kvm && exec $BIN/vmm run --image $GUEST" > /dev/null 2> "$tmp/err"
+	rc=$?
+	[ $rc -eq 1 ] && grep -q 'KVM API version mismatch' "$tmp/err" ||
+		{ cat "$tmp/err" >&2; fail "fake /dev/kvm: exit $rc"; }
+	echo "ok: /dev/kvm that is not KVM -> $(cat "$tmp/err")"
+else
+	echo "note: unshare -m not permitted here; /dev/kvm cases not run"
+fi
+
+# SIGTERM stops a running guest cleanly (exit 128 + 15).
+"$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "workload=random ops=50000 iters=100000 quiet=1" \
+	> /dev/null 2> "$tmp/err" &
+pid=$!
+sleep 0.5
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 143 ] || { cat "$tmp/err" >&2; fail "SIGTERM: exit $rc, want 143"; }
+grep -q 'stopped by signal 15' "$tmp/err" || fail "SIGTERM: no message"
+grep -q 'AddressSanitizer\|runtime error' "$tmp/err" && fail "SIGTERM: sanitizer report"
+echo "ok: SIGTERM -> 143, stopped cleanly"
+exit 0
