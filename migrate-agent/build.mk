@@ -8,6 +8,21 @@ MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c \
 	migrate-agent/source.c migrate-agent/dest.c
 MIG_LIBS := -luring -lzstd
 
+# The CLI that attaches to a source VMM's control socket.
+$(eval $(call program,migrate-agent,migrate-agent/cli.c,))
+
+# The vmm binary (vmm/build.mk) links the library and its glue: they are added
+# as extra prerequisites of its three link rules, libraries by full path (the
+# node flavour is static), so $$^ carries them in link order.
+MIG_VMM_SRCS := $(MIG_LIB_SRCS) migrate-agent/vmm-glue.c
+MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so)
+MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-name=libzstd.a)
+ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
+$(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
+$(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
+$(B)/node/bin/vmm: $(patsubst %.c,$(B)/node/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_A)
+endif
+
 # Test programs: plain-memory end-to-end migration, adversarial peer, link cutter.
 $(eval $(call program,mig-memtest,migrate-agent/tests/memtest.c $(MIG_LIB_SRCS),$(MIG_LIBS)))
 

@@ -620,6 +620,9 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 		free(d);
 		return NULL;
 	}
+	/* Accepted sockets inherit it: keeps the bulk queue (and its delay) short. */
+	int rb = 256 << 10;
+	setsockopt(d->lfd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb));
 	return d;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "migrate/vmm-glue.h"
 #include "vmm/builtin.h"
 #include "vmm/runner.h"
 #include "vmm/util.h"
@@ -22,8 +23,14 @@ static void usage(void)
 	    stderr,
 	    "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
 	    "               [--lazy [--ram-backend uffd|uffd-move|userfault|auto] [--busy-poll]]\n"
-	    "               [--save-after MS FILE] [--trace-reports]\n");
+	    "               [--save-after MS FILE] [--trace-reports]\n"
+	    "  migration (docs/migration.md): [--incoming tcp:H:P] | [--control SOCKET]\n"
+	    "               [--migrate-to tcp:H:P --migrate-after MS] [--precopy-rounds N]\n"
+	    "               [--compress] [--migrate-metrics FILE] [--recover-ms MS]\n");
 }
+
+/* Migration options and hooks: migrate-agent/include/migrate/vmm-glue.h. */
+static struct migrate_vmm_opts mig;
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
@@ -32,6 +39,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		uint64_t n;
 		int r = runner_parse_common(argc, argv, &i, o);
 
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			continue;
+		r = migrate_parse_opt(argc, argv, &i, &mig);
 		if (r < 0)
 			return -1;
 		if (r > 0)
@@ -63,7 +75,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			return -1;
 		}
 	}
-	if (!o->image) {
+	if (migrate_is_incoming(&mig))
+		o->lazy = true; /* RAM arrives from the source, page by page */
+	else if (!o->image) {
 		pr_err("--image is required");
 		return -1;
 	}
@@ -97,6 +111,10 @@ int cmd_run(int argc, char **argv)
 		pr_err("%s: %s", why, strerror(-r));
 		return VMM_EXIT_ERROR;
 	}
+	if (migrate_prepare(vm, &mig) < 0)
+		goto out;
+	if (migrate_is_incoming(&mig))
+		goto start; /* no image: state and RAM come from the source */
 	if (o.lazy) {
 		staging = mmap(NULL, o.mem_size, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -122,13 +140,18 @@ int cmd_run(int argc, char **argv)
 			goto out;
 		}
 	}
+start:
 	runner_block_signals();
 	r = vm_start(vm);
 	if (r < 0) {
 		pr_err("cannot start the vCPUs: %s", strerror(-r));
 		goto out;
 	}
+	if (migrate_started(vm, &mig) < 0)
+		vm_stop(vm, -EINVAL);
 	status = runner_loop(vm, &o);
+	if (migrate_finish(vm, &mig))
+		status = VMM_EXIT_ERROR;
 out:
 	vm_destroy(vm);
 	if (staging)

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The migration agent inside `vmm run`: the few calls the run command makes
+ * (docs/migration.md).  Options:
+ *   --incoming tcp:H:P       destination: no image; RAM and state come from a
+ *                            source; the VM starts at once with RAM missing
+ *   --control PATH           source: a unix socket where `migrate-agent
+ *                            migrate --vmm PATH --to ...` starts a migration
+ *   --migrate-to tcp:H:P     source: migrate by itself ...
+ *   --migrate-after MS       ... this long after the vCPUs started
+ *   --precopy-rounds N       source: N precopy passes before the switch-over
+ *   --compress               source: zstd for pushed pages
+ *   --migrate-metrics FILE   either side: JSON summary
+ *   --recover-ms MS          either side: how long a broken link may stay down
+ * Run command order: migrate_parse_opt() for each argument;
+ * migrate_prepare() after the VM exists (destination: blocks until the
+ * state arrived and is loaded); vm_start(); migrate_started();
+ * runner_loop(); migrate_finish() before vm_destroy().
+ */
+#ifndef MIGRATE_VMM_GLUE_H
+#define MIGRATE_VMM_GLUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct vm;
+
+struct migrate_vmm_opts {
+	const char *incoming, *control, *migrate_to, *metrics;
+	uint64_t migrate_after_ms;
+	int precopy_rounds, compress, recover_ms;
+};
+
+/*
+ * One argument at argv[*i]: 1 if taken (advancing *i past its value), 0 if
+ * not a migration option, -1 after printing a message about a bad value.
+ */
+int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o);
+
+/* True for a destination: RAM must be lazy and no image is loaded. */
+static inline bool migrate_is_incoming(const struct migrate_vmm_opts *o)
+{
+	return o->incoming != NULL;
+}
+
+/*
+ * After vm_create(), before vm_start().  Destination: listen, start the
+ * fault thread with the migration as page source, receive and load the
+ * state (blocks until a source came).  Source: nothing yet.  0, or -errno
+ * after printing a message.
+ */
+int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o);
+
+/*
+ * Right after vm_start().  Destination: the vCPUs run (tells the source,
+ * watches the migration: on failure it prints why and exits the process,
+ * so the VM never runs on with missing memory).  Source: opens the control
+ * socket or arms --migrate-after.  0, or -errno after a message.
+ */
+int migrate_started(struct vm *vm, struct migrate_vmm_opts *o);
+
+/*
+ * After runner_loop(), before vm_destroy().  Destination: waits until every
+ * page arrived (the source may exit only then), writes the metrics.
+ * Returns 0, or VMM exit status 1 if the migration failed.
+ */
+int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o);
+
+#endif /* MIGRATE_VMM_GLUE_H */

@@ -1,0 +1,507 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The migration library bound to the VMM (vmm/include/vmm/vm.h, ram.h):
+ * the source side reads guest RAM and pauses/saves the VM; the destination
+ * side is the lazy RAM's page source, installs pages through the RAM back
+ * end and loads the state.  Also the control socket `migrate-agent migrate`
+ * talks to.  See include/migrate/vmm-glue.h for where `vmm run` calls in.
+ */
+#include <errno.h>
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "migrate/migrate.h"
+#include "migrate/vmm-glue.h"
+#include "vmm/ram.h"
+#include "vmm/vm.h"
+
+#define pr_vmm(...) fprintf(stderr, "vmm: " __VA_ARGS__)
+
+static struct {
+	struct vm *vm;
+	struct migrate_vmm_opts *o;
+	struct mig_dest *dest;
+	pthread_t watch, ctl, timer;
+	int watch_on, ctl_on, timer_on;
+	int ctl_fd;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int finishing;
+	int dest_failed;
+} g = { .ctl_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno || *end || !*v || n > max) {
+		pr_vmm("%s: '%s' is not a number from 0 to %llu\n", opt, v,
+		       (unsigned long long)max);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
+{
+	const char *a = argv[*i];
+	static const char *const with_value[] = { "--incoming",	      "--control",
+						  "--migrate-to",     "--migrate-after",
+						  "--precopy-rounds", "--migrate-metrics",
+						  "--recover-ms" };
+	uint64_t n;
+	if (!strcmp(a, "--compress")) {
+		o->compress = 1;
+		return 1;
+	}
+	int known = 0;
+	for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
+		known |= !strcmp(a, with_value[k]);
+	if (!known)
+		return 0;
+	if (*i + 1 >= argc) {
+		pr_vmm("%s needs a value\n", a);
+		return -1;
+	}
+	const char *v = argv[++*i];
+	if (!strcmp(a, "--incoming")) {
+		o->incoming = v;
+	} else if (!strcmp(a, "--control")) {
+		o->control = v;
+	} else if (!strcmp(a, "--migrate-to")) {
+		o->migrate_to = v;
+	} else if (!strcmp(a, "--migrate-metrics")) {
+		o->metrics = v;
+	} else if (!strcmp(a, "--migrate-after")) {
+		if (parse_num(a, v, 86400000, &o->migrate_after_ms))
+			return -1;
+	} else if (!strcmp(a, "--precopy-rounds")) {
+		if (parse_num(a, v, 100, &n))
+			return -1;
+		o->precopy_rounds = (int)n;
+	} else if (!strcmp(a, "--recover-ms")) {
+		if (parse_num(a, v, 3600000, &n) || n == 0) {
+			if (n == 0)
+				pr_vmm("--recover-ms must be positive\n");
+			return -1;
+		}
+		o->recover_ms = (int)n;
+	}
+	return 1;
+}
+
+/* ---- Destination ---- */
+
+/* A page-aligned anonymous page per thread: moving back ends take it. */
+static _Thread_local uint8_t *bounce;
+
+static int dst_install(void *ctx, uint64_t off, const void *data)
+{
+	struct ram *ram = vm_ram(g.vm);
+	int r;
+	if (!data) {
+		r = ram_install_zero(ram, off);
+	} else {
+		if (!bounce) {
+			void *p = mmap(NULL, MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED)
+				return -ENOMEM;
+			bounce = p;
+		}
+		memcpy(bounce, data, MIG_PAGE_SIZE);
+		r = ram_install(ram, off, bounce);
+	}
+	return r == 1 ? -EEXIST : r;
+}
+
+static int dst_load(void *ctx, const void *blob, size_t len)
+{
+	return vm_state_load(g.vm, blob, len);
+}
+
+static int src_request(struct ram_source *s, struct ram *ram, uint64_t off)
+{
+	int r = mig_dest_fault(g.dest, off);
+	if (r == 1)
+		return ram->ops->wake(ram, off, MIG_PAGE_SIZE);
+	return r < 0 ? r : RAM_SOURCE_PENDING;
+}
+
+static struct ram_source mig_ram_source = { .request = src_request };
+
+static void write_dest_metrics(void)
+{
+	if (!g.o->metrics)
+		return;
+	FILE *f = strcmp(g.o->metrics, "-") ? fopen(g.o->metrics, "w") : stdout;
+	if (!f) {
+		pr_vmm("cannot write %s: %s\n", g.o->metrics, strerror(errno));
+		return;
+	}
+	mig_dest_report(g.dest, f);
+	if (f != stdout)
+		fclose(f);
+}
+
+/*
+ * Watches the incoming migration.  A failure means pages are missing for
+ * good: the process ends here, so no vCPU ever runs on with wrong memory
+ * (disarming the RAM would let the kernel fill the holes with zeroes).
+ */
+static void *watch_thread(void *arg)
+{
+	char err[400];
+	if (mig_dest_wait(g.dest, err, sizeof(err))) {
+		pr_vmm("incoming migration failed: %s\n", err);
+		fflush(NULL);
+		_exit(1);
+	}
+	write_dest_metrics();
+	pr_vmm("incoming migration complete: all %llu pages arrived\n",
+	       (unsigned long long)vm_ram(g.vm)->nr_pages);
+	return arg;
+}
+
+static struct mig_opts lib_opts(const char *addr)
+{
+	struct mig_opts m = {
+		.addr = addr,
+		.precopy_rounds = g.o->precopy_rounds,
+		.compress = g.o->compress,
+		.recover_ms = g.o->recover_ms,
+		.metrics = g.o->metrics,
+		.progress = isatty(2),
+	};
+	return m;
+}
+
+static int prepare_incoming(struct vm *vm)
+{
+	char err[400];
+	struct ram *ram = vm_ram(vm);
+	struct mig_opts m = lib_opts(g.o->incoming);
+	if (!ram->ops) {
+		pr_vmm("--incoming needs lazy RAM\n");
+		return -EINVAL;
+	}
+	g.dest = mig_dest_listen(&m, err, sizeof(err));
+	if (!g.dest) {
+		pr_vmm("%s\n", err);
+		return -EADDRINUSE;
+	}
+	int r = ram_start_faults(ram, &mig_ram_source, false);
+	if (r < 0) {
+		pr_vmm("cannot start the fault thread: %s\n", strerror(-r));
+		return r;
+	}
+	static struct mig_dest_vm dvm;
+	dvm = (struct mig_dest_vm){
+		.ram_size = ram->size,
+		.nr_regions = 1,
+		.regions = { { .gpa = 0, .size = ram->size } },
+		.install = dst_install,
+		.load_state = dst_load,
+	};
+	pr_vmm("waiting for an incoming migration on %s\n", g.o->incoming);
+	r = mig_dest_incoming(g.dest, &dvm, err, sizeof(err));
+	if (r) {
+		pr_vmm("incoming migration failed: %s\n", err);
+		ram_stop_faults(ram);
+		mig_dest_free(g.dest);
+		g.dest = NULL;
+		return r;
+	}
+	return 0;
+}
+
+/* ---- Source ---- */
+
+static int s_pause(void *ctx)
+{
+	return vm_pause(g.vm);
+}
+
+static int s_resume(void *ctx)
+{
+	return vm_resume(g.vm);
+}
+
+static int s_save(void *ctx, void **blob, size_t *len)
+{
+	ssize_t n = vm_state_size(g.vm);
+	if (n < 0)
+		return (int)n;
+	void *b = malloc((size_t)n);
+	if (!b)
+		return -ENOMEM;
+	ssize_t w = vm_state_save(g.vm, b, (size_t)n);
+	if (w < 0) {
+		free(b);
+		return (int)w;
+	}
+	*blob = b;
+	*len = (size_t)w;
+	return 0;
+}
+
+/* Dirty logging on memslot 0 (all of guest RAM, vmm/vm.c). */
+static int dirty_flags(uint32_t flags)
+{
+	struct ram *ram = vm_ram(g.vm);
+	struct kvm_userspace_memory_region r = {
+		.slot = 0,
+		.flags = flags,
+		.guest_phys_addr = 0,
+		.memory_size = ram->size,
+		.userspace_addr = (uintptr_t)ram->host,
+	};
+	return ioctl(g.vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -errno : 0;
+}
+
+static int s_dirty_start(void *ctx)
+{
+	return dirty_flags(KVM_MEM_LOG_DIRTY_PAGES);
+}
+
+static int s_dirty_stop(void *ctx)
+{
+	return dirty_flags(0);
+}
+
+static int s_dirty_fetch(void *ctx, uint64_t *bitmap)
+{
+	struct ram *ram = vm_ram(g.vm);
+	size_t words = (ram->nr_pages + 63) / 64;
+	uint64_t *tmp = calloc(words, 8);
+	if (!tmp)
+		return -ENOMEM;
+	struct kvm_dirty_log l = { .slot = 0, .dirty_bitmap = tmp };
+	int r = ioctl(g.vm->vm_fd, KVM_GET_DIRTY_LOG, &l) < 0 ? -errno : 0;
+	for (size_t w = 0; !r && w < words; w++)
+		bitmap[w] |= tmp[w];
+	free(tmp);
+	return r;
+}
+
+/* Migrate out; returns 0 on success (the VM is then stopped here). */
+static int migrate_out(const char *to, const struct mig_opts *m, char *err, size_t errlen)
+{
+	struct ram *ram = vm_ram(g.vm);
+	struct mig_source_vm svm = {
+		.ram = ram->host,
+		.ram_size = ram->size,
+		.nr_regions = 1,
+		.regions = { { .gpa = 0, .size = ram->size } },
+		.pause = s_pause,
+		.resume = s_resume,
+		.save_state = s_save,
+		.dirty_start = s_dirty_start,
+		.dirty_fetch = s_dirty_fetch,
+		.dirty_stop = s_dirty_stop,
+	};
+	int switched;
+	pr_vmm("migrating to %s%s\n", to, m->precopy_rounds ? " (precopy, then postcopy)" : "");
+	int r = mig_source_run(&svm, m, &switched, err, errlen);
+	if (r == 0) {
+		pr_vmm("migration to %s complete: the VM runs there now\n", to);
+		vm_stop(g.vm, -EINTR);
+		return 0;
+	}
+	if (switched) {
+		pr_vmm("migration failed after the switch-over: %s; the VM cannot run here "
+		       "either (its memory is split)\n",
+		       err);
+		vm_stop(g.vm, -EIO);
+	} else {
+		pr_vmm("migration failed, the VM goes on here: %s\n", err);
+	}
+	return r;
+}
+
+/*
+ * Control socket: one line per connection,
+ *   migrate to=tcp:H:P [precopy=N] [compress=0|1] [metrics=FILE] [recover-ms=N]
+ * answered by one line, "ok" or "error MESSAGE".
+ */
+static void *ctl_thread(void *arg)
+{
+	for (;;) {
+		int c = accept(g.ctl_fd, NULL, NULL);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break;
+		}
+		char line[1024];
+		size_t n = 0;
+		while (n < sizeof(line) - 1) {
+			ssize_t k = read(c, line + n, sizeof(line) - 1 - n);
+			if (k <= 0)
+				break;
+			n += (size_t)k;
+			if (memchr(line, '\n', n))
+				break;
+		}
+		line[n] = 0;
+		line[strcspn(line, "\r\n")] = 0;
+		struct mig_opts m = lib_opts(NULL);
+		char to[256] = "", metrics[512] = "", err[400] = "";
+		char *save = NULL;
+		char *tok = strtok_r(line, " ", &save);
+		int bad = !tok || strcmp(tok, "migrate");
+		while (!bad && (tok = strtok_r(NULL, " ", &save))) {
+			if (!strncmp(tok, "to=", 3))
+				snprintf(to, sizeof(to), "%s", tok + 3);
+			else if (!strncmp(tok, "precopy=", 8))
+				m.precopy_rounds = atoi(tok + 8);
+			else if (!strncmp(tok, "compress=", 9))
+				m.compress = atoi(tok + 9);
+			else if (!strncmp(tok, "recover-ms=", 11))
+				m.recover_ms = atoi(tok + 11);
+			else if (!strncmp(tok, "metrics=", 8))
+				snprintf(metrics, sizeof(metrics), "%s", tok + 8);
+			else
+				bad = 1;
+		}
+		if (bad || !to[0]) {
+			dprintf(c, "error bad request (expected: migrate to=tcp:H:P [precopy=N] "
+				   "[compress=1] [metrics=FILE] [recover-ms=N])\n");
+			close(c);
+			continue;
+		}
+		m.addr = to;
+		if (metrics[0])
+			m.metrics = metrics;
+		int r = migrate_out(to, &m, err, sizeof(err));
+		if (r == 0)
+			dprintf(c, "ok\n");
+		else
+			dprintf(c, "error %s\n", err);
+		close(c);
+		if (r == 0)
+			break;
+	}
+	return arg;
+}
+
+static void *timer_thread(void *arg)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ns = (uint64_t)ts.tv_nsec + g.o->migrate_after_ms * 1000000ull;
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec = (long)(ns % 1000000000ull);
+	pthread_mutex_lock(&g.lock);
+	int r = 0;
+	while (!g.finishing && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&g.cond, &g.lock, &ts);
+	int go = !g.finishing;
+	pthread_mutex_unlock(&g.lock);
+	if (go) {
+		struct mig_opts m = lib_opts(g.o->migrate_to);
+		char err[400];
+		migrate_out(g.o->migrate_to, &m, err, sizeof(err));
+	}
+	return arg;
+}
+
+static int start_control(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(g.o->control) >= sizeof(sa.sun_path)) {
+		pr_vmm("--control: path too long\n");
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, g.o->control);
+	unlink(g.o->control);
+	g.ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (g.ctl_fd < 0 || bind(g.ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(g.ctl_fd, 4) < 0) {
+		int e = errno;
+		pr_vmm("cannot open the control socket %s: %s\n", g.o->control, strerror(e));
+		return -e;
+	}
+	pthread_create(&g.ctl, NULL, ctl_thread, NULL);
+	g.ctl_on = 1;
+	return 0;
+}
+
+/* ---- The hooks ---- */
+
+int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
+{
+	g.vm = vm;
+	g.o = o;
+	if (o->incoming && (o->migrate_to || o->control)) {
+		pr_vmm("--incoming cannot be combined with --migrate-to or --control\n");
+		return -EINVAL;
+	}
+	if (!!o->migrate_to != !!o->migrate_after_ms) {
+		pr_vmm("--migrate-to and --migrate-after go together\n");
+		return -EINVAL;
+	}
+	return o->incoming ? prepare_incoming(vm) : 0;
+}
+
+int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
+{
+	if (o->incoming) {
+		mig_dest_resumed(g.dest);
+		pthread_create(&g.watch, NULL, watch_thread, NULL);
+		g.watch_on = 1;
+		return 0;
+	}
+	if (o->control) {
+		int r = start_control();
+		if (r)
+			return r;
+	}
+	if (o->migrate_to) {
+		pthread_create(&g.timer, NULL, timer_thread, NULL);
+		g.timer_on = 1;
+	}
+	return 0;
+}
+
+int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
+{
+	pthread_mutex_lock(&g.lock);
+	g.finishing = 1;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	if (g.timer_on)
+		pthread_join(g.timer, NULL);
+	if (g.ctl_fd >= 0) {
+		shutdown(g.ctl_fd, SHUT_RDWR);
+		if (g.ctl_on)
+			pthread_join(g.ctl, NULL);
+		close(g.ctl_fd);
+		unlink(o->control);
+	}
+	if (g.watch_on) {
+		/* The guest may finish before its last page arrived: keep serving. */
+		if (mig_dest_status(g.dest) == 0)
+			pr_vmm("guest stopped; waiting for the remaining pages so the source "
+			       "can finish\n");
+		pthread_join(g.watch, NULL);
+	}
+	if (g.dest) {
+		/* The fault thread calls into the library: stop it first. */
+		ram_stop_faults(vm_ram(vm));
+		mig_dest_free(g.dest);
+		g.dest = NULL;
+	}
+	return 0;
+}
