@@ -8,7 +8,7 @@ packages=(
 	liburing-dev libzstd-dev libvirt-dev
 	# kernel
 	linux-source-6.1 flex bison bc libelf-dev libssl-dev cpio ccache xz-utils
-	kmod patch
+	kmod patch file
 	# nodes and networking
 	qemu-system-x86 busybox-static iproute2
 	# bench and tools
