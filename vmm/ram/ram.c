@@ -170,12 +170,8 @@ int ram_install(struct ram *ram, uint64_t off, void *page)
 
 	if (off >= ram->size || off % PAGE_SIZE)
 		return -EINVAL;
-	if (ram_present(ram, off))
+	if (ram_present(ram, off) || !ram->ops)
 		return 1;
-	if (!ram->ops) {
-		memcpy(ram->host + off, page, PAGE_SIZE);
-		return 0;
-	}
 	r = finish(ram, off, retry(do_install, ram, off, page));
 	if (r == 0)
 		atomic_fetch_add(&ram->st.installed, 1);
@@ -188,12 +184,8 @@ int ram_install_zero(struct ram *ram, uint64_t off)
 
 	if (off >= ram->size || off % PAGE_SIZE)
 		return -EINVAL;
-	if (ram_present(ram, off))
+	if (ram_present(ram, off) || !ram->ops)
 		return 1;
-	if (!ram->ops) {
-		memset(ram->host + off, 0, PAGE_SIZE);
-		return 0;
-	}
 	r = finish(ram, off, retry(do_zero, ram, off, NULL));
 	if (r == 0)
 		atomic_fetch_add(&ram->st.zeroed, 1);

@@ -155,7 +155,7 @@ void ram_stop_faults(struct ram *ram);
  * page-aligned private anonymous buffer; with a moving back end its page is
  * gone after success (the buffer reads as zero, writing it allocates anew).
  * Returns 0 if installed now, 1 if the page was already present (nothing
- * consumed), -errno if fatal.  On plain RAM, copies unless present.
+ * consumed), -errno if fatal.  Plain RAM counts every page present: 1.
  */
 int ram_install(struct ram *ram, uint64_t off, void *page);
 /* Same for a zero page. */
