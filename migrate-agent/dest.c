@@ -553,6 +553,14 @@ static int recover(struct mig_dest *d)
 		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
 		again++;
 	}
+	if (d->t_resumed) {
+		/* RUNNING may have been lost with the old link. */
+		struct mig_running m = {
+			.resume_realtime_ns = d->resume_rt,
+			.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
+		};
+		mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
+	}
 	pthread_mutex_unlock(&d->req_lock);
 	pthread_mutex_lock(&d->lock);
 	d->broken = 0;

@@ -71,6 +71,7 @@ struct src {
 	uint64_t state_len;
 	uint64_t t_paused, t_saved, t_state_sent;
 	int flush_now; /* a request hit a page waiting in the push buffer */
+	int recoveries_before_running;
 };
 
 static void set_break(struct src *s, int fatal, const char *why)
@@ -273,9 +274,12 @@ static void *urgent_thread(void *arg)
 				add_hint(s, i);
 			}
 		} else if (h.type == MIG_MSG_RUNNING) {
-			memcpy(&s->running, p, sizeof(s->running));
-			s->t_running = mig_now_ns();
-			s->running_seen = 1;
+			/* Repeated after a recovery: the first one counts. */
+			if (!s->running_seen) {
+				memcpy(&s->running, p, sizeof(s->running));
+				s->t_running = mig_now_ns();
+				s->running_seen = 1;
+			}
 		} else if (h.type == MIG_MSG_COMPLETE) {
 			memcpy(&s->dest, p, sizeof(s->dest));
 			s->t_complete = mig_now_ns();
@@ -638,7 +642,6 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 	if (!dirty)
 		return -ENOMEM;
 	int r = s->vm->dirty_fetch(s->vm->ctx, dirty);
-	s->vm->dirty_stop(s->vm->ctx);
 	if (r) {
 		snprintf(err, errlen, "precopy: final dirty log: %s", strerror(-r));
 		free(dirty);
@@ -702,6 +705,8 @@ static int recover(struct src *s, char *err, size_t errlen)
 	}
 	s->sent_count = have;
 	s->nhints = 0;
+	if (!s->running_seen)
+		s->recoveries_before_running = 1;
 	s->broken = 0;
 	s->recoveries++;
 	pr_mig("link recovered: destination has %llu of %llu pages, %llu lost in flight will be "
@@ -728,8 +733,14 @@ static void report(struct src *s, FILE *f)
 		(unsigned long long)s->vm->ram_size, (unsigned long long)s->nr_pages);
 	fprintf(f, "  \"precopy_rounds\": %d,\n  \"compress\": %s,\n", s->o->precopy_rounds,
 		(s->features & MIG_FEAT_ZSTD) ? "true" : "false");
-	fprintf(f, "  \"downtime_us\": %.1f,\n",
-		(double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src) / 1000.0);
+	if (s->running_seen && !s->recoveries_before_running)
+		fprintf(f, "  \"downtime_us\": %.1f,\n",
+			(double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src) /
+			    1000.0);
+	else if (s->running_seen) /* the source clock includes the outage */
+		fprintf(f, "  \"downtime_us\": %.1f,\n", (double)down_dst / 1000.0);
+	else
+		fprintf(f, "  \"downtime_us\": null,\n");
 	fprintf(f, "  \"downtime_source_clock_us\": %.1f,\n", (double)down_src / 1000.0);
 	fprintf(
 	    f,
@@ -903,6 +914,9 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), blob, blob_len);
 	free(blob);
 	s->t_state_sent = mig_now_ns();
+	/* Off the downtime path: turning the log off rewrites the memslot. */
+	if (o.precopy_rounds)
+		vm->dirty_stop(vm->ctx);
 	s->bytes_state = sizeof(sh) + blob_len;
 	s->state_len = blob_len;
 	if (r) {

@@ -42,3 +42,17 @@ check_exactly_once() { # dest.json
 	check_json "$1" '.pages_demand + .pages_pushed + .pages_precopy == .pages' \
 		"demand + pushed + precopy pages do not add up to RAM"
 }
+
+GUEST=${GUEST:-build/guest/guest.elf}
+
+# The final checksum a vmm run printed ("... last: done iter=N checksum=0x...").
+final_checksum() { # stderr-file
+	sed -n 's/.*last: done iter=[0-9]* checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1
+}
+
+# Reference: the same guest, not migrated.
+reference_checksum() { # mem cmdline
+	"$BIN/vmm" run --image "$GUEST" --mem "$1" --cmdline "$2" > /dev/null 2> "$work/ref.err" ||
+		{ cat "$work/ref.err" >&2; fail "the unmigrated reference run failed"; }
+	final_checksum "$work/ref.err"
+}
