@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vmm/guest-port.h"
@@ -79,6 +80,9 @@ static void handle_io(struct vcpu *vcpu)
 	struct pio_device *dev = find_pio(vcpu->vm, run->io.port);
 	bool out = run->io.direction == KVM_EXIT_IO_OUT;
 
+	/* A stopped VM reports nothing more (see vm_destroy). */
+	if (__atomic_load_n(&vcpu->vm->stopped, __ATOMIC_ACQUIRE))
+		dev = NULL;
 	for (uint32_t i = 0; i < run->io.count; i++, data += run->io.size) {
 		if (dev)
 			dev->io(vcpu, dev, run->io.port, out, data, run->io.size);
@@ -430,11 +434,51 @@ void vm_last_report(struct vm *vm, struct guest_report *out, uint64_t *count)
 	pthread_mutex_unlock(&vm->lock);
 }
 
+static bool wait_exited(struct vm *vm, int ms)
+{
+	struct timespec ts;
+	bool done = false;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&vm->lock);
+	for (;;) {
+		done = true;
+		for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+			if (vm->vcpus[i].thread_started && vm->vcpus[i].state != VCPU_EXITED)
+				done = false;
+		if (done || pthread_cond_timedwait(&vm->cond, &vm->lock, &ts) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&vm->lock);
+	return done;
+}
+
 void vm_destroy(struct vm *vm)
 {
 	if (!vm)
 		return;
 	vm_stop(vm, 0);
+	if (!wait_exited(vm, 500)) {
+		/*
+		 * A vCPU still sleeps on a missing page that will not come (the
+		 * source is gone), and this kernel does not let our signal end
+		 * KVM's fault (6.1 waits uninterruptibly).  Disarming lazy RAM
+		 * wakes it; the VM is stopped, so nothing it computes from here
+		 * on is reported (handle_io drops device I/O), and a second kick
+		 * ends its KVM_RUN.
+		 */
+		ram_stop_faults(&vm->ram);
+		ram_disarm(&vm->ram);
+		pthread_mutex_lock(&vm->lock);
+		kick_all(vm);
+		pthread_mutex_unlock(&vm->lock);
+	}
 	for (unsigned int i = 0; i < GUEST_MAX_CPUS; i++) {
 		struct vcpu *vcpu = &vm->vcpus[i];
 

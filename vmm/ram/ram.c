@@ -107,12 +107,17 @@ fail:
 	return r;
 }
 
-void ram_exit(struct ram *ram)
+void ram_disarm(struct ram *ram)
 {
-	ram_stop_faults(ram);
 	if (ram->ops)
 		ram->ops->disarm(ram);
 	ram->ops = NULL;
+}
+
+void ram_exit(struct ram *ram)
+{
+	ram_stop_faults(ram);
+	ram_disarm(ram);
 	if (ram->source && ram->source->destroy)
 		ram->source->destroy(ram->source);
 	ram->source = NULL;

@@ -138,6 +138,11 @@ struct ram {
  * -ENOMEM if the memory cannot be reserved, back end errors as they come.
  */
 int ram_init(struct ram *ram, uint64_t size, const struct ram_backend_ops *ops);
+/*
+ * Unregisters lazy RAM (fault thread stopped first): threads waiting on
+ * missing pages wake and get ordinary zero-fill from now on.  For teardown.
+ */
+void ram_disarm(struct ram *ram);
 /* Stops the fault thread, disarms, unmaps, frees the source. */
 void ram_exit(struct ram *ram);
 
