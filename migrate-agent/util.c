@@ -12,7 +12,7 @@ void mig_opts_defaults(struct mig_opts *o)
 	if (!o->recover_ms)
 		o->recover_ms = 10000;
 	if (!o->connect_ms)
-		o->connect_ms = 3000;
+		o->connect_ms = 10000;
 	if (!o->spin_us)
 		o->spin_us = 50;
 	if (!o->prepage)
