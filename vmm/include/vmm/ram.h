@@ -64,7 +64,7 @@ extern const struct ram_backend_ops ram_backend_userfault; /* patched kernel */
 
 /*
  * Chooses a back end by name: "uffd", "uffd-move", "userfault", or "auto"
- * (the first the kernel supports of userfault, uffd-move, uffd).
+ * (the first the kernel supports of userfault, uffd, uffd-move).
  * -EINVAL for an unknown name, -EOPNOTSUPP (or the probe's errno) when the
  * kernel lacks it.
  */
