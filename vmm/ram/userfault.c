@@ -166,9 +166,10 @@ static void userfault_disarm(struct ram *ram)
 {
 	if (ram->fd < 0)
 		return;
+	/* Flag off first: threads woken by the close then get zero-fill, not SIGBUS. */
+	madvise(ram->host, ram->size, MADV_NOUSERFAULT);
 	close(ram->fd);
 	ram->fd = -1;
-	madvise(ram->host, ram->size, MADV_NOUSERFAULT);
 }
 
 const struct ram_backend_ops ram_backend_userfault = {
