@@ -201,7 +201,7 @@ static int prepare_incoming(struct vm *vm)
 		pr_vmm("%s\n", err);
 		return -EADDRINUSE;
 	}
-	int r = ram_start_faults(ram, &mig_ram_source, false);
+	int r = ram_start_faults(ram, &mig_ram_source, g.o->busy_poll);
 	if (r < 0) {
 		pr_vmm("cannot start the fault thread: %s\n", strerror(-r));
 		return r;

@@ -111,6 +111,7 @@ int cmd_run(int argc, char **argv)
 		pr_err("%s: %s", why, strerror(-r));
 		return VMM_EXIT_ERROR;
 	}
+	mig.busy_poll = o.busy_poll;
 	if (migrate_prepare(vm, &mig) < 0)
 		goto out;
 	if (migrate_is_incoming(&mig))

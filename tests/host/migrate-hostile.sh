@@ -36,6 +36,24 @@ expect length-mismatch "does not match frame"
 expect bad-checksum "payload checksum mismatch.*corrupted"
 expect bad-zstd "does not decompress"
 
+# The same defence in the real destination, `vmm run --incoming`.
+if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
+	for c in out-of-ram bad-checksum bad-version; do
+		port=$(free_port)
+		timeout 20 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &
+		dpid=$!
+		wait_listen "$port"
+		timeout 10 "$BIN/mig-evil" "$c" "tcp:127.0.0.1:$port" --mem 16 2> /dev/null
+		wait "$dpid"
+		rc=$?
+		[ "$rc" != 0 ] && [ "$rc" -lt 124 ] || { cat "$work/vmm-$c.err" >&2; fail "vmm $c: exit status $rc"; }
+		grep -q "incoming migration failed: .*\(outside guest RAM\|checksum mismatch\|protocol version 99\)" "$work/vmm-$c.err" ||
+			{ cat "$work/vmm-$c.err" >&2; fail "vmm $c: no clear message"; }
+		grep -q "guest exited" "$work/vmm-$c.err" && fail "vmm $c: a guest ran"
+		echo "vmm $c: rejected: $(grep 'incoming migration failed' "$work/vmm-$c.err" | tail -n1)"
+	done
+fi
+
 port=$(free_port)
 "$BIN/mig-evil" evil-request "tcp:127.0.0.1:$port" 2> "$work/evil-dest.err" &
 pids+=($!)

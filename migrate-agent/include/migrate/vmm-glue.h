@@ -29,6 +29,7 @@ struct migrate_vmm_opts {
 	const char *incoming, *control, *migrate_to, *metrics;
 	uint64_t migrate_after_ms;
 	int precopy_rounds, compress, recover_ms;
+	bool busy_poll; /* destination: the fault thread spins (vmm run --busy-poll) */
 };
 
 /*
