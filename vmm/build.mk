@@ -11,3 +11,6 @@ VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c 
 BASE_CFLAGS += -Ivmm/include
 
 $(eval $(call program,vmm,$(VMM_CMD_SRCS) $(VMM_LIB_SRCS),))
+
+# The VM API as the migration agent uses it (tests/host/vmm-api.sh).
+$(eval $(call program,vmm-api-test,vmm/tests/api-test.c $(VMM_LIB_SRCS),))

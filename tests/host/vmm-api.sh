@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# vmm-api: the VM API as the migration agent uses it, in one process
+# (vmm/tests/api-test.c): repeated pause/resume, a state blob in memory
+# (corruptions rejected), and a second VM that starts from the blob with
+# lazy RAM served by an asynchronous source plus a background push;
+# both VMs end with the checksum of an uninterrupted run, every page
+# installed exactly once.  Once per userfaultfd back end this kernel has.
+# timeout: 60
+set -u
+BIN=${BIN:-build/bin}
+GUEST=build/guest/guest.elf
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+[ -x "$BIN/vmm-api-test" ] || fail "$BIN/vmm-api-test not built"
+[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
+ran=0
+for b in uffd uffd-move; do
+	"$BIN/vmm" probe "$b" > /dev/null 2>&1 || { echo "note: no $b back end here"; continue; }
+	echo "== back end $b"
+	"$BIN/vmm-api-test" "$GUEST" "$b" || fail "vmm-api-test with $b"
+	ran=$((ran + 1))
+done
+[ $ran -gt 0 ] || { echo "skip: no userfaultfd back end on this kernel" >&2; exit 77; }
+exit 0

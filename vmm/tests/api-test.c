@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vmm-api-test: the VM API as the migration agent uses it, in one process.
+ *
+ *   1. reference: a plain VM runs the guest to the end;
+ *   2. VM A runs the same guest, is paused and resumed many times (pause
+ *      latency measured), then paused once more: its state blob (memory
+ *      only, no files) and a copy of its RAM are taken, and it runs on;
+ *   3. the blob is checked: peek, a flipped byte, a truncation, another
+ *      version are all rejected;
+ *   4. VM B (lazy RAM, the back end given) loads the blob and starts at once
+ *      with every page missing; its page source is asynchronous: request()
+ *      only queues the page (RAM_SOURCE_PENDING), a server thread installs
+ *      it, and a pusher thread installs every page in order meanwhile
+ *      (background push, racing with the server: EEXIST paths);
+ *   5. A and B both finish with the reference checksum; every page of B is
+ *      present, none was installed twice.
+ *
+ * usage: vmm-api-test GUEST_ELF [BACKEND]     exit 0 pass, 1 fail, 77 skip
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vmm/state.h"
+#include "vmm/util.h"
+#include "vmm/vm.h"
+
+#define MEM	(16ULL << 20)
+#define CMDLINE "workload=random ops=40000 iters=150 seed=21 quiet=1"
+
+static const char *guest;
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL: " __VA_ARGS__);                                     \
+			fprintf(stderr, " (%s:%d)\n", __FILE__, __LINE__);                         \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
+static struct vm *new_vm(const struct ram_backend_ops *lazy, void *staging)
+{
+	struct vm_config cfg = { .mem_size = MEM, .nr_vcpus = 2, .console_fd = -1, .lazy = lazy };
+	const char *why;
+	struct vm *vm;
+	int r = vm_create(&cfg, &vm, &why);
+
+	if (r < 0) {
+		fprintf(stderr, "vm_create: %s: %s\n", why, strerror(-r));
+		exit(1);
+	}
+	if (staging || !lazy) {
+		r = vm_boot_image(vm, guest, CMDLINE, staging, &why);
+		if (r < 0) {
+			fprintf(stderr, "vm_boot_image: %s: %s\n", why, strerror(-r));
+			exit(1);
+		}
+	}
+	return vm;
+}
+
+static uint64_t finish(struct vm *vm, const char *name)
+{
+	struct guest_report rep;
+	int status = -1;
+
+	if (vm_wait(vm, 30000, &status) != 1) {
+		fprintf(stderr, "FAIL: %s did not finish in 30 s\n", name);
+		exit(1);
+	}
+	vm_last_report(vm, &rep, NULL);
+	CHECK(status == 0, "%s: guest status %d", name, status);
+	CHECK(rep.kind == GUEST_REPORT_DONE, "%s: last report kind %u", name, rep.kind);
+	printf("%s: checksum 0x%016" PRIx64 "\n", name, rep.checksum);
+	return rep.checksum;
+}
+
+/* ---- the asynchronous page source ---- */
+
+struct async_source {
+	struct ram_source src;
+	const uint8_t *image; /* RAM of A at the switch-over */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t queue[4096];
+	unsigned int head, tail;
+	bool stop;
+	uint64_t requested, served, pushed, already;
+};
+
+static int async_request(struct ram_source *src, struct ram *ram, uint64_t off)
+{
+	struct async_source *s = container_of(src, struct async_source, src);
+
+	pthread_mutex_lock(&s->lock);
+	if (s->tail - s->head == 4096) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOSPC;
+	}
+	s->queue[s->tail++ % 4096] = off;
+	s->requested++;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return RAM_SOURCE_PENDING;
+}
+
+static int install_from(struct async_source *s, struct ram *ram, uint8_t *bounce, uint64_t off)
+{
+	memcpy(bounce, s->image + off, PAGE_SIZE);
+	return page_is_zero(bounce) ? ram_install_zero(ram, off) : ram_install(ram, off, bounce);
+}
+
+struct worker {
+	struct async_source *s;
+	struct ram *ram;
+	int err;
+};
+
+static void *server_thread(void *arg)
+{
+	struct worker *w = arg;
+	struct async_source *s = w->s;
+	uint8_t *bounce =
+	    mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	for (;;) {
+		uint64_t off;
+		int r;
+
+		pthread_mutex_lock(&s->lock);
+		while (s->head == s->tail && !s->stop)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (s->head == s->tail) {
+			pthread_mutex_unlock(&s->lock);
+			break;
+		}
+		off = s->queue[s->head++ % 4096];
+		pthread_mutex_unlock(&s->lock);
+		r = install_from(s, w->ram, bounce, off);
+		if (r < 0) {
+			w->err = r;
+			break;
+		}
+		__atomic_fetch_add(r == 0 ? &s->served : &s->already, 1, __ATOMIC_RELAXED);
+	}
+	munmap(bounce, PAGE_SIZE);
+	return NULL;
+}
+
+static void *pusher_thread(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t *bounce =
+	    mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	usleep(20000); /* let demand faults come first */
+	for (uint64_t off = 0; off < w->ram->size; off += PAGE_SIZE) {
+		int r;
+
+		if (ram_present(w->ram, off))
+			continue;
+		r = install_from(w->s, w->ram, bounce, off);
+		if (r < 0) {
+			w->err = r;
+			break;
+		}
+		__atomic_fetch_add(r == 0 ? &w->s->pushed : &w->s->already, 1, __ATOMIC_RELAXED);
+	}
+	munmap(bounce, PAGE_SIZE);
+	return NULL;
+}
+
+/* ---- blob checks ---- */
+
+static void check_blob(struct vm *vm, uint8_t *blob, size_t len)
+{
+	uint8_t *bad = malloc(len);
+	struct vm_state_header h;
+	uint64_t mem;
+	unsigned int n;
+
+	CHECK(vm_state_peek(blob, len, &mem, &n) == 0 && mem == MEM && n == 2,
+	      "peek of a good blob");
+	memcpy(bad, blob, len);
+	bad[len / 2] ^= 0x40;
+	CHECK(vm_state_peek(bad, len, NULL, NULL) == -EBADMSG, "flipped byte accepted");
+	CHECK(vm_state_load(vm, bad, len) == -EBADMSG, "load of a flipped blob");
+	CHECK(vm_state_peek(blob, len - 8, NULL, NULL) == -EBADMSG, "truncated blob accepted");
+	memcpy(bad, blob, len);
+	memcpy(&h, bad, sizeof(h));
+	h.version = 99;
+	memcpy(bad, &h, sizeof(h));
+	CHECK(vm_state_peek(bad, len, NULL, NULL) == -EPROTONOSUPPORT, "other version accepted");
+	CHECK(vm_state_save(vm, bad, 100) == -ENOSPC, "save into a short buffer");
+	free(bad);
+}
+
+int main(int argc, char **argv)
+{
+	const struct ram_backend_ops *ops;
+	struct async_source as = { .src.request = async_request };
+	struct worker server = { .s = &as }, pusher = { .s = &as };
+	pthread_t ts, tp;
+	uint64_t ref, sum_a, sum_b, worst = 0, total = 0;
+	struct ram_stats st;
+	struct vm *vm0, *a, *b;
+	uint8_t *image, *blob;
+	ssize_t len;
+	int r;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: vmm-api-test GUEST_ELF [BACKEND]\n");
+		return 2;
+	}
+	guest = argv[1];
+	if (access("/dev/kvm", R_OK | W_OK)) {
+		fprintf(stderr, "skip: no usable /dev/kvm\n");
+		return 77;
+	}
+	r = ram_backend_find(argc > 2 ? argv[2] : "auto", &ops);
+	if (r < 0) {
+		fprintf(stderr, "skip: back end %s: %s\n", argc > 2 ? argv[2] : "auto",
+			strerror(-r));
+		return 77;
+	}
+	pthread_mutex_init(&as.lock, NULL);
+	pthread_cond_init(&as.cond, NULL);
+
+	/* 1. reference */
+	vm0 = new_vm(NULL, NULL);
+	CHECK(vm_start(vm0) == 0, "start reference");
+	ref = finish(vm0, "reference");
+	vm_destroy(vm0);
+
+	/* 2. A: pause/resume cycles, then the switch-over */
+	a = new_vm(NULL, NULL);
+	CHECK(vm_start(a) == 0, "start A");
+	for (int i = 0; i < 40; i++) {
+		uint64_t t0 = now_ns(), dt;
+
+		usleep(2000);
+		t0 = now_ns();
+		CHECK(vm_pause(a) == 0, "pause A");
+		dt = now_ns() - t0;
+		total += dt;
+		worst = dt > worst ? dt : worst;
+		CHECK(vm_resume(a) == 0, "resume A");
+	}
+	printf("vm_pause: mean %.1f us, max %.1f us over 40 pauses (2 vCPUs)\n", total / 40 / 1e3,
+	       worst / 1e3);
+	usleep(30000);
+	CHECK(vm_pause(a) == 0, "pause A for the switch-over");
+	len = vm_state_size(a);
+	CHECK(len > (ssize_t)sizeof(struct vm_state_header), "state size %zd", len);
+	blob = malloc((size_t)len);
+	CHECK(vm_state_save(a, blob, (size_t)len) == len, "state save");
+	image = malloc(MEM);
+	memcpy(image, vm_ram(a)->host, MEM);
+	CHECK(vm_resume(a) == 0, "resume A after the switch-over");
+
+	/* 3. the blob */
+	b = new_vm(ops, NULL);
+	check_blob(b, blob, (size_t)len);
+
+	/* 4. B: lazy RAM, asynchronous source, background push */
+	as.image = image;
+	server.ram = pusher.ram = vm_ram(b);
+	CHECK(vm_state_load(b, blob, (size_t)len) == 0, "state load into B");
+	CHECK(ram_start_faults(vm_ram(b), &as.src, false) == 0, "fault thread");
+	pthread_create(&ts, NULL, server_thread, &server);
+	CHECK(vm_start(b) == 0, "start B");
+	pthread_create(&tp, NULL, pusher_thread, &pusher);
+
+	/* 5. both finish with the reference checksum */
+	sum_a = finish(a, "A (paused 41 times)");
+	sum_b = finish(b, "B (lazy, async source)");
+	pthread_join(tp, NULL);
+	pthread_mutex_lock(&as.lock);
+	as.stop = true;
+	pthread_cond_signal(&as.cond);
+	pthread_mutex_unlock(&as.lock);
+	pthread_join(ts, NULL);
+	ram_get_stats(vm_ram(b), &st);
+	printf("B (%s): %" PRIu64 " faults, %" PRIu64 " requested, %" PRIu64
+	       " served on demand, %" PRIu64 " pushed, %" PRIu64 " already there, %" PRIu64
+	       "/%" PRIu64 " present\n",
+	       ops->name, st.faults, as.requested, as.served, as.pushed, as.already,
+	       ram_nr_present(vm_ram(b)), vm_ram(b)->nr_pages);
+	CHECK(server.err == 0 && pusher.err == 0, "install errors %d %d", server.err, pusher.err);
+	CHECK(sum_a == ref, "A checksum %#" PRIx64 " != reference %#" PRIx64, sum_a, ref);
+	CHECK(sum_b == ref, "B checksum %#" PRIx64 " != reference %#" PRIx64, sum_b, ref);
+	CHECK(as.requested > 0, "no page was requested on demand");
+	CHECK(ram_nr_present(vm_ram(b)) == vm_ram(b)->nr_pages, "not every page present");
+	CHECK(as.served + as.pushed == vm_ram(b)->nr_pages,
+	      "pages installed %" PRIu64 " + %" PRIu64 " != %" PRIu64 " (some twice or never)",
+	      as.served, as.pushed, vm_ram(b)->nr_pages);
+	CHECK(st.installed + st.zeroed == vm_ram(b)->nr_pages, "RAM counted %" PRIu64 " installs",
+	      st.installed + st.zeroed);
+
+	vm_destroy(a);
+	vm_destroy(b);
+	free(blob);
+	free(image);
+	if (failures)
+		return 1;
+	printf("vmm-api-test: all checks passed\n");
+	return 0;
+}
