@@ -40,16 +40,10 @@ static int load_ram(struct vm *vm, const char *path, const struct snapshot_heade
 int cmd_restore(int argc, char **argv)
 {
 	struct run_opts o = { .backend = "auto" };
-	struct snapshot_header h;
-	struct vm_config cfg;
-	struct ram_source *src = NULL;
-	struct vm *vm = NULL;
-	void *blob = NULL;
-	const char *why;
-	int r, status = VMM_EXIT_ERROR;
 
 	for (int i = 1; i < argc; i++) {
-		r = runner_parse_common(argc, argv, &i, &o);
+		int r = runner_parse_common(argc, argv, &i, &o);
+
 		if (r < 0 || (r == 0 && (argv[i][0] == '-' || o.restore_path))) {
 			if (r == 0)
 				pr_err("unknown argument '%s'", argv[i]);
@@ -63,6 +57,20 @@ int cmd_restore(int argc, char **argv)
 		usage();
 		return VMM_EXIT_USAGE;
 	}
+	return runner_restore(&o);
+}
+
+int runner_restore(struct run_opts *opts)
+{
+	struct run_opts o = *opts;
+	struct snapshot_header h;
+	struct vm_config cfg;
+	struct ram_source *src = NULL;
+	struct vm *vm = NULL;
+	void *blob = NULL;
+	const char *why;
+	int r, status = VMM_EXIT_ERROR;
+
 	r = snapshot_read(o.restore_path, &h, &blob);
 	if (r < 0) {
 		pr_err("%s: %s", o.restore_path,

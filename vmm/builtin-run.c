@@ -22,6 +22,7 @@ static void usage(void)
 	fprintf(
 	    stderr,
 	    "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
+	    "       vmm run --lazy-from SNAPSHOT   (= vmm restore SNAPSHOT --lazy)\n"
 	    "               [--lazy [--ram-backend uffd|uffd-move|userfault|auto] [--busy-poll]]\n"
 	    "               [--save-after MS FILE] [--trace-reports]\n"
 	    "  migration (docs/migration.md): [--incoming tcp:H:P] | [--control SOCKET]\n"
@@ -54,6 +55,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		}
 		if (!strcmp(a, "--image")) {
 			o->image = argv[++i];
+		} else if (!strcmp(a, "--lazy-from")) {
+			o->restore_path = argv[++i];
 		} else if (!strcmp(a, "--cmdline")) {
 			o->cmdline = argv[++i];
 		} else if (!strcmp(a, "--mem")) {
@@ -74,6 +77,16 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			pr_err("unknown argument '%s'", a);
 			return -1;
 		}
+	}
+	if (o->restore_path) {
+		/* --lazy-from SNAPSHOT: the snapshot's guest, RAM faulted in from it. */
+		if (o->image || migrate_is_incoming(&mig) || mig.control || mig.migrate_to) {
+			pr_err("--lazy-from takes the guest from the snapshot: no --image, no "
+			       "migration");
+			return -1;
+		}
+		o->lazy = true;
+		return 0;
 	}
 	if (migrate_is_incoming(&mig))
 		o->lazy = true; /* RAM arrives from the source, page by page */
@@ -100,6 +113,8 @@ int cmd_run(int argc, char **argv)
 		usage();
 		return VMM_EXIT_USAGE;
 	}
+	if (o.restore_path)
+		return runner_restore(&o);
 	cfg = (struct vm_config){ .mem_size = o.mem_size,
 				  .nr_vcpus = o.nr_vcpus,
 				  .console_fd = 1,

@@ -54,13 +54,19 @@ for b in "${backends[@]}"; do
 		[ "${ns:-0}" -gt 100 ] || fail "$tag: only ${ns:-0} pages served by faults"
 		echo "ok: $tag: lazy boot, checksum $got, $nf faults, $ns pages served"
 
-		"$BIN/vmm" restore "$tmp/snap" --lazy --ram-backend "$b" $poll > /dev/null 2> "$tmp/rest.err" ||
+		# Both spellings: `restore FILE --lazy` and the issue's `run --lazy-from FILE`.
+		if [ -z "$poll" ]; then
+			how=(restore "$tmp/snap" --lazy) spelled="restore SNAP --lazy"
+		else
+			how=(run --lazy-from "$tmp/snap") spelled="run --lazy-from SNAP"
+		fi
+		"$BIN/vmm" "${how[@]}" --ram-backend "$b" $poll > /dev/null 2> "$tmp/rest.err" ||
 			{ cat "$tmp/rest.err" >&2; fail "$tag: lazy restore failed"; }
 		got=$(port_sum "$tmp/rest.err")
 		[ "$got" = "$ref" ] || fail "$tag: lazy restore checksum $got != uninterrupted $ref"
 		read -r name nf ns <<< "$(faults "$tmp/rest.err")"
 		[ "${ns:-0}" -gt 100 ] || fail "$tag: only ${ns:-0} pages served on restore"
-		echo "ok: $tag: lazy restore, checksum $got, $nf faults, $ns pages served"
+		echo "ok: $tag: vmm $spelled: checksum $got, $nf faults, $ns pages served"
 	done
 done
 exit 0

@@ -34,5 +34,7 @@ int runner_backend(const struct run_opts *o, const struct ram_backend_ops **ops)
  */
 int runner_loop(struct vm *vm, const struct run_opts *o);
 void runner_block_signals(void);
+/* Continues the snapshot o->restore_path (vmm restore, vmm run --lazy-from). */
+int runner_restore(struct run_opts *o);
 
 #endif /* VMM_RUNNER_H */
