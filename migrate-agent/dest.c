@@ -135,7 +135,9 @@ static void fill_complete(struct mig_dest *d, struct mig_complete *m)
 /* Send COMPLETE if every page is here and it was not sent yet. */
 static void try_complete(struct mig_dest *d)
 {
-	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE))
+	/* Not before RUNNING: the source measures the downtime with it. */
+	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE))
 		return;
 	struct mig_complete m;
 	fill_complete(d, &m);
@@ -234,13 +236,16 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
 		if (d->failed || d->stop || d->complete_sent)
 			return;
-		if (r && link_error(r) && d->state_rx) {
+		if (r && link_error(r)) {
+			/* Recoverable: the supervisor (or incoming) takes over. */
 			pthread_mutex_lock(&d->lock);
 			if (!d->broken)
 				snprintf(d->why, sizeof(d->why), "%s", err);
 			d->broken = 1;
 			pthread_cond_broadcast(&d->cond);
 			pthread_mutex_unlock(&d->lock);
+			if (!d->state_rx)
+				kick_links(d); /* incoming waits on the urgent channel */
 			return;
 		}
 		if (r) {
@@ -656,6 +661,62 @@ bad:
 	return -EINVAL;
 }
 
+/*
+ * A break before STATE: drop what precopy staged (its dirty bitmap may be
+ * lost), wait for the source's RECOVER connection and send RESUME with
+ * MIG_RESUME_NEED_STATE.  0 with new d->urg/d->bulk, or -errno with err.
+ */
+static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
+{
+	char cause[sizeof(d->why)];
+	kick_links(d);
+	if (d->rx_bulk_on)
+		pthread_join(d->rx_bulk, NULL);
+	d->rx_bulk_on = 0;
+	pthread_mutex_lock(&d->lock);
+	snprintf(cause, sizeof(cause), "%s", d->broken ? d->why : err);
+	pthread_mutex_unlock(&d->lock);
+	pr_mig("link to the source broken before the VM state arrived (%s); waiting up to %d ms "
+	       "for the source to reconnect to %s\n",
+	       cause, d->o.recover_ms, d->o.addr);
+	pthread_mutex_lock(&d->req_lock);
+	d->link_ok = 0;
+	free_conn(d->urg);
+	free_conn(d->bulk);
+	d->urg = d->bulk = NULL;
+	pthread_mutex_unlock(&d->req_lock);
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		d->pst[i] = PG_MISSING;
+	d->phase0_done = 0;
+	d->broken = 0;
+	struct mig_conn *urg, *bulk;
+	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
+	if (accept_pair(d, 1, deadline, &urg, &bulk, err, errlen)) {
+		snprintf(err, errlen,
+			 "source did not reconnect within %d ms after the link broke (%s)",
+			 d->o.recover_ms, cause);
+		return -ETIMEDOUT;
+	}
+	size_t bytes = (d->nr_pages + 7) / 8;
+	uint8_t *bm = calloc(1, bytes);
+	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = MIG_RESUME_NEED_STATE };
+	int r = bm ? mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes) : -ENOMEM;
+	free(bm);
+	pthread_mutex_lock(&d->req_lock);
+	d->urg = urg;
+	d->bulk = bulk;
+	d->link_ok = 1;
+	pthread_mutex_unlock(&d->req_lock);
+	if (r) {
+		snprintf(err, errlen, "cannot send RESUME to the reconnected source: %s",
+			 strerror(-r));
+		return r;
+	}
+	d->recoveries++;
+	pr_mig("source reconnected; asked for the VM state again\n");
+	return 0;
+}
+
 int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
 {
 	int r;
@@ -678,12 +739,12 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
-	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
-
-	/* LAYOUT, then STATE, on the urgent channel; a stalled source times out. */
-	set_rcvtimeo(urg->fd, 60000);
 	struct mig_frame_hdr h;
 	const uint8_t *p;
+again:
+	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
+	/* LAYOUT, then STATE, on the urgent channel; a stalled source times out. */
+	set_rcvtimeo(urg->fd, 60000);
 	r = mig_conn_recv(urg, &h, &p, err, errlen);
 	if (!r && h.type != MIG_MSG_LAYOUT) {
 		snprintf(err, errlen, "urgent channel: expected LAYOUT, got %s",
@@ -702,6 +763,18 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 				 mig_msg_name(h.type));
 			r = -EPROTO;
 		}
+	}
+	if (r && (link_error(r) || d->broken) && !d->failed) {
+		/*
+		 * The link broke before STATE arrived; the source may already
+		 * have paused its VM and sent it.  Wait for it to reconnect and
+		 * ask for the state again.
+		 */
+		if (incoming_reconnect(d, err, errlen))
+			goto fail;
+		urg = d->urg;
+		bulk = d->bulk;
+		goto again;
 	}
 	if (r) {
 		/* The bulk channel may have failed first: report the cause. */
@@ -769,8 +842,8 @@ fail:
 
 void mig_dest_resumed(struct mig_dest *d)
 {
-	d->t_resumed = mig_now_ns();
 	d->resume_rt = mig_realtime_ns();
+	__atomic_store_n(&d->t_resumed, mig_now_ns(), __ATOMIC_RELEASE);
 	struct mig_running m = {
 		.resume_realtime_ns = d->resume_rt,
 		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
@@ -779,6 +852,8 @@ void mig_dest_resumed(struct mig_dest *d)
 	if (d->link_ok)
 		mig_conn_send(d->urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
 	pthread_mutex_unlock(&d->req_lock);
+	/* Every page may have arrived already (a small or idle guest). */
+	try_complete(d);
 }
 
 int mig_dest_fault(struct mig_dest *d, uint64_t off)

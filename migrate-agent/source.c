@@ -70,6 +70,8 @@ struct src {
 	uint64_t sent_count; /* atomic */
 	uint64_t state_len;
 	uint64_t t_paused, t_saved, t_state_sent;
+	void *blob; /* the state, kept in case the link breaks before it arrived */
+	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
 	int recoveries_before_running;
 };
@@ -692,6 +694,8 @@ static int recover(struct src *s, char *err, size_t errlen)
 		return -EPROTO;
 	}
 	/* The destination's bitmap is the truth: resend everything it lacks. */
+	struct mig_resume rs;
+	memcpy(&rs, p, sizeof(rs));
 	const uint8_t *bm = p + sizeof(struct mig_resume);
 	uint64_t have = 0;
 	for (uint64_t i = 0; i < s->nr_pages; i++) {
@@ -705,6 +709,30 @@ static int recover(struct src *s, char *err, size_t errlen)
 	}
 	s->sent_count = have;
 	s->nhints = 0;
+	if (rs.flags & MIG_RESUME_NEED_STATE) {
+		/* The state never arrived: the switch-over again, same pause. */
+		struct mig_layout l = {
+			.ram_size = s->vm->ram_size,
+			.page_size = MIG_PAGE_SIZE,
+			.nr_regions = s->vm->nr_regions,
+		};
+		memcpy(l.regions, s->vm->regions, sizeof(l.regions));
+		struct mig_done done0 = { .phase = 0 };
+		struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt,
+					    .blob_len = s->blob_len };
+		r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+		if (!r)
+			r = mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+		if (!r)
+			r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob,
+					  s->blob_len);
+		if (r) {
+			snprintf(err, errlen, "recovery: cannot send the state again: %s",
+				 strerror(-r));
+			return r;
+		}
+		pr_mig("destination lost the VM state with the link: sent it again\n");
+	}
 	if (!s->running_seen)
 		s->recoveries_before_running = 1;
 	s->broken = 0;
@@ -912,7 +940,8 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = blob_len };
 	if (!r)
 		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), blob, blob_len);
-	free(blob);
+	s->blob = blob;
+	s->blob_len = blob_len;
 	s->t_state_sent = mig_now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
 	if (o.precopy_rounds)
@@ -939,6 +968,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 out:
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
+	free(s->blob);
 	free(s->sent);
 	free(s);
 	return r;

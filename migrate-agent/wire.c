@@ -257,21 +257,22 @@ static int check_layout(const struct mig_wire_ctx *ctx, const struct mig_layout 
 	return 0;
 }
 
+/* A page bitmap after a header of hlen bytes that starts with nr_pages. */
 static int check_bitmap(const struct mig_wire_ctx *ctx, const void *payload, uint32_t len,
-			const char *what, char *err, size_t errlen)
+			uint32_t hlen, const char *what, char *err, size_t errlen)
 {
 	uint64_t nr;
-	if (len < 8)
+	if (len < hlen)
 		return fail(-EPROTO, err, errlen, "%s payload of %u bytes is truncated", what, len);
 	memcpy(&nr, payload, 8);
 	if (nr != ctx->ram_size / MIG_PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "%s for %llu pages, guest RAM has %llu", what,
 			    (unsigned long long)nr,
 			    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
-	if ((uint64_t)len != 8 + (nr + 7) / 8)
+	if ((uint64_t)len != hlen + (nr + 7) / 8)
 		return fail(-EPROTO, err, errlen,
 			    "%s length %u does not match %llu pages (expected %llu)", what, len,
-			    (unsigned long long)nr, (unsigned long long)(8 + (nr + 7) / 8));
+			    (unsigned long long)nr, (unsigned long long)(hlen + (nr + 7) / 8));
 	if (nr % 8) {
 		uint8_t last = ((const uint8_t *)payload)[len - 1];
 		if (last >> (nr % 8))
@@ -403,10 +404,20 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 				    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
 		return 0;
 	}
-	case MIG_MSG_RESUME:
-		return check_bitmap(ctx, payload, len, "RESUME", err, errlen);
+	case MIG_MSG_RESUME: {
+		struct mig_resume rs;
+		int r = check_bitmap(ctx, payload, len, sizeof(rs), "RESUME", err, errlen);
+		if (r)
+			return r;
+		memcpy(&rs, payload, sizeof(rs));
+		if ((rs.flags & ~MIG_RESUME_NEED_STATE) || rs.reserved)
+			return fail(-EPROTO, err, errlen, "RESUME with unknown flags 0x%x",
+				    rs.flags);
+		return 0;
+	}
 	case MIG_MSG_PRECOPY_DIRTY:
-		return check_bitmap(ctx, payload, len, "PRECOPY_DIRTY", err, errlen);
+		return check_bitmap(ctx, payload, len, sizeof(struct mig_dirty), "PRECOPY_DIRTY",
+				    err, errlen);
 	case MIG_MSG_ERROR: {
 		struct mig_error e;
 		if (len < sizeof(e))

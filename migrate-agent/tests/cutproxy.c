@@ -9,6 +9,9 @@
  *
  *   mig-cutproxy --listen tcp:H:P --to tcp:H:P --cut-after BYTES
  *                [--down-ms MS] [--cuts N]
+ * --swallow-ms MS: when the threshold is reached, first silently drop what
+ * both sides send for MS ms (a link that dies without a word: the senders'
+ * writes succeed, nothing arrives), then reset.
  * Prints one line on stderr for each cut; runs until killed.
  */
 #include <errno.h>
@@ -29,6 +32,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int fds[MAXFDS];
 static int nfds;
 static unsigned long long moved;
+static int swallowing;
 
 struct dir {
 	int from, to;
@@ -63,6 +67,8 @@ static void *pump(void *arg)
 		ssize_t r = recv(d->from, buf, sizeof(buf), 0);
 		if (r <= 0)
 			break;
+		if (__atomic_load_n(&swallowing, __ATOMIC_ACQUIRE))
+			continue;
 		if (send(d->to, buf, (size_t)r, MSG_NOSIGNAL) != r)
 			break;
 		__atomic_fetch_add(&moved, (unsigned long long)r, __ATOMIC_RELAXED);
@@ -110,7 +116,7 @@ int main(int argc, char **argv)
 {
 	const char *listen_s = NULL, *to_s = NULL;
 	unsigned long long cut_after = 0;
-	int down_ms = 500, cuts = 1;
+	int down_ms = 500, cuts = 1, swallow_ms = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--listen"))
 			listen_s = argv[i + 1];
@@ -120,6 +126,8 @@ int main(int argc, char **argv)
 			cut_after = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--down-ms"))
 			down_ms = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--swallow-ms"))
+			swallow_ms = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--cuts"))
 			cuts = atoi(argv[i + 1]);
 	}
@@ -150,6 +158,12 @@ int main(int argc, char **argv)
 		if (done_cuts < cuts && cut_after &&
 		    __atomic_load_n(&moved, __ATOMIC_RELAXED) >= cut_after) {
 			done_cuts++;
+			if (swallow_ms) {
+				__atomic_store_n(&swallowing, 1, __ATOMIC_RELEASE);
+				nanosleep(&(struct timespec){ swallow_ms / 1000,
+							      (swallow_ms % 1000) * 1000000L },
+					  NULL);
+			}
 			fprintf(stderr, "mig-cutproxy: cut %d after %llu bytes\n", done_cuts,
 				moved);
 			close(lfd);
@@ -162,6 +176,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			__atomic_store_n(&moved, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&swallowing, 0, __ATOMIC_RELEASE);
 		}
 	}
 }

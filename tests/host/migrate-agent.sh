@@ -36,7 +36,7 @@ run_case() { # name agent-options [proxy-cut-bytes]
 	pids+=("$spid")
 	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.02; done
 	[ -S "$sock" ] || fail "$name: no control socket"
-	sleep 0.1
+	sleep 0.3 # let the guest write its memory
 	"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" $opts \
 		> "$work/$name-agent.json" 2> "$work/$name-agent.err" ||
 		{ cat "$work/$name-agent.err" "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: migrate-agent failed"; }
@@ -53,7 +53,7 @@ run_case() { # name agent-options [proxy-cut-bytes]
 
 run_case precopy "--precopy-rounds 2 --compress"
 check_json "$work/precopy-agent.json" '.pages_precopy == .pages and .precopy_rounds == 2' "precopy: rounds not done"
-run_case cut "" 4000000
+run_case cut "" 1000000
 grep -q "cut 1" "$work/cut-p.err" || fail "cut: the proxy never cut the link"
 check_json "$work/cut-agent.json" '.recoveries == 1' "cut: no recovery"
 grep -q "link to the source broken" "$work/cut-d.err" || fail "cut: the destination did not report the break"

@@ -10,7 +10,9 @@ for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built
 expect() { # case expected-message-regex
 	local port
 	port=$(free_port)
-	"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 16M > /dev/null 2> "$work/$1.err" &
+	# (--recover-ms: a truncated stream looks like a broken link, which may recover)
+	"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 16M --recover-ms 500 \
+		> /dev/null 2> "$work/$1.err" &
 	local dpid=$!
 	wait_listen "$port"
 	timeout 10 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$port" --mem 16 2> "$work/$1.evil" ||

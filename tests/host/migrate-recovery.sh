@@ -3,7 +3,8 @@
 # both TCP connections mid-postcopy and refuses reconnects for a while; the
 # source reconnects, RESUME exchanges the received bitmap, the migration
 # completes with the right checksum and every page exactly once at the
-# destination.  Then a source that never comes back: the destination must
+# destination.  Then a link that dies right after the state was sent, and a
+# source that never comes back: the destination must
 # stop with a clear error after its deadline, never claim success.
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -33,7 +34,29 @@ check_json "$work/s.json" '.recoveries == 1' "no recovery counted"
 check_exactly_once "$work/d.json"
 check_json "$work/d.json" '.recoveries == 1 and .link_down_ms > 0' "destination did not count the recovery"
 
-# 2. The source dies for good (the link stays down past the deadline).
+# 2. The link dies silently right after the source sent its state (the state
+#    never arrives): the destination asks for it again on reconnection.
+dport=$(free_port)
+pport=$(free_port)
+"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 16M --metrics "$work/d3.json" \
+	> /dev/null 2> "$work/d3.err" &
+dpid=$!
+pids+=("$dpid")
+"$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
+	--cut-after 300 --swallow-ms 200 --down-ms 200 2> "$work/p3.err" &
+pids+=($!)
+wait_listen "$dport"
+wait_listen "$pport"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 16M 2> "$work/s3.err" ||
+	{ cat "$work/s3.err" "$work/d3.err" "$work/p3.err" >&2; fail "source failed when the state was lost"; }
+wait "$dpid" || { cat "$work/d3.err" >&2; fail "destination failed when the state was lost"; }
+cat "$work/s3.err" "$work/d3.err"
+grep -q "before the VM state arrived" "$work/d3.err" || fail "the state was not lost (cut too late?)"
+grep -q "sent it again" "$work/s3.err" || fail "the source did not resend the state"
+grep -q "checksum ok" "$work/d3.err" || fail "checksum verdict missing"
+check_exactly_once "$work/d3.json"
+
+# 3. The source dies for good (the link stays down past the deadline).
 dport=$(free_port)
 pport=$(free_port)
 "$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 24M --recover-ms 800 \

@@ -243,15 +243,20 @@ _Static_assert(sizeof(struct mig_complete) == 8 * (12 + MIG_HIST_BUCKETS), "COMP
  * right after HELLO.  Payload: struct mig_resume, then a bitmap of
  * (nr_pages + 7) / 8 bytes, bit i set when page i has been received
  * (bit i is bit i % 8 of byte i / 8).  Contract: nr_pages == ram_size /
- * MIG_PAGE_SIZE; frame len == 8 + bitmap bytes.  The source marks every
- * page not in the bitmap as unsent and pushes it again; the destination
- * then repeats its outstanding requests.
+ * MIG_PAGE_SIZE; frame len == 16 + bitmap bytes; only known flags.  The
+ * source marks every page not in the bitmap as unsent and pushes it again;
+ * the destination then repeats its outstanding requests.
+ * MIG_RESUME_NEED_STATE: the link broke before STATE arrived; the source
+ * sends LAYOUT, DONE(0) and STATE again (the bitmap is then empty).
  */
+#define MIG_RESUME_NEED_STATE (1u << 0)
 struct mig_resume {
 	uint64_t nr_pages;
-	/* uint8_t bitmap[(nr_pages + 7) / 8]; */
+	uint32_t flags;
+	uint32_t reserved; /* zero */
+			   /* uint8_t bitmap[(nr_pages + 7) / 8]; */
 };
-_Static_assert(sizeof(struct mig_resume) == 8, "RESUME header is 8 bytes");
+_Static_assert(sizeof(struct mig_resume) == 16, "RESUME header is 16 bytes");
 
 /*
  * PRECOPY_DIRTY, source -> destination, bulk channel, at the switch-over of
