@@ -174,6 +174,18 @@ static inline bool ram_present(const struct ram *ram, uint64_t off)
 	       (1ULL << (pg % 64));
 }
 
+/*
+ * True once a fault asked the source for the page.  Requested but not
+ * present = still owed by the source (e.g. to re-request after a broken link).
+ */
+static inline bool ram_requested(const struct ram *ram, uint64_t off)
+{
+	uint64_t pg = off >> 12;
+
+	return atomic_load_explicit(&ram->requested[pg / 64], memory_order_acquire) &
+	       (1ULL << (pg % 64));
+}
+
 static inline uint64_t ram_nr_present(struct ram *ram)
 {
 	return atomic_load(&ram->nr_present);
