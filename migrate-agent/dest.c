@@ -917,8 +917,11 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 	fprintf(f, "{\n  \"role\": \"destination\",\n");
 	fprintf(f, "  \"ram_bytes\": %llu,\n  \"pages\": %llu,\n",
 		(unsigned long long)(d->vm ? d->vm->ram_size : 0), (unsigned long long)d->nr_pages);
-	fprintf(f, "  \"downtime_us\": %.1f,\n",
-		d->t_resumed ? (double)(int64_t)(d->resume_rt - d->pause_rt) / 1000.0 : -1.0);
+	int64_t down = (int64_t)(d->resume_rt - d->pause_rt);
+	if (d->t_resumed && down >= 0)
+		fprintf(f, "  \"downtime_us\": %.1f,\n", (double)down / 1000.0);
+	else /* not resumed, or the two clocks disagree (another host) */
+		fprintf(f, "  \"downtime_us\": null,\n");
 	fprintf(f, "  \"state_to_resume_us\": %.1f,\n",
 		d->t_resumed ? (double)(d->t_resumed - d->t_state) / 1000.0 : -1.0);
 	fprintf(f, "  \"postcopy_ms\": %.3f,\n",

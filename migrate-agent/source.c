@@ -961,6 +961,12 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	*switched = 1;
 	s->t_push_start = mig_now_ns();
 	r = run_postcopy(s, err, errlen);
+	if (o.progress && r == 0)
+		mig_progress(
+		    "migrate: complete 100%%  %llu pages  %llu demand  %llu pushed  %.1f ms",
+		    (unsigned long long)s->nr_pages, (unsigned long long)s->pages_demand,
+		    (unsigned long long)s->pages_pushed,
+		    (double)(s->t_complete - s->t_start) / 1e6);
 	if (o.progress)
 		mig_progress_end();
 	if (r == 0)
