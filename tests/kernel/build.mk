@@ -1,0 +1,7 @@
+# In-node tests of the kernel series (kernel-patches/): static programs in
+# the node initramfs, run by tests/node/kernel-*.sh.
+$(eval $(call node_program,madv-userfault,tests/kernel/madv-userfault.c,))
+$(eval $(call node_program,remap-anon-pages,tests/kernel/remap-anon-pages.c,))
+$(eval $(call node_program,uffd-article,tests/kernel/uffd-article.c,))
+$(eval $(call node_program,gup-locked,tests/kernel/gup-locked.c,))
+$(eval $(call node_program,kvm-userfault,tests/kernel/kvm-userfault.c,))

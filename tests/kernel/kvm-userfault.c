@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kvm-userfault: a KVM guest whose RAM is MADV_USERFAULT memory claimed by
+ * an article-protocol userfaultfd.
+ *
+ * A real-mode guest reads three bytes from two data pages that are missing
+ * and writes each to an I/O port.  Its first access blocks inside KVM (the
+ * vCPU thread sleeps in the fault, no exit to user space); the handler reads
+ * the fault address from the userfaultfd, moves a page holding the expected
+ * data in with remap_anon_pages() and wakes it; the guest continues and
+ * reports exactly the data moved in.  Exit 77 without /dev/kvm.
+ */
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/ioctl.h>
+
+#include "kt.h"
+
+#define CODE_GPA    0x1000
+#define DATA_GPA    0x8000
+#define DATA_PAGES  2
+#define REPORT_PORT 0x10
+
+/* mov al, [0x8000]; out; mov al, [0x8abc]; out; mov al, [0x9123]; out; hlt */
+static const uint8_t guest_code[] = {
+	0xa0, 0x00,	   0x80, 0xe6, REPORT_PORT, 0xa0, 0xbc,	       0x8a,
+	0xe6, REPORT_PORT, 0xa0, 0x23, 0x91,	    0xe6, REPORT_PORT, 0xf4,
+};
+static const uint32_t read_offsets[] = { 0x0000, 0x0abc, 0x1123 };
+
+struct vcpu {
+	int fd;
+	struct kvm_run *run;
+	uint8_t out[8];
+	volatile int nout;
+	volatile int state; /* 0 running, 1 halted, 2 error */
+};
+
+static uint8_t data_byte(uint32_t off)
+{
+	return (uint8_t)(off * 13 + 7);
+}
+
+static void *vcpu_main(void *arg)
+{
+	struct vcpu *v = arg;
+	int state = 2;
+
+	for (int exits = 0; exits < 32; exits++) {
+		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
+			perror("kvm-userfault: KVM_RUN");
+			break;
+		}
+		if (v->run->exit_reason == KVM_EXIT_HLT) {
+			state = 1;
+			break;
+		}
+		if (v->run->exit_reason != KVM_EXIT_IO || v->run->io.port != REPORT_PORT ||
+		    v->nout >= (int)sizeof(v->out)) {
+			fprintf(stderr, "kvm-userfault: unexpected exit %u\n", v->run->exit_reason);
+			break;
+		}
+		v->out[v->nout] = *((uint8_t *)v->run + v->run->io.data_offset);
+		__atomic_store_n(&v->nout, v->nout + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&v->state, state, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int setup_vcpu(int kvm, int vm, struct vcpu *v)
+{
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+	int size;
+
+	v->fd = ioctl(vm, KVM_CREATE_VCPU, 0);
+	size = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (v->fd < 0 || size < (int)sizeof(*v->run))
+		return -1;
+	v->run = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
+	if (v->run == MAP_FAILED || ioctl(v->fd, KVM_GET_SREGS, &sregs) < 0)
+		return -1;
+	sregs.cs.base = 0;
+	sregs.cs.selector = 0;
+	sregs.ds.base = 0;
+	sregs.ds.selector = 0;
+	memset(&regs, 0, sizeof(regs));
+	regs.rip = CODE_GPA;
+	regs.rflags = 0x2;
+	if (ioctl(v->fd, KVM_SET_SREGS, &sregs) < 0 || ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
+		return -1;
+	return 0;
+}
+
+int main(void)
+{
+	struct kvm_userspace_memory_region region;
+	long ps = page_size();
+	struct vcpu v = { 0 };
+	uint8_t *code, *data, *staging;
+	int kvm, vm, uffd, faults = 0;
+	pthread_t th;
+
+	kt_name = "kvm-userfault";
+	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0)
+		kt_skip("no /dev/kvm");
+	vm = ioctl(kvm, KVM_CREATE_VM, 0);
+	if (vm < 0)
+		kt_fatal("KVM_CREATE_VM");
+
+	code = anon_map(ps);
+	memcpy(code, guest_code, sizeof(guest_code));
+	region = (struct kvm_userspace_memory_region){ .slot = 0,
+						       .guest_phys_addr = CODE_GPA,
+						       .memory_size = ps,
+						       .userspace_addr = (uintptr_t)code };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION code");
+
+	/* Guest data RAM: missing pages, faults reported to uffd. */
+	data = anon_map(DATA_PAGES * ps);
+	uffd = article_uffd(O_CLOEXEC);
+	CHECK(uffd >= 0, "article userfaultfd");
+	CHECK(madvise(data, DATA_PAGES * ps, MADV_USERFAULT) == 0, "MADV_USERFAULT guest RAM");
+	CHECK(uffd_range(uffd, data, data + DATA_PAGES * ps, 1) == 16, "claim guest RAM");
+	region = (struct kvm_userspace_memory_region){ .slot = 1,
+						       .guest_phys_addr = DATA_GPA,
+						       .memory_size = DATA_PAGES * ps,
+						       .userspace_addr = (uintptr_t)data };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION data");
+	if (setup_vcpu(kvm, vm, &v))
+		kt_fatal("vcpu setup");
+	if (pthread_create(&th, NULL, vcpu_main, &v))
+		kt_fatal("pthread_create");
+
+	/* The handler: one fault per data page, in the guest's order. */
+	for (int page = 0; page < DATA_PAGES; page++) {
+		uint64_t addr = 0;
+		uint8_t *want = data + page * ps;
+
+		struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+
+		/* Nested KVM under TCG is slow: be patient. */
+		if (poll(&pfd, 1, 60000) != 1 || read(uffd, &addr, 8) != 8) {
+			CHECK(0, "no fault for guest page %d", page);
+			break;
+		}
+		faults++;
+		CHECK(addr == (uintptr_t)want, "fault %d at guest page %d (%#llx, want %p)", faults,
+		      page, (unsigned long long)addr, (void *)want);
+		if (page == 0) {
+			usleep(200 * 1000);
+			CHECK(__atomic_load_n(&v.nout, __ATOMIC_ACQUIRE) == 0 &&
+				  __atomic_load_n(&v.state, __ATOMIC_ACQUIRE) == 0,
+			      "the guest's first access blocks");
+		}
+		staging = anon_map(ps);
+		for (long i = 0; i < ps; i++)
+			staging[i] = data_byte((uint32_t)(page * ps + i));
+		CHECK(rap((void *)(uintptr_t)addr, staging, ps, 0) == ps, "move the page in");
+		CHECK(uffd_range(uffd, (void *)(uintptr_t)addr, (uint8_t *)(uintptr_t)addr + ps,
+				 0) == 16,
+		      "wake");
+		munmap(staging, ps);
+	}
+	if (faults != DATA_PAGES || kt_failures) {
+		/* The vCPU may be stuck in a fault nobody will resolve. */
+		CHECK(faults == DATA_PAGES, "%d faults, want %d", faults, DATA_PAGES);
+		exit(kt_done());
+	}
+	pthread_join(th, NULL);
+
+	CHECK(faults == DATA_PAGES, "%d faults, want %d", faults, DATA_PAGES);
+	CHECK(v.state == 1, "guest halted");
+	CHECK(v.nout == 3, "guest reported %d bytes, want 3", v.nout);
+	for (int i = 0; i < 3 && i < v.nout; i++)
+		CHECK(v.out[i] == data_byte(read_offsets[i]), "byte %d: %#x, want %#x", i, v.out[i],
+		      data_byte(read_offsets[i]));
+	close(uffd);
+	return kt_done();
+}
