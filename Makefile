@@ -64,6 +64,7 @@ include tests/build.mk
 -include migrate-agent/build.mk
 -include guest-image/build.mk
 -include bench/build.mk
+-include tests/kernel/build.mk
 
 programs: $(addprefix $(B)/bin/,$(HOST_PROGRAMS))
 san: $(addprefix $(B)/san/bin/,$(HOST_PROGRAMS))
