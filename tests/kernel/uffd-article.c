@@ -284,7 +284,7 @@ static void test_claims(void)
 		errno = 0;                                                                         \
 		CHECK((call) == -1 && errno == (err), "%s", what);                                 \
 	} while (0)
-	EXPECT_ERR(uffd_range(a, m + 1, m + ps, 1), EINVAL, "misaligned claim start");
+	EXPECT_ERR(uffd_range(a, m + 2, m + ps, 1), EINVAL, "misaligned claim start");
 	EXPECT_ERR(uffd_range(a, m, m + ps + 8, 1), EINVAL, "misaligned claim end");
 	EXPECT_ERR(uffd_range(a, m + ps, m + ps, 1), EINVAL, "empty claim");
 	EXPECT_ERR(uffd_range(a, m + 2 * ps, m + ps, 1), EINVAL, "reversed claim");
