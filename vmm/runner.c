@@ -155,8 +155,13 @@ int runner_loop(struct vm *vm, const struct run_opts *o)
 				pr_err("cannot save to %s: %s", o->save_path, strerror(-r));
 				vm_stop(vm, -r);
 			} else {
-				pr_info("saved state and RAM to %s after %" PRIu64 " ms",
-					o->save_path, o->save_after_ms);
+				struct guest_report rep;
+
+				vm_last_report(vm, &rep, NULL);
+				pr_info("saved state and RAM to %s after %" PRIu64
+					" ms (guest at iter %" PRIu64 ", checksum 0x%016" PRIx64
+					")",
+					o->save_path, o->save_after_ms, rep.iter, rep.checksum);
 				vm_stop(vm, -EINTR); /* saved, not an exit of the guest */
 			}
 		}
