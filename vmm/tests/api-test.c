@@ -14,7 +14,9 @@
  *      it, and a pusher thread installs every page in order meanwhile
  *      (background push, racing with the server: EEXIST paths);
  *   5. A and B both finish with the reference checksum; every page of B is
- *      present, none was installed twice.
+ *      present, none was installed twice;
+ *   6. VM C starts from the blob with a source that never answers: it makes
+ *      no progress, and vm_destroy() still returns promptly.
  *
  * usage: vmm-api-test GUEST_ELF [BACKEND]     exit 0 pass, 1 fail, 77 skip
  */
@@ -307,6 +309,31 @@ int main(int argc, char **argv)
 
 	vm_destroy(a);
 	vm_destroy(b);
+
+	/*
+	 * 6. a source that stops answering: the vCPUs wait on missing pages,
+	 * and vm_destroy still returns (on 6.1 only by disarming lazy RAM).
+	 */
+	{
+		struct async_source dead = { .src.request = async_request };
+		struct vm *c = new_vm(ops, NULL);
+		uint64_t t0;
+
+		pthread_mutex_init(&dead.lock, NULL);
+		pthread_cond_init(&dead.cond, NULL);
+		CHECK(vm_state_load(c, blob, (size_t)len) == 0, "state load into C");
+		CHECK(ram_start_faults(vm_ram(c), &dead.src, false) == 0, "fault thread C");
+		CHECK(vm_start(c) == 0, "start C");
+		usleep(100000);
+		CHECK(vm_wait(c, 0, NULL) == 0, "C ran without its pages");
+		CHECK(dead.requested > 0, "C asked for no page");
+		t0 = now_ns();
+		vm_destroy(c);
+		printf("C (source never answers): %" PRIu64
+		       " pages requested, destroyed in %.1f ms\n",
+		       dead.requested, (now_ns() - t0) / 1e6);
+		CHECK(now_ns() - t0 < 5000000000ULL, "vm_destroy took more than 5 s");
+	}
 	free(blob);
 	free(image);
 	if (failures)
