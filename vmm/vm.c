@@ -467,11 +467,11 @@ void vm_destroy(struct vm *vm)
 	if (!wait_exited(vm, 500)) {
 		/*
 		 * A vCPU still sleeps on a missing page that will not come (the
-		 * source is gone), and this kernel does not let our signal end
-		 * KVM's fault (6.1 waits uninterruptibly).  Disarming lazy RAM
-		 * wakes it; the VM is stopped, so nothing it computes from here
-		 * on is reported (handle_io drops device I/O), and a second kick
-		 * ends its KVM_RUN.
+		 * source is gone): our signal does not end KVM's wait for a
+		 * user-space fault (seen on 6.1 and on 6.18).  Disarming lazy
+		 * RAM wakes it; the VM is stopped, so nothing it computes from
+		 * here on is reported (handle_io drops device I/O), and a second
+		 * kick ends its KVM_RUN.
 		 */
 		ram_stop_faults(&vm->ram);
 		ram_disarm(&vm->ram);
