@@ -305,6 +305,8 @@ _Static_assert(sizeof(struct mig_error) == 8, "ERROR header is 8 bytes");
 
 /* CRC32C (Castagnoli), the iSCSI/ext4 one: crc32c(0, "123456789", 9) == 0xe3069283. */
 uint32_t mig_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The same without the CPU's crc32 instruction (for tests). */
+uint32_t mig_crc32c_portable(uint32_t crc, const void *buf, size_t len);
 
 /* Fill a header for a payload of len bytes whose CRC32C is payload_crc. */
 void mig_frame_hdr_init(struct mig_frame_hdr *h, uint16_t type, uint32_t len, uint32_t seq,
