@@ -5,3 +5,13 @@
 BENCH_BACKENDS_SRCS := bench/backends.c vmm/ram/ram.c vmm/ram/uffd.c vmm/ram/userfault.c \
 	vmm/ram/source.c vmm/util.c
 $(eval $(call program,bench-backends,$(BENCH_BACKENDS_SRCS),))
+
+# qemu-postcopy: the QEMU baseline (libvirt C API), host only: there is no
+# static libvirt for the node flavour, and the node never runs it.
+QEMU_POSTCOPY_SRCS := bench/qemu-postcopy.c
+.PHONY: qemu-postcopy
+qemu-postcopy: $(B)/bin/qemu-postcopy
+programs: $(B)/bin/qemu-postcopy
+$(B)/bin/qemu-postcopy: $(patsubst %.c,$(B)/obj/%.o,$(QEMU_POSTCOPY_SRCS))
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lvirt-qemu -lvirt -lpthread

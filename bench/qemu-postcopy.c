@@ -1,0 +1,771 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * qemu-postcopy: the QEMU baseline of the benchmark.  Drives QEMU's own
+ * postcopy-ram migration of the project's guest program between two
+ * libvirtd instances on this host, through libvirt's C API:
+ *
+ *   1. create a transient TCG domain on the source daemon that boots the
+ *      guest through its multiboot header (<os><kernel>), serial to a file;
+ *   2. once the guest printed its start line and --start-after-ms passed,
+ *      virDomainMigrateToURI3(VIR_MIGRATE_LIVE | PEER2PEER | POSTCOPY) to
+ *      the destination daemon over tcp://127.0.0.1:PORT (in a thread);
+ *   3. after --precopy-ms of precopy, virDomainMigrateStartPostCopy();
+ *   4. collect the source's completed-job statistics (the JOB_COMPLETED
+ *      event), the destination's query-migrate (postcopy-blocktime, through
+ *      virDomainQemuMonitorCommand) and the guest's final checksum from the
+ *      destination's serial file.
+ *
+ * With --trace, both QEMUs log the postcopy trace events with timestamps
+ * (log back end, -msg timestamp=on) to TRACE-src.log/TRACE-dst.log, from
+ * which bench/run computes per-fault latencies and the downtime on one clock.
+ *
+ * One JSON object on stdout; progress on stderr.  Exit 0 when the migration
+ * completed and the guest printed its final checksum at the destination,
+ * 1 otherwise (the JSON then has "error").
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt-qemu.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+struct opts {
+	const char *src_uri;
+	const char *dst_uri;
+	const char *guest;
+	const char *cmdline;
+	const char *workdir;
+	unsigned long mem_mib;
+	int port;
+	long start_after_ms;
+	long precopy_ms;
+	long timeout_s;
+	bool trace;
+};
+
+/* What the run found; printed as JSON at the end. */
+struct result {
+	char name[64];
+	char uuid[40];
+	char error[512];
+	char *completed_stats;	  /* JSON object text, from the JOB_COMPLETED event */
+	char *dest_query_migrate; /* raw QMP reply text */
+	char checksum[32];
+	double t_boot_ms;	    /* domain created -> guest start line */
+	double t_migrate_call_ms;   /* migration call: start -> return */
+	double t_precopy_start_ms;  /* migration start -> first memory moved */
+	double t_postcopy_after_ms; /* migration start -> StartPostCopy returned */
+	double t_complete_ms;	    /* migration start -> JOB_COMPLETED event */
+	double t_guest_done_ms;	    /* migration start -> checksum line at the destination */
+	int migrate_ret;
+	bool postcopy_started;
+	char postcopy_error[256];
+};
+
+static struct result res = { .migrate_ret = -1 };
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ev_cond = PTHREAD_COND_INITIALIZER;
+static bool ev_completed;
+static volatile int ev_quit;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "qemu-postcopy: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* Record the first error (with libvirt's last message, if any). */
+static void set_error(const char *what)
+{
+	const char *msg = virGetLastErrorMessage();
+
+	if (res.error[0])
+		return;
+	snprintf(res.error, sizeof(res.error), "%s%s%s", what, msg ? ": " : "", msg ? msg : "");
+	progress("error: %s", res.error);
+}
+
+/* A growing string buffer. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		size_t room = b->cap - b->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			abort();
+		if ((size_t)n < room) {
+			b->len += n;
+			return;
+		}
+		b->cap = (b->cap + n + 1) * 2;
+		b->s = realloc(b->s, b->cap);
+		if (!b->s)
+			abort();
+	}
+}
+
+/* A JSON string literal (the texts here are libvirt messages and paths). */
+static void sb_json_str(struct sbuf *b, const char *s)
+{
+	sb_printf(b, "\"");
+	for (; s && *s; s++) {
+		unsigned char c = *s;
+
+		if (c == '"' || c == '\\')
+			sb_printf(b, "\\%c", c);
+		else if (c < 0x20)
+			sb_printf(b, "\\u%04x", c);
+		else
+			sb_printf(b, "%c", c);
+	}
+	sb_printf(b, "\"");
+}
+
+static char *typed_params_json(virTypedParameterPtr p, int n)
+{
+	struct sbuf b = { 0 };
+
+	sb_printf(&b, "{");
+	for (int i = 0; i < n; i++) {
+		sb_printf(&b, "%s", i ? ", " : "");
+		sb_json_str(&b, p[i].field);
+		sb_printf(&b, ": ");
+		switch (p[i].type) {
+		case VIR_TYPED_PARAM_INT:
+			sb_printf(&b, "%d", p[i].value.i);
+			break;
+		case VIR_TYPED_PARAM_UINT:
+			sb_printf(&b, "%u", p[i].value.ui);
+			break;
+		case VIR_TYPED_PARAM_LLONG:
+			sb_printf(&b, "%lld", p[i].value.l);
+			break;
+		case VIR_TYPED_PARAM_ULLONG:
+			sb_printf(&b, "%llu", p[i].value.ul);
+			break;
+		case VIR_TYPED_PARAM_DOUBLE:
+			sb_printf(&b, "%.17g", p[i].value.d);
+			break;
+		case VIR_TYPED_PARAM_BOOLEAN:
+			sb_printf(&b, "%s", p[i].value.b ? "true" : "false");
+			break;
+		case VIR_TYPED_PARAM_STRING:
+			sb_json_str(&b, p[i].value.s);
+			break;
+		default:
+			sb_printf(&b, "null");
+		}
+	}
+	sb_printf(&b, "}");
+	return b.s;
+}
+
+/* The source daemon reports the finished job (with its statistics) here. */
+static void on_job_completed(virConnectPtr conn, virDomainPtr dom, virTypedParameterPtr params,
+			     int nparams, void *opaque)
+{
+	if (strcmp(virDomainGetName(dom), res.name))
+		return;
+	pthread_mutex_lock(&ev_lock);
+	if (!res.completed_stats)
+		res.completed_stats = typed_params_json(params, nparams);
+	ev_completed = true;
+	pthread_cond_broadcast(&ev_cond);
+	pthread_mutex_unlock(&ev_lock);
+}
+
+/* Errors are reported once, with context, by set_error(): not by libvirt. */
+static void quiet_errors(void *opaque, virErrorPtr err)
+{
+}
+
+static void *event_loop(void *arg)
+{
+	while (!ev_quit)
+		if (virEventRunDefaultImpl() < 0)
+			break;
+	return NULL;
+}
+
+/* Whole file as a string (NULL if unreadable). */
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	struct sbuf b = { 0 };
+	char buf[4096];
+	size_t n;
+
+	if (!f)
+		return NULL;
+	sb_printf(&b, "%s", "");
+	while ((n = fread(buf, 1, sizeof(buf) - 1, f)) > 0) {
+		buf[n] = 0;
+		sb_printf(&b, "%s", buf);
+	}
+	fclose(f);
+	return b.s;
+}
+
+/* Wait until PATH contains NEEDLE; copy the rest of that line to LINE. */
+static bool wait_for_text(const char *path, const char *needle, char *line, size_t len,
+			  long timeout_ms)
+{
+	double end = now_ms() + timeout_ms;
+
+	do {
+		char *s = read_file(path), *p = s ? strstr(s, needle) : NULL;
+
+		if (p) {
+			if (line) {
+				size_t k = strcspn(p, "\r\n");
+
+				snprintf(line, len, "%.*s", (int)k, p);
+			}
+			free(s);
+			return true;
+		}
+		free(s);
+		sleep_ms(20);
+	} while (now_ms() < end);
+	return false;
+}
+
+static char *domain_xml(const struct opts *o, const char *side)
+{
+	struct sbuf b = { 0 };
+
+	sb_printf(&b,
+		  "<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
+		  "  <name>%s</name>\n  <uuid>%s</uuid>\n"
+		  "  <memory unit='MiB'>%lu</memory>\n  <vcpu>1</vcpu>\n"
+		  "  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n"
+		  "    <kernel>%s</kernel>\n    <cmdline>%s</cmdline>\n  </os>\n"
+		  "  <on_poweroff>destroy</on_poweroff>\n  <on_crash>destroy</on_crash>\n"
+		  "  <devices>\n"
+		  "    <serial type='file'><source path='%s/serial-%s.log'/>"
+		  "<target port='0'/></serial>\n"
+		  "    <memballoon model='none'/>\n  </devices>\n"
+		  "  <qemu:commandline>\n"
+		  "    <qemu:arg value='-device'/>"
+		  "<qemu:arg value='isa-debug-exit,iobase=0xf4,iosize=0x04'/>\n",
+		  res.name, res.uuid, o->mem_mib, o->guest, o->cmdline, o->workdir, side);
+	if (o->trace)
+		/* -D names the log back end's file.  (QEMU 7.2 has no property
+		 * for the postcopy-blocktime capability and libvirt does not set
+		 * it: bench/run computes the blocktime from these events.) */
+		sb_printf(
+		    &b,
+		    "    <qemu:arg value='-msg'/><qemu:arg value='timestamp=on'/>\n"
+		    "    <qemu:arg value='-D'/><qemu:arg value='%s/trace-%s.log'/>\n"
+		    "    <qemu:arg value='-trace'/>"
+		    "<qemu:arg value='enable=postcopy_ram_fault_thread_request'/>\n"
+		    "    <qemu:arg value='-trace'/><qemu:arg "
+		    "value='enable=postcopy_place_page*'/>\n"
+		    "    <qemu:arg value='-trace'/><qemu:arg value='enable=postcopy_start*'/>\n"
+		    "    <qemu:arg value='-trace'/>"
+		    "<qemu:arg value='enable=loadvm_postcopy_handle_run*'/>\n",
+		    o->workdir, side);
+	sb_printf(&b, "  </qemu:commandline>\n</domain>\n");
+	return b.s;
+}
+
+/* Replace every "-src." by "-dst." (serial and trace file names). */
+static char *to_dest_xml(const char *xml)
+{
+	char *d = strdup(xml), *p;
+
+	if (!d)
+		abort();
+	for (p = d; (p = strstr(p, "-src.")); p += 5)
+		memcpy(p, "-dst.", 5);
+	return d;
+}
+
+struct migrate_args {
+	virDomainPtr dom;
+	const char *dconnuri;
+	char *dest_xml;
+	int port;
+	double t_start, t_end;
+	volatile int done;
+	int ret;
+	char err[256];
+};
+
+static void *migrate_thread(void *arg)
+{
+	struct migrate_args *m = arg;
+	virTypedParameterPtr params = NULL;
+	int nparams = 0, maxparams = 0;
+	char uri[64];
+
+	snprintf(uri, sizeof(uri), "tcp://127.0.0.1:%d", m->port);
+	virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_URI, uri);
+	virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_DEST_XML,
+				m->dest_xml);
+	m->t_start = now_ms();
+	m->ret =
+	    virDomainMigrateToURI3(m->dom, m->dconnuri, params, nparams,
+				   VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY);
+	m->t_end = now_ms();
+	if (m->ret < 0)
+		snprintf(m->err, sizeof(m->err), "%s", virGetLastErrorMessage());
+	virTypedParamsFree(params, nparams);
+	__atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void random_uuid(char *out)
+{
+	unsigned char u[16];
+	FILE *f = fopen("/dev/urandom", "r");
+
+	if (!f || fread(u, 1, sizeof(u), f) != sizeof(u))
+		abort();
+	fclose(f);
+	u[6] = (u[6] & 0x0f) | 0x40;
+	u[8] = (u[8] & 0x3f) | 0x80;
+	sprintf(out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+		u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		u[14], u[15]);
+}
+
+static void print_result(const struct opts *o)
+{
+	struct sbuf b = { 0 };
+	unsigned long lv = 0;
+
+	virGetVersion(&lv, NULL, NULL);
+	sb_printf(&b, "{\n  \"driver\": \"libvirt\",\n  \"libvirt_version\": \"%lu.%lu.%lu\",\n",
+		  lv / 1000000, lv / 1000 % 1000, lv % 1000);
+	sb_printf(&b, "  \"domain\": ");
+	sb_json_str(&b, res.name);
+	sb_printf(&b, ",\n  \"mem_mib\": %lu,\n  \"cmdline\": ", o->mem_mib);
+	sb_json_str(&b, o->cmdline);
+	sb_printf(&b, ",\n  \"start_after_ms\": %ld,\n  \"precopy_ms\": %ld,\n", o->start_after_ms,
+		  o->precopy_ms);
+	sb_printf(&b, "  \"migrate_ret\": %d,\n", res.migrate_ret);
+	sb_printf(&b, "  \"postcopy_started\": %s,\n  \"postcopy_error\": ",
+		  res.postcopy_started ? "true" : "false");
+	if (res.postcopy_error[0])
+		sb_json_str(&b, res.postcopy_error);
+	else
+		sb_printf(&b, "null");
+	sb_printf(&b, ",\n");
+	sb_printf(&b,
+		  "  \"t_boot_ms\": %.1f,\n  \"t_migrate_call_ms\": %.1f,\n"
+		  "  \"t_precopy_start_ms\": %.1f,\n"
+		  "  \"t_postcopy_after_ms\": %.1f,\n  \"t_complete_ms\": %.1f,\n"
+		  "  \"t_guest_done_ms\": %.1f,\n",
+		  res.t_boot_ms, res.t_migrate_call_ms, res.t_precopy_start_ms,
+		  res.t_postcopy_after_ms, res.t_complete_ms, res.t_guest_done_ms);
+	sb_printf(&b, "  \"completed_stats\": %s,\n",
+		  res.completed_stats ? res.completed_stats : "null");
+	sb_printf(&b, "  \"dest_query_migrate\": %s,\n",
+		  res.dest_query_migrate ? res.dest_query_migrate : "null");
+	sb_printf(&b, "  \"checksum\": ");
+	if (res.checksum[0])
+		sb_json_str(&b, res.checksum);
+	else
+		sb_printf(&b, "null");
+	sb_printf(&b, ",\n  \"serial_src\": \"%s/serial-src.log\",\n", o->workdir);
+	sb_printf(&b, "  \"serial_dst\": \"%s/serial-dst.log\",\n", o->workdir);
+	if (o->trace)
+		sb_printf(&b,
+			  "  \"trace_src\": \"%s/trace-src.log\",\n"
+			  "  \"trace_dst\": \"%s/trace-dst.log\",\n",
+			  o->workdir, o->workdir);
+	sb_printf(&b, "  \"error\": ");
+	if (res.error[0])
+		sb_json_str(&b, res.error);
+	else
+		sb_printf(&b, "null");
+	sb_printf(&b, "\n}\n");
+	fputs(b.s, stdout);
+	free(b.s);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: qemu-postcopy --src URI --dst qemu+unix:///system?socket=PATH "
+			"--guest FILE --mem MIB --cmdline STR\n"
+			"                     --workdir DIR --port N [--start-after-ms 500]\n"
+			"                     [--precopy-ms 500] [--timeout-s 300] [--trace]\n");
+	exit(2);
+}
+
+static void parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "src", required_argument, NULL, 's' },
+		{ "dst", required_argument, NULL, 'd' },
+		{ "guest", required_argument, NULL, 'g' },
+		{ "mem", required_argument, NULL, 'm' },
+		{ "cmdline", required_argument, NULL, 'c' },
+		{ "workdir", required_argument, NULL, 'w' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "start-after-ms", required_argument, NULL, 'a' },
+		{ "precopy-ms", required_argument, NULL, 'P' },
+		{ "timeout-s", required_argument, NULL, 't' },
+		{ "trace", no_argument, NULL, 'T' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c;
+
+	*o = (struct opts){ .start_after_ms = 500, .precopy_ms = 500, .timeout_s = 300 };
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o->src_uri = optarg;
+			break;
+		case 'd':
+			o->dst_uri = optarg;
+			break;
+		case 'g':
+			o->guest = optarg;
+			break;
+		case 'm':
+			o->mem_mib = strtoul(optarg, NULL, 0);
+			break;
+		case 'c':
+			o->cmdline = optarg;
+			break;
+		case 'w':
+			o->workdir = optarg;
+			break;
+		case 'p':
+			o->port = atoi(optarg);
+			break;
+		case 'a':
+			o->start_after_ms = atol(optarg);
+			break;
+		case 'P':
+			o->precopy_ms = atol(optarg);
+			break;
+		case 't':
+			o->timeout_s = atol(optarg);
+			break;
+		case 'T':
+			o->trace = true;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (!o->src_uri || !o->dst_uri || !o->guest || !o->mem_mib || !o->cmdline || !o->workdir ||
+	    o->port <= 0 || o->port > 65535 || optind != argc)
+		usage();
+	if (strchr(o->cmdline, '<') || strchr(o->cmdline, '&') || strchr(o->cmdline, '\'') ||
+	    strchr(o->guest, '<') || strchr(o->workdir, '<') || strchr(o->workdir, '\'')) {
+		fprintf(stderr,
+			"qemu-postcopy: no XML metacharacters in --cmdline/--guest/--workdir\n");
+		exit(2);
+	}
+}
+
+static bool migration_done(struct migrate_args *m)
+{
+	return __atomic_load_n(&m->done, __ATOMIC_ACQUIRE);
+}
+
+static void postcopy_refused(void)
+{
+	/* Precopy may complete first (QEMU 7.2 ends a migration whose first
+	 * pass took under 100 ms, before it measured the bandwidth): not an
+	 * error, but no postcopy either. */
+	snprintf(res.postcopy_error, sizeof(res.postcopy_error), "%s", virGetLastErrorMessage());
+	progress("no postcopy: virDomainMigrateStartPostCopy: %s", res.postcopy_error);
+}
+
+/* Pure postcopy (as far as QEMU goes): ask from the start, again until QEMU
+ * takes it (refused before its migration runs: "Enable postcopy with
+ * migrate_set_capability before the start of migration"). */
+static void start_postcopy_at_once(struct migrate_args *m, virDomainPtr dom, double t0)
+{
+	double deadline = t0 + 30000;
+
+	while (now_ms() < deadline && !migration_done(m)) {
+		if (virDomainMigrateStartPostCopy(dom, 0) == 0) {
+			res.postcopy_started = true;
+			res.t_postcopy_after_ms = now_ms() - t0;
+			progress("postcopy requested after %.0f ms", res.t_postcopy_after_ms);
+			return;
+		}
+		sleep_ms(2);
+	}
+	postcopy_refused();
+}
+
+/* Precopy then postcopy: wait until QEMU moves memory (the libvirt job
+ * exists earlier, while the destination is prepared), keep the downtime
+ * limit at 1 ms so that precopy does not end by itself, and switch to
+ * postcopy precopy_ms later. */
+static void start_postcopy_after(const struct opts *o, struct migrate_args *m, virDomainPtr dom,
+				 double t0)
+{
+	double deadline = t0 + 30000, t_mem;
+	bool moving = false;
+	long left;
+
+	while (now_ms() < deadline && !migration_done(m)) {
+		virTypedParameterPtr st = NULL;
+		int nst = 0, type = 0;
+		unsigned long long processed = 0;
+
+		if (virDomainGetJobStats(dom, &type, &st, &nst, 0) == 0) {
+			virTypedParamsGetULLong(st, nst, VIR_DOMAIN_JOB_MEMORY_PROCESSED,
+						&processed);
+			virTypedParamsFree(st, nst);
+		}
+		if (type == VIR_DOMAIN_JOB_UNBOUNDED && processed > 0) {
+			moving = true;
+			break;
+		}
+		sleep_ms(2);
+	}
+	if (!moving) {
+		if (!migration_done(m))
+			set_error("the migration job never started");
+		return;
+	}
+	t_mem = now_ms();
+	res.t_precopy_start_ms = t_mem - t0;
+	/* libvirt re-applies its own migration parameters when the job starts. */
+	if (virDomainMigrateSetMaxDowntime(dom, 1, 0) < 0)
+		progress("warning: virDomainMigrateSetMaxDowntime: %s", virGetLastErrorMessage());
+	progress("precopy moving after %.0f ms", res.t_precopy_start_ms);
+	left = o->precopy_ms - (long)(now_ms() - t_mem);
+	if (left > 0)
+		sleep_ms(left);
+	if (virDomainMigrateStartPostCopy(dom, 0) == 0) {
+		res.postcopy_started = true;
+		res.t_postcopy_after_ms = now_ms() - t0;
+		progress("postcopy requested after %.0f ms", res.t_postcopy_after_ms);
+	} else {
+		postcopy_refused();
+	}
+}
+
+/* The migration itself: returns when the job completed (or failed). */
+static void run_migration(const struct opts *o, virConnectPtr src, virConnectPtr dst,
+			  virDomainPtr dom, const char *xml)
+{
+	struct migrate_args m = { .dom = dom, .dconnuri = o->dst_uri, .port = o->port };
+	char *live_xml = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_MIGRATABLE);
+	double t0, deadline;
+	pthread_t th;
+
+	/* The destination gets the source's own migratable definition (so the
+	 * ABI check passes), only with its own serial and trace files. */
+	m.dest_xml = to_dest_xml(live_xml ? live_xml : xml);
+	free(live_xml);
+	/* Precopy must not converge by itself before the switch to postcopy
+	 * (a small guest otherwise completes in precopy): allow 1 ms of
+	 * precopy downtime only. */
+	if (virDomainMigrateSetMaxDowntime(dom, 1, 0) < 0)
+		progress("warning: virDomainMigrateSetMaxDowntime: %s", virGetLastErrorMessage());
+	t0 = now_ms();
+	progress("migrate %s to %s (tcp://127.0.0.1:%d), postcopy after %ld ms", res.name,
+		 o->dst_uri, o->port, o->precopy_ms);
+	if (pthread_create(&th, NULL, migrate_thread, &m))
+		abort();
+
+	if (o->precopy_ms == 0)
+		start_postcopy_at_once(&m, dom, t0);
+	else
+		start_postcopy_after(o, &m, dom, t0);
+	pthread_join(th, NULL);
+	res.migrate_ret = m.ret;
+	res.t_migrate_call_ms = m.t_end - m.t_start;
+	if (m.ret < 0) {
+		char what[300];
+
+		snprintf(what, sizeof(what), "virDomainMigrateToURI3: %s", m.err);
+		if (!res.error[0])
+			snprintf(res.error, sizeof(res.error), "%s", what);
+		progress("error: %s", what);
+	}
+	free(m.dest_xml);
+
+	/* The completed-job event (source side statistics). */
+	pthread_mutex_lock(&ev_lock);
+	deadline = now_ms() + 1000.0 * o->timeout_s;
+	while (!ev_completed && now_ms() < deadline && m.ret == 0) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&ev_cond, &ev_lock, &ts);
+	}
+	if (ev_completed)
+		res.t_complete_ms = now_ms() - t0;
+	pthread_mutex_unlock(&ev_lock);
+	if (m.ret == 0 && !ev_completed)
+		set_error("no JOB_COMPLETED event from the source daemon");
+
+	/* The destination's view: postcopy-blocktime. */
+	if (m.ret == 0) {
+		virDomainPtr ddom = virDomainLookupByName(dst, res.name);
+		char *reply = NULL;
+
+		if (!ddom)
+			set_error("the domain is not on the destination");
+		else if (virDomainQemuMonitorCommand(ddom, "{\"execute\":\"query-migrate\"}",
+						     &reply, 0) < 0)
+			progress("destination query-migrate failed: %s", virGetLastErrorMessage());
+		else
+			res.dest_query_migrate = reply;
+		if (ddom)
+			virDomainFree(ddom);
+	}
+
+	/* The guest's result, printed at the destination. */
+	if (m.ret == 0) {
+		char path[4096], line[256];
+
+		snprintf(path, sizeof(path), "%s/serial-dst.log", o->workdir);
+		if (wait_for_text(path, "guest: done ", line, sizeof(line), 1000 * o->timeout_s)) {
+			char *c = strstr(line, "checksum=");
+
+			res.t_guest_done_ms = now_ms() - t0;
+			if (c)
+				snprintf(res.checksum, sizeof(res.checksum), "%.*s",
+					 (int)strcspn(c + 9, " \r\n"), c + 9);
+			progress("guest done at the destination: %s", line);
+		} else {
+			set_error("the guest printed no final checksum at the destination");
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	virConnectPtr src = NULL, dst = NULL;
+	virDomainPtr dom = NULL;
+	pthread_t evth;
+	char *xml = NULL;
+	int cb = -1;
+
+	parse_opts(argc, argv, &o);
+	snprintf(res.name, sizeof(res.name), "pcbench-%lu-%d", o.mem_mib, (int)getpid());
+	random_uuid(res.uuid);
+
+	virSetErrorFunc(NULL, quiet_errors);
+	if (virEventRegisterDefaultImpl() < 0) {
+		set_error("virEventRegisterDefaultImpl");
+		goto out;
+	}
+	if (pthread_create(&evth, NULL, event_loop, NULL))
+		abort();
+	src = virConnectOpen(o.src_uri);
+	if (!src) {
+		set_error("cannot connect to the source libvirtd");
+		goto out;
+	}
+	dst = virConnectOpen(o.dst_uri);
+	if (!dst) {
+		set_error("cannot connect to the destination libvirtd");
+		goto out;
+	}
+	cb = virConnectDomainEventRegisterAny(src, NULL, VIR_DOMAIN_EVENT_ID_JOB_COMPLETED,
+					      VIR_DOMAIN_EVENT_CALLBACK(on_job_completed), NULL,
+					      NULL);
+	if (cb < 0) {
+		set_error("virConnectDomainEventRegisterAny(JOB_COMPLETED)");
+		goto out;
+	}
+
+	xml = domain_xml(&o, "src");
+	{
+		double t = now_ms();
+		char path[4096];
+
+		dom = virDomainCreateXML(src, xml, 0);
+		if (!dom) {
+			set_error("virDomainCreateXML on the source");
+			goto out;
+		}
+		snprintf(path, sizeof(path), "%s/serial-src.log", o.workdir);
+		if (!wait_for_text(path, "guest: workload=", NULL, 0, 30000)) {
+			set_error("the guest did not start at the source (no start line in 30 s)");
+			goto out;
+		}
+		res.t_boot_ms = now_ms() - t;
+		progress("guest started at the source after %.0f ms", res.t_boot_ms);
+	}
+	sleep_ms(o.start_after_ms);
+	run_migration(&o, src, dst, dom, xml);
+
+out:
+	if (dom) {
+		virDomainDestroy(dom); /* a no-op once it migrated */
+		virDomainFree(dom);
+	}
+	if (dst) {
+		virDomainPtr d = virDomainLookupByName(dst, res.name);
+
+		if (d) {
+			virDomainDestroy(d);
+			virDomainFree(d);
+		}
+	}
+	if (src && cb >= 0)
+		virConnectDomainEventDeregisterAny(src, cb);
+	ev_quit = 1;
+	if (src)
+		virConnectClose(src);
+	if (dst)
+		virConnectClose(dst);
+	virResetLastError();
+	print_result(&o);
+	free(xml);
+	return res.error[0] ? 1 : 0;
+}
