@@ -70,6 +70,7 @@ struct mig_dest {
 	    dedup, pages_zero;
 	pthread_mutex_t lat_lock;
 	struct mig_lat lat;
+	uint64_t t_state_rx, t_phase0;
 	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
 	uint64_t bytes_rx_prev;
 };
@@ -743,8 +744,13 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	const uint8_t *p;
 again:
 	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
-	/* LAYOUT, then STATE, on the urgent channel; a stalled source times out. */
-	set_rcvtimeo(urg->fd, 60000);
+	/*
+	 * LAYOUT (after any precopy), acknowledged by echoing it, then STATE
+	 * right after the source paused.  (Busy-polling for STATE was tried:
+	 * on two shared cores it steals the CPU the source needs to pause, and
+	 * the downtime grew fivefold.)  A stalled source times out.
+	 */
+	set_rcvtimeo(urg->fd, 300000);
 	r = mig_conn_recv(urg, &h, &p, err, errlen);
 	if (!r && h.type != MIG_MSG_LAYOUT) {
 		snprintf(err, errlen, "urgent channel: expected LAYOUT, got %s",
@@ -755,6 +761,8 @@ again:
 		struct mig_layout l;
 		memcpy(&l, p, sizeof(l));
 		r = check_layout(d, &l, err, errlen);
+		if (!r)
+			r = mig_conn_send(urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	}
 	if (!r) {
 		r = mig_conn_recv(urg, &h, &p, err, errlen);
@@ -788,6 +796,7 @@ again:
 	struct mig_state_hdr sh;
 	memcpy(&sh, p, sizeof(sh));
 	d->pause_rt = sh.pause_realtime_ns;
+	d->t_state_rx = mig_now_ns();
 
 	/*
 	 * The source has switched over: from here a broken link is recovered,
@@ -806,6 +815,7 @@ again:
 		d->phase0_done = 1;
 	}
 	pthread_mutex_unlock(&d->lock);
+	d->t_phase0 = mig_now_ns();
 	if (d->failed) {
 		snprintf(err, errlen, "%s", d->why);
 		r = -EPROTO;
@@ -923,6 +933,12 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 	else /* not resumed, or the two clocks disagree (another host) */
 		fprintf(f, "  \"downtime_us\": null,\n");
 	fprintf(f, "  \"state_to_resume_us\": %.1f,\n",
+		d->t_resumed ? (double)(d->t_resumed - d->t_state_rx) / 1000.0 : -1.0);
+	fprintf(f,
+		"  \"switchover_us\": {\"wait_bulk_done\": %.1f, \"load_state\": %.1f, "
+		"\"start_vcpus\": %.1f},\n",
+		(double)(d->t_phase0 - d->t_state_rx) / 1000.0,
+		(double)(d->t_state - d->t_phase0) / 1000.0,
 		d->t_resumed ? (double)(d->t_resumed - d->t_state) / 1000.0 : -1.0);
 	fprintf(f, "  \"postcopy_ms\": %.3f,\n",
 		d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0);

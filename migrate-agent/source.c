@@ -282,6 +282,8 @@ static void *urgent_thread(void *arg)
 				s->t_running = mig_now_ns();
 				s->running_seen = 1;
 			}
+		} else if (h.type == MIG_MSG_LAYOUT) {
+			/* The acknowledgement of a LAYOUT sent again by recover(). */
 		} else if (h.type == MIG_MSG_COMPLETE) {
 			memcpy(&s->dest, p, sizeof(s->dest));
 			s->t_complete = mig_now_ns();
@@ -905,14 +907,36 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 		.nr_regions = vm->nr_regions,
 	};
 	memcpy(l.regions, vm->regions, sizeof(l.regions));
-	r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
-	if (!r && o.precopy_rounds)
+	if (o.precopy_rounds) {
 		r = precopy(s, err, errlen);
-	if (r) {
-		if (!err[0])
-			snprintf(err, errlen, "cannot send LAYOUT: %s", strerror(-r));
-		goto out;
+		if (r)
+			goto out;
 	}
+	/*
+	 * LAYOUT last before the pause, and acknowledged: a destination that
+	 * refuses it must be known while the VM can still go on here.
+	 */
+	r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	if (r) {
+		snprintf(err, errlen, "cannot send LAYOUT: %s", strerror(-r));
+		goto resume_precopy;
+	}
+	struct mig_frame_hdr ah;
+	const uint8_t *ap;
+	r = mig_conn_recv(&s->urg, &ah, &ap, err, errlen);
+	if (!r && ah.type == MIG_MSG_ERROR) {
+		struct mig_error e;
+		memcpy(&e, ap, sizeof(e));
+		snprintf(err, errlen, "destination refused the migration: %.*s", (int)e.msg_len,
+			 (const char *)ap + sizeof(e));
+		r = -ECONNREFUSED;
+	} else if (!r && ah.type != MIG_MSG_LAYOUT) {
+		snprintf(err, errlen, "urgent channel: expected the LAYOUT acknowledgement, got %s",
+			 mig_msg_name(ah.type));
+		r = -EPROTO;
+	}
+	if (r)
+		goto resume_precopy;
 
 	/* The switch-over: from here the downtime runs. */
 	s->t_pause = mig_now_ns();
@@ -971,6 +995,10 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 		mig_progress_end();
 	if (r == 0)
 		write_report(s);
+	goto out;
+resume_precopy:
+	if (o.precopy_rounds)
+		vm->dirty_stop(vm->ctx);
 out:
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);

@@ -33,6 +33,7 @@ static int fds[MAXFDS];
 static int nfds;
 static unsigned long long moved;
 static int swallowing;
+static unsigned long long swallow_at; /* bytes; 0: never */
 
 struct dir {
 	int from, to;
@@ -71,7 +72,11 @@ static void *pump(void *arg)
 			continue;
 		if (send(d->to, buf, (size_t)r, MSG_NOSIGNAL) != r)
 			break;
-		__atomic_fetch_add(&moved, (unsigned long long)r, __ATOMIC_RELAXED);
+		unsigned long long m =
+		    __atomic_add_fetch(&moved, (unsigned long long)r, __ATOMIC_RELAXED);
+		/* Start dropping at once, not at the next check of the main loop. */
+		if (swallow_at && m >= swallow_at)
+			__atomic_store_n(&swallowing, 1, __ATOMIC_RELEASE);
 	}
 	shutdown(d->to, SHUT_WR);
 	shutdown(d->from, SHUT_RD);
@@ -139,6 +144,8 @@ int main(int argc, char **argv)
 				"[--down-ms MS] [--cuts N]\n");
 		return 2;
 	}
+	if (swallow_ms)
+		swallow_at = cut_after;
 	int lfd = mig_listen(&la, err, sizeof(err));
 	if (lfd < 0) {
 		fprintf(stderr, "mig-cutproxy: %s\n", err);
@@ -175,6 +182,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "mig-cutproxy: %s\n", err);
 				return 1;
 			}
+			swallow_at = 0; /* one cut with swallowing is enough */
 			__atomic_store_n(&moved, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&swallowing, 0, __ATOMIC_RELEASE);
 		}
