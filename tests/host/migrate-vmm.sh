@@ -42,7 +42,7 @@ migrate_one() { # name cmdline
 	echo "$name: checksum $got equal; $(jq -c '{downtime_us, downtime_source_clock_us, faults, pages_demand, pages_pushed, pages_zero, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99, blocktime_ms}' "$work/$name-s.json")"
 }
 
-migrate_one seq "workload=seq iters=2500"
+migrate_one seq "workload=seq iters=6000"
 migrate_one random "workload=random iters=3000"
 migrate_one hotset "workload=hotset iters=9000"
 migrate_one idle "workload=idle iters=300"
