@@ -73,6 +73,8 @@ echo "destination summary: $djson"
 [ -n "$ref" ] && [ "$ref" = "$got" ] || { echo "FAIL: checksum differs"; exit 1; }
 printf '%s\n' "$alog" | grep -q "vmm: migration to tcp:10.77.0.2:7100 complete" ||
 	{ echo "FAIL: the source did not migrate (guest finished first?)"; exit 1; }
+printf '%s\n' "$blog" | grep -q "^vmm: lazy RAM: backend=$be " ||
+	{ echo "FAIL: the destination did not use the $be back end"; exit 1; }
 echo "$djson" | jq -e '.pages_received == .pages and .duplicate_pages == 0 and
 	.pages_demand + .pages_pushed + .pages_precopy == .pages' > /dev/null ||
 	{ echo "FAIL: pages not accounted for exactly once"; exit 1; }
