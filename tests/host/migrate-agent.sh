@@ -2,7 +2,8 @@
 # migrate-agent: the migrate-agent CLI attaches to a running source VMM
 # through its control socket and migrates it: (1) precopy rounds (KVM dirty
 # log) then postcopy, with zstd; (2) pure postcopy through a link that
-# mig-cutproxy breaks mid-postcopy, recovered; (3) a CLI error when no VMM
+# mig-cutproxy breaks mid-postcopy, recovered; (3) a link that never comes
+# back: both sides stop with clear errors; (4) a CLI error when no VMM
 # listens.  Checksums equal to an unmigrated run, pages exactly once.
 # timeout: 60
 set -uo pipefail
@@ -57,6 +58,36 @@ run_case cut "" 1000000
 grep -q "cut 1" "$work/cut-p.err" || fail "cut: the proxy never cut the link"
 check_json "$work/cut-agent.json" '.recoveries == 1' "cut: no recovery"
 grep -q "link to the source broken" "$work/cut-d.err" || fail "cut: the destination did not report the break"
+
+# The link never comes back: both VMMs must stop with a clear message; the
+# destination's guest must not run on with pages missing.
+dport=$(free_port)
+pport=$(free_port)
+timeout 30 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" --recover-ms 800 \
+	> /dev/null 2> "$work/gone-d.err" &
+gdpid=$!
+pids+=("$gdpid")
+"$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
+	--cut-after 1000000 --down-ms 20000 2> /dev/null &
+pids+=($!)
+wait_listen "$dport"
+wait_listen "$pport"
+timeout 30 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$work/gone.sock" \
+	> /dev/null 2> "$work/gone-s.err" &
+gspid=$!
+pids+=("$gspid")
+for _ in $(seq 100); do [ -S "$work/gone.sock" ] && break; sleep 0.02; done
+sleep 0.3
+"$BIN/migrate-agent" migrate --vmm "$work/gone.sock" --to "tcp:127.0.0.1:$pport" --recover-ms 800 \
+	> /dev/null 2> "$work/gone-agent.err" && fail "gone: migrate-agent claimed success"
+wait "$gspid" && fail "gone: the source vmm exited 0"
+wait "$gdpid" && fail "gone: the destination vmm exited 0"
+cat "$work/gone-agent.err" "$work/gone-s.err" "$work/gone-d.err"
+grep -q "giving up" "$work/gone-agent.err" || fail "gone: no clear error from migrate-agent"
+grep -q "cannot run here either" "$work/gone-s.err" || fail "gone: the source does not say the VM is lost"
+grep -q "did not reconnect within 800 ms.*must not run on" "$work/gone-d.err" ||
+	fail "gone: no clear error at the destination"
+grep -q "guest exited" "$work/gone-d.err" && fail "gone: the destination's guest ran to the end"
 
 "$BIN/migrate-agent" migrate --vmm "$work/nothing.sock" --to tcp:127.0.0.1:1 2> "$work/none.err" &&
 	fail "migrate-agent succeeded without a VMM"
