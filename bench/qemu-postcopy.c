@@ -305,7 +305,8 @@ static char *domain_xml(const struct opts *o, const char *side)
 		    "value='enable=postcopy_place_page*'/>\n"
 		    "    <qemu:arg value='-trace'/><qemu:arg value='enable=postcopy_start*'/>\n"
 		    "    <qemu:arg value='-trace'/>"
-		    "<qemu:arg value='enable=loadvm_postcopy_handle_run*'/>\n",
+		    "<qemu:arg value='enable=loadvm_postcopy_handle_run*'/>\n"
+		    "    <qemu:arg value='-trace'/><qemu:arg value='enable=migrate_set_state'/>\n",
 		    o->workdir, side);
 	sb_printf(&b, "  </qemu:commandline>\n</domain>\n");
 	return b.s;
@@ -527,12 +528,21 @@ static void start_postcopy_at_once(struct migrate_args *m, virDomainPtr dom, dou
 {
 	double deadline = t0 + 30000;
 
+	char last[256] = "";
+
 	while (now_ms() < deadline && !migration_done(m)) {
+		const char *why;
+
 		if (virDomainMigrateStartPostCopy(dom, 0) == 0) {
 			res.postcopy_started = true;
 			res.t_postcopy_after_ms = now_ms() - t0;
 			progress("postcopy requested after %.0f ms", res.t_postcopy_after_ms);
 			return;
+		}
+		why = virGetLastErrorMessage();
+		if (strcmp(why, last)) {
+			progress("%.0f ms: not yet: %s", now_ms() - t0, why);
+			snprintf(last, sizeof(last), "%s", why);
 		}
 		sleep_ms(2);
 	}

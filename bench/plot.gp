@@ -1,0 +1,70 @@
+# bench/plot.gp: the benchmark's figures, from the data files bench/run writes
+# into build/bench/data/.  Called once per figure:
+#   gnuplot -e "which='cdf'; datadir='...'; outfile='x.png'; configs='a b'; size='256'; ncols=7" \
+#       bench/plot.gp
+# which: cdf (fault-latency CDF at one size), arrivals (pages arrived over
+# time at one size), downtime (per configuration and size), bysize (every
+# figure against guest size).
+
+set terminal pngcairo size 1100,700 font "DejaVu Sans,10" noenhanced
+set output outfile
+set grid
+set key outside right top
+
+if (which eq 'cdf') {
+	set title sprintf("Demand-fault latency CDF, %s MiB guest (ours: agent's log2 histogram, bucket upper bounds; QEMU: per fault, from its trace events)", size)
+	set logscale x 10
+	set xlabel "fault -> page installed (microseconds, log)"
+	set ylabel "fraction of demand faults <= x"
+	set yrange [0:1.02]
+	plot for [c in configs] datadir.'/cdf_'.c.'_'.size.'.dat' using 1:2 with steps lw 2 title c
+}
+
+if (which eq 'arrivals') {
+	set title sprintf("Pages arrived at the destination after it resumed, %s MiB guest (only QEMU's trace gives a timeline)", size)
+	set xlabel "time since the destination's vCPUs resumed (ms)"
+	set ylabel "pages placed (cumulative)"
+	set logscale y 10
+	set key inside left top
+	plot for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($2 > 0 ? $2 : NaN) with lines lw 2 title c.': demand (requested)', \
+	     for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($3 > 0 ? $3 : NaN) with lines lw 2 dt 2 title c.': pushed (background, incl. zero pages)'
+}
+
+if (which eq 'downtime') {
+	set title "Downtime (source pause to destination resume) per configuration and guest size; missing bar = run failed"
+	set style data histograms
+	set style histogram clustered gap 1
+	set style fill solid 0.85 border -1
+	set boxwidth 0.9
+	set logscale y 10
+	set yrange [0.05:*]
+	set ylabel "downtime (ms, log)"
+	set xlabel "guest size"
+	plot for [i=2:ncols] datadir.'/downtime.dat' using i:xtic(1) title columnheader(i)
+}
+
+if (which eq 'bysize') {
+	set multiplot layout 2,3 title "How each figure grows with guest size (x: MiB, log2)"
+	set logscale x 2
+	set logscale y 10
+	set key inside left top font ",8"
+	set xlabel "guest MiB"
+	set ylabel "ms"
+	set title "downtime"
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:2 with linespoints lw 2 title c
+	set title "total migration time"
+	unset key
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:3 with linespoints lw 2 title c
+	set title "bytes sent"
+	set ylabel "MiB"
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:4 with linespoints lw 2 title c
+	set title "demand-fault latency p50"
+	set ylabel "us"
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:5 with linespoints lw 2 title c
+	set title "demand-fault latency p99"
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:6 with linespoints lw 2 title c
+	set title "vCPU blocktime (sum of fault latencies)"
+	set ylabel "ms"
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:7 with linespoints lw 2 title c
+	unset multiplot
+}
