@@ -175,6 +175,10 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 		}
 		if (mig_now_ns() > deadline)
 			return -ETIMEDOUT;
+		if (!recover && s->vm->stopped && s->vm->stopped(s->vm->ctx)) {
+			snprintf(err, errlen, "the VM stopped before a destination answered");
+			return -ECANCELED;
+		}
 		nanosleep(&(struct timespec){ 0, 100 * 1000000 }, NULL);
 	}
 }

@@ -256,6 +256,11 @@ static int s_save(void *ctx, void **blob, size_t *len)
 	return 0;
 }
 
+static int s_stopped(void *ctx)
+{
+	return __atomic_load_n(&g.vm->stopped, __ATOMIC_ACQUIRE);
+}
+
 /* Dirty logging on memslot 0 (all of guest RAM, vmm/vm.c). */
 static int dirty_flags(uint32_t flags)
 {
@@ -310,6 +315,7 @@ static int migrate_out(const char *to, const struct mig_opts *m, char *err, size
 		.dirty_start = s_dirty_start,
 		.dirty_fetch = s_dirty_fetch,
 		.dirty_stop = s_dirty_stop,
+		.stopped = s_stopped,
 	};
 	int switched;
 	pr_vmm("migrating to %s%s\n", to, m->precopy_rounds ? " (precopy, then postcopy)" : "");

@@ -42,6 +42,7 @@ void mig_opts_defaults(struct mig_opts *o);
  * rounds possible): dirty_start enables dirty logging, dirty_fetch ORs into
  * bitmap (bit i = RAM page i) every page written since the previous call
  * and clears the log, dirty_stop disables it.  All return 0 or -errno.
+ * stopped (optional) ends the wait for a destination when the guest exits.
  */
 struct mig_source_vm {
 	void *ctx;
@@ -55,6 +56,8 @@ struct mig_source_vm {
 	int (*dirty_start)(void *ctx);
 	int (*dirty_fetch)(void *ctx, uint64_t *bitmap);
 	int (*dirty_stop)(void *ctx);
+	/* Optional: nonzero once the VM stopped by itself (stop retrying). */
+	int (*stopped)(void *ctx);
 };
 
 /*
