@@ -6,7 +6,8 @@
  *
  *   1. create a transient TCG domain on the source daemon that boots the
  *      guest through its multiboot header (<os><kernel>), serial to a file;
- *   2. once the guest printed its start line and --start-after-ms passed,
+ *   2. once the guest printed the --start-text line (default: its start line)
+ *      and --start-after-ms passed,
  *      virDomainMigrateToURI3(VIR_MIGRATE_LIVE | PEER2PEER | POSTCOPY) to
  *      the destination daemon over tcp://127.0.0.1:PORT (in a thread);
  *   3. after --precopy-ms of precopy, virDomainMigrateStartPostCopy();
@@ -45,6 +46,7 @@ struct opts {
 	const char *guest;
 	const char *cmdline;
 	const char *workdir;
+	const char *start_text;
 	unsigned long mem_mib;
 	int port;
 	long start_after_ms;
@@ -432,7 +434,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: qemu-postcopy --src URI --dst qemu+unix:///system?socket=PATH "
 			"--guest FILE --mem MIB --cmdline STR\n"
-			"                     --workdir DIR --port N [--start-after-ms 500]\n"
+			"                     --workdir DIR --port N [--start-text STR] "
+			"[--start-after-ms 500]\n"
 			"                     [--precopy-ms 500] [--timeout-s 300] [--trace]\n");
 	exit(2);
 }
@@ -448,6 +451,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "workdir", required_argument, NULL, 'w' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "start-after-ms", required_argument, NULL, 'a' },
+		{ "start-text", required_argument, NULL, 'S' },
 		{ "precopy-ms", required_argument, NULL, 'P' },
 		{ "timeout-s", required_argument, NULL, 't' },
 		{ "trace", no_argument, NULL, 'T' },
@@ -456,7 +460,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	};
 	int c;
 
-	*o = (struct opts){ .start_after_ms = 500, .precopy_ms = 500, .timeout_s = 300 };
+	*o = (struct opts){ .start_after_ms = 500,
+			    .precopy_ms = 500,
+			    .timeout_s = 300,
+			    .start_text = "guest: workload=" };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -482,6 +489,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'a':
 			o->start_after_ms = atol(optarg);
+			break;
+		case 'S':
+			o->start_text = optarg;
 			break;
 		case 'P':
 			o->precopy_ms = atol(optarg);
@@ -744,12 +754,13 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		snprintf(path, sizeof(path), "%s/serial-src.log", o.workdir);
-		if (!wait_for_text(path, "guest: workload=", NULL, 0, 30000)) {
-			set_error("the guest did not start at the source (no start line in 30 s)");
+		if (!wait_for_text(path, o.start_text, NULL, 0, 1000 * o.timeout_s)) {
+			set_error("the guest never printed the --start-text line at the source");
 			goto out;
 		}
 		res.t_boot_ms = now_ms() - t;
-		progress("guest started at the source after %.0f ms", res.t_boot_ms);
+		progress("guest printed '%s' at the source after %.0f ms", o.start_text,
+			 res.t_boot_ms);
 	}
 	sleep_ms(o.start_after_ms);
 	run_migration(&o, src, dst, dom, xml);
