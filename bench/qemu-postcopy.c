@@ -258,13 +258,12 @@ static bool wait_for_text(const char *path, const char *needle, char *line, size
 
 	do {
 		char *s = read_file(path), *p = s ? strstr(s, needle) : NULL;
+		size_t k = p ? strcspn(p, "\r\n") : 0;
 
-		if (p) {
-			if (line) {
-				size_t k = strcspn(p, "\r\n");
-
+		/* Only a whole line: the guest may be in the middle of it. */
+		if (p && p[k]) {
+			if (line)
 				snprintf(line, len, "%.*s", (int)k, p);
-			}
 			free(s);
 			return true;
 		}
