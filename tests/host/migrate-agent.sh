@@ -54,7 +54,7 @@ run_case() { # name agent-options [proxy-cut-bytes]
 
 run_case precopy "--precopy-rounds 2 --compress"
 check_json "$work/precopy-agent.json" '.pages_precopy == .pages and .precopy_rounds == 2' "precopy: rounds not done"
-run_case cut "" 1000000
+run_case cut "" 300000
 grep -q "cut 1" "$work/cut-p.err" || fail "cut: the proxy never cut the link"
 check_json "$work/cut-agent.json" '.recoveries == 1' "cut: no recovery"
 grep -q "link to the source broken" "$work/cut-d.err" || fail "cut: the destination did not report the break"
@@ -68,7 +68,7 @@ timeout 30 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" --recover-
 gdpid=$!
 pids+=("$gdpid")
 "$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
-	--cut-after 1000000 --down-ms 20000 2> /dev/null &
+	--cut-after 300000 --down-ms 20000 2> /dev/null &
 pids+=($!)
 wait_listen "$dport"
 wait_listen "$pport"

@@ -3,4 +3,4 @@
 # article userfaultfd: its accesses block in KVM until the page is moved in
 # with remap_anon_pages() and woken.
 [ -c /dev/kvm ] || { echo "no /dev/kvm in the node (kvm_amd not loaded? cpu svm flag: $(grep -c svm /proc/cpuinfo))"; exit 1; }
-kvm-userfault
+must-pass kvm-userfault

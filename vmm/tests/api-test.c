@@ -74,8 +74,8 @@ static uint64_t finish(struct vm *vm, const char *name)
 	struct guest_report rep;
 	int status = -1;
 
-	if (vm_wait(vm, 30000, &status) != 1) {
-		fprintf(stderr, "FAIL: %s did not finish in 30 s\n", name);
+	if (vm_wait(vm, 120000, &status) != 1) {
+		fprintf(stderr, "FAIL: %s did not finish in 120 s\n", name);
 		exit(1);
 	}
 	vm_last_report(vm, &rep, NULL);
