@@ -340,7 +340,7 @@ static int pusher_init(struct pusher *ps, struct src *s)
 		if (!ps->buf[i])
 			return -ENOMEM;
 	}
-	/* Tiny kernels (the nodes) may lack io_uring: plain send() then. */
+	/* Kernels without io_uring (or with it disabled): plain send() then. */
 	ps->uring =
 	    getenv("MIG_NO_URING") ? 0 : io_uring_queue_init(2 * PUSH_NBUF, &ps->ring, 0) == 0;
 	return 0;
