@@ -14,8 +14,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 tarball=/usr/src/linux-source-6.1.tar.xz
-patches=kernel-patches
-out=build/kernel
+# Overridable for the harness's own tests (tests/host/harness.sh).
+patches=${POSTCOPY_PATCHES:-kernel-patches}
+out=${POSTCOPY_KERNEL_OUT:-build/kernel}
 src=$out/src
 cache_root=${POSTCOPY_KERNEL_CACHE:-/var/cache/postcopy-kernel}
 jobs=${JOBS:-$(nproc)}
