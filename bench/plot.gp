@@ -25,7 +25,7 @@ if (which eq 'arrivals') {
 	set xlabel "time since the destination's vCPUs resumed (ms)"
 	set ylabel "pages placed (cumulative)"
 	set logscale y 10
-	set key inside left top
+	set key inside right center
 	plot for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($2 > 0 ? $2 : NaN) with lines lw 2 title c.': demand (requested)', \
 	     for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($3 > 0 ? $3 : NaN) with lines lw 2 dt 2 title c.': pushed (background, incl. zero pages)'
 }
@@ -51,9 +51,11 @@ if (which eq 'bysize') {
 	set xlabel "guest MiB"
 	set ylabel "ms"
 	set title "downtime"
+	set yrange [0.05:5000]   # headroom for the key
 	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:2 with linespoints lw 2 title c
 	set title "total migration time"
 	unset key
+	set yrange [*:*]
 	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:3 with linespoints lw 2 title c
 	set title "bytes sent"
 	set ylabel "MiB"
