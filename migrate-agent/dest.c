@@ -159,39 +159,39 @@ static void try_complete(struct mig_dest *d)
 
 /* ---- Installing ---- */
 
-/* Install page i from data (NULL: zero).  0, or -errno (fatal, already reported). */
-static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
+#define FRAME_MAX (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
+
+/*
+ * Claim page i for installing (-> PG_INSTALLING): its previous state, or -1
+ * when it must not be installed (already present or being installed: a
+ * duplicate; for the stager, no longer staged).
+ */
+static int claim(struct mig_dest *d, uint64_t i, int kind)
 {
 	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
 	for (;;) {
 		if (kind == 2 && st != PG_STAGED)
-			return 0; /* the stager and a fault raced: one installs */
+			return -1; /* the stager and a fault raced: one installs */
 		if (st == PG_PRESENT || st == PG_INSTALLING) {
 			__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
-			return 0;
+			return -1;
 		}
 		if (__atomic_compare_exchange_n(&d->pst[i], &st, PG_INSTALLING, 0, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE))
-			break;
+			return st;
 	}
-	int r = d->vm->install(d->vm->ctx, i * MIG_PAGE_SIZE, data);
-	if (r == -EEXIST) {
-		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
-		r = 0;
-	}
-	if (r) {
-		__atomic_store_n(&d->pst[i], st, __ATOMIC_RELEASE);
-		fail_dest(d, "cannot install page 0x%llx: %s",
-			  (unsigned long long)(i * MIG_PAGE_SIZE), strerror(-r));
-		return r;
-	}
+}
+
+/* Page i, claimed in state st, is in place: account for it. */
+static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind)
+{
 	if (st == PG_REQUESTED) {
 		uint64_t lat = mig_now_ns() - d->t_fault[i];
 		pthread_mutex_lock(&d->lat_lock);
 		mig_lat_add(&d->lat, lat);
 		pthread_mutex_unlock(&d->lat_lock);
 	}
-	if (!data)
+	if (zero)
 		__atomic_fetch_add(&d->pages_zero, 1, __ATOMIC_RELAXED);
 	uint64_t *ctr = kind == 0   ? &d->pages_demand
 			: kind == 1 ? &d->pages_pushed
@@ -202,6 +202,113 @@ static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
 		__atomic_store_n(&d->all_present, 1, __ATOMIC_RELEASE);
 		try_complete(d);
 	}
+}
+
+/* Install page i from data (NULL: zero).  0, or -errno (fatal, already reported). */
+static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
+{
+	int st = claim(d, i, kind);
+	if (st < 0)
+		return 0;
+	int r = d->vm->install(d->vm->ctx, i * MIG_PAGE_SIZE, data);
+	if (r == -EEXIST) {
+		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
+		r = 0;
+	}
+	if (r) {
+		__atomic_store_n(&d->pst[i], (uint8_t)st, __ATOMIC_RELEASE);
+		fail_dest(d, "cannot install page 0x%llx: %s",
+			  (unsigned long long)(i * MIG_PAGE_SIZE), strerror(-r));
+		return r;
+	}
+	installed(d, i, (uint8_t)st, !data, kind);
+	return 0;
+}
+
+/*
+ * A run of consecutive data pages received together on one channel,
+ * claimed (PG_INSTALLING) and copied to a page-aligned buffer, installed
+ * with one call into the kernel (vm->install_run) when the run is full, when
+ * a page that does not extend it arrives, and always before the receiver
+ * may block: a faulting vCPU never waits on a run for more than the frames
+ * already received.
+ */
+#define RUN_MAX 32
+
+struct run {
+	uint8_t *buf; /* RUN_MAX pages, private anonymous */
+	uint64_t first;
+	unsigned n;
+	uint8_t st[RUN_MAX];
+	uint8_t kind[RUN_MAX];
+};
+
+static int flush_run(struct mig_dest *d, struct run *run)
+{
+	unsigned n = run->n;
+	if (!n)
+		return 0;
+	run->n = 0;
+	int r = 0;
+	uint64_t dups = 0;
+	if (d->vm->install_run) {
+		r = d->vm->install_run(d->vm->ctx, run->first * MIG_PAGE_SIZE, run->buf, n);
+		if (r >= 0) {
+			dups = (uint64_t)r;
+			r = 0;
+		}
+	} else {
+		for (unsigned k = 0; k < n && !r; k++) {
+			r = d->vm->install(d->vm->ctx, (run->first + k) * MIG_PAGE_SIZE,
+					   run->buf + (size_t)k * MIG_PAGE_SIZE);
+			if (r == -EEXIST) {
+				dups++;
+				r = 0;
+			}
+		}
+	}
+	if (r) {
+		for (unsigned k = 0; k < n; k++)
+			__atomic_store_n(&d->pst[run->first + k], run->st[k], __ATOMIC_RELEASE);
+		fail_dest(d, "cannot install pages 0x%llx-0x%llx: %s",
+			  (unsigned long long)(run->first * MIG_PAGE_SIZE),
+			  (unsigned long long)((run->first + n) * MIG_PAGE_SIZE - 1), strerror(-r));
+		return r;
+	}
+	if (dups)
+		__atomic_fetch_add(&d->pages_dup, dups, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < n; k++)
+		installed(d, run->first + k, run->st[k], 0, run->kind[k]);
+	return 0;
+}
+
+/* Add data page i (raw or zstd) to the run, installing the run first if i does not extend it. */
+static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct mig_page *pg,
+		   const uint8_t *data, int kind, char *err, size_t errlen)
+{
+	if (run->n && (i != run->first + run->n || run->n == RUN_MAX)) {
+		int r = flush_run(d, run);
+		if (r)
+			return r;
+	}
+	int st = claim(d, i, kind);
+	if (st < 0)
+		return 0;
+	uint8_t *slot = run->buf + (size_t)run->n * MIG_PAGE_SIZE;
+	if (pg->encoding == MIG_PAGE_ZSTD) {
+		int r = mig_page_decode(pg, data, slot, err, errlen);
+		if (r) {
+			__atomic_store_n(&d->pst[i], (uint8_t)st, __ATOMIC_RELEASE);
+			return r;
+		}
+	} else {
+		memcpy(slot, data, MIG_PAGE_SIZE);
+	}
+	if (!run->n)
+		run->first = i;
+	run->st[run->n] = (uint8_t)st;
+	run->kind[run->n] = (uint8_t)kind;
+	run->n++;
 	return 0;
 }
 
@@ -227,14 +334,15 @@ static int link_error(int r)
 	       r == -EHOSTUNREACH || r == -ENETUNREACH || r == -ECONNABORTED;
 }
 
-static void rx_loop(struct mig_dest *d, struct mig_conn *c)
+static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 {
-	static _Thread_local uint8_t page[MIG_PAGE_SIZE];
 	char err[320];
 	for (;;) {
 		struct mig_frame_hdr h;
 		const uint8_t *p;
 		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
+		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && flush_run(d, run))
+			return;
 		if (d->failed || d->stop || d->complete_sent)
 			return;
 		if (r && link_error(r)) {
@@ -275,16 +383,17 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 					 "%s channel: precopy PAGE after the switch-over", c->name);
 				r = -EPROTO;
 			} else {
-				const void *src = data;
-				if (pg.encoding == MIG_PAGE_ZERO)
-					src = NULL;
-				else if (pg.encoding == MIG_PAGE_ZSTD) {
-					r = mig_page_decode(&pg, data, page, err, sizeof(err));
-					src = page;
+				int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
+				if (pg.encoding == MIG_PAGE_ZERO) {
+					r = flush_run(d, run);
+					if (!r)
+						r = install(d, i, NULL, kind);
+				} else {
+					r = run_add(d, run, i, &pg, data, kind, err, sizeof(err));
 				}
-				if (!r)
-					r = install(d, i, src,
-						    (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1);
+				/* Nothing waits behind a run: install it before recv may block. */
+				if (!r && mig_conn_buffered(c) < FRAME_MAX)
+					r = flush_run(d, run);
 				if (r)
 					return;
 			}
@@ -330,6 +439,23 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 			return;
 		}
 	}
+}
+
+static void rx_loop(struct mig_dest *d, struct mig_conn *c)
+{
+	struct run run = { 0 };
+	void *buf = mmap(NULL, RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
+		fail_dest(d, "%s channel: cannot map a receive buffer: %s", c->name,
+			  strerror(errno));
+		return;
+	}
+	run.buf = buf;
+	rx_frames(d, c, &run);
+	if (!d->failed)
+		flush_run(d, &run);
+	munmap(buf, RUN_MAX * MIG_PAGE_SIZE);
 }
 
 static void *rx_thread(void *arg)

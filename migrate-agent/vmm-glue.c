@@ -126,6 +126,11 @@ static int dst_install(void *ctx, uint64_t off, const void *data)
 	return r == 1 ? -EEXIST : r;
 }
 
+static int dst_install_run(void *ctx, uint64_t off, void *data, uint64_t n)
+{
+	return ram_install_run(vm_ram(g.vm), off, data, n);
+}
+
 static int dst_load(void *ctx, const void *blob, size_t len)
 {
 	return vm_state_load(g.vm, blob, len);
@@ -212,6 +217,7 @@ static int prepare_incoming(struct vm *vm)
 		.nr_regions = 1,
 		.regions = { { .gpa = 0, .size = ram->size } },
 		.install = dst_install,
+		.install_run = dst_install_run,
 		.load_state = dst_load,
 	};
 	pr_vmm("waiting for an incoming migration on %s\n", g.o->incoming);

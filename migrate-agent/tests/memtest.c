@@ -225,6 +225,32 @@ static int dst_install(void *ctx, uint64_t off, const void *data)
 	return r < 0 ? -errno : 0;
 }
 
+/* n pages in one UFFDIO_COPY, continuing after a partial copy or a page already there. */
+static int dst_install_run(void *ctx, uint64_t off, void *data, uint64_t n)
+{
+	(void)ctx;
+	uint64_t done = 0, len = n * MIG_PAGE_SIZE;
+	int existed = 0;
+	while (done < len) {
+		struct uffdio_copy c = {
+			.dst = (uint64_t)(uintptr_t)(ram + off + done),
+			.src = (uint64_t)(uintptr_t)data + done,
+			.len = len - done,
+		};
+		if (ioctl(uffd, UFFDIO_COPY, &c) == 0)
+			return existed;
+		if (c.copy > 0) {
+			done += (uint64_t)c.copy;
+		} else if (c.copy == -EEXIST) {
+			existed++;
+			done += MIG_PAGE_SIZE;
+		} else if (c.copy != -EAGAIN) {
+			return c.copy < 0 ? (int)c.copy : -errno;
+		}
+	}
+	return existed;
+}
+
 static int dst_load(void *ctx, const void *blob, size_t len)
 {
 	struct blob b;
@@ -333,6 +359,7 @@ static int run_dest(struct mig_opts *o)
 		.nr_regions = 1,
 		.regions = { { .gpa = 0, .size = ram_size } },
 		.install = dst_install,
+		.install_run = dst_install_run,
 		.load_state = dst_load,
 	};
 	printf("memtest: dest: listening on %s\n", o->addr);

@@ -189,6 +189,35 @@ int ram_install(struct ram *ram, uint64_t off, void *page)
 	return r;
 }
 
+int ram_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t n)
+{
+	uint64_t len = n * PAGE_SIZE, i;
+	int r, existed = 0;
+
+	if (off % PAGE_SIZE || off >= ram->size || len > ram->size - off)
+		return -EINVAL;
+	if (!ram->ops)
+		return (int)n;
+	for (i = 0; i < n && !ram_present(ram, off + i * PAGE_SIZE); i++)
+		;
+	if (!ram->ops->install_run || i < n || n == 1) {
+		for (i = 0; i < n; i++) {
+			r = ram_install(ram, off + i * PAGE_SIZE, (char *)pages + i * PAGE_SIZE);
+			if (r < 0)
+				return r;
+			existed += r;
+		}
+		return existed;
+	}
+	r = ram->ops->install_run(ram, off, pages, len);
+	if (r < 0)
+		return r;
+	mark_present(ram, off, len);
+	atomic_fetch_add(&ram->st.installed, n - (uint64_t)r);
+	atomic_fetch_add(&ram->st.eexist, (uint64_t)r);
+	return r;
+}
+
 int ram_install_zero(struct ram *ram, uint64_t off)
 {
 	int r;

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -142,6 +143,46 @@ static int uffd_copy(struct ram *ram, uint64_t off, void *page)
 	return c.copy == -EEXIST ? -EEXIST : -errno;
 }
 
+static int uffd_wake(struct ram *ram, uint64_t off, uint64_t len);
+
+/*
+ * One UFFDIO_COPY for the run.  The kernel stops at a page already there
+ * (EEXIST for that page if it is the first, else a partial count and
+ * EAGAIN) or when the address space changes (EAGAIN): continue after the
+ * pages done, skipping (and waking) a page found there.
+ */
+static int uffd_copy_run(struct ram *ram, uint64_t off, void *pages, uint64_t len)
+{
+	uint64_t done = 0;
+	int existed = 0;
+
+	while (done < len) {
+		struct uffdio_copy c = {
+			.dst = (uintptr_t)ram->host + off + done,
+			.src = (uintptr_t)pages + done,
+			.len = len - done,
+		};
+
+		if (ioctl(ram->fd, UFFDIO_COPY, &c) == 0)
+			return existed;
+		if (c.copy > 0) {
+			done += (uint64_t)c.copy;
+		} else if (c.copy == -EEXIST) {
+			int r = uffd_wake(ram, off + done, PAGE_SIZE);
+
+			if (r < 0)
+				return r;
+			existed++;
+			done += PAGE_SIZE;
+		} else if (c.copy == -EAGAIN || (c.copy == 0 && errno == EAGAIN)) {
+			sched_yield();
+		} else {
+			return c.copy < 0 ? (int)c.copy : -errno;
+		}
+	}
+	return existed;
+}
+
 static int uffd_move(struct ram *ram, uint64_t off, void *page)
 {
 	struct uffdio_move m = {
@@ -192,6 +233,7 @@ const struct ram_backend_ops ram_backend_uffd = {
 	.fault_fd = uffd_fault_fd,
 	.read_faults = uffd_read_faults,
 	.install = uffd_copy,
+	.install_run = uffd_copy_run,
 	.zero = uffd_zero,
 	.wake = uffd_wake,
 	.disarm = uffd_disarm,

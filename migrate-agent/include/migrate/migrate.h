@@ -88,6 +88,14 @@ struct mig_dest_vm {
 	unsigned nr_regions;
 	struct mig_region regions[MIG_MAX_REGIONS];
 	int (*install)(void *ctx, uint64_t off, const void *data);
+	/*
+	 * Optional (NULL: install() page by page): put the n consecutive pages
+	 * at data (a page-aligned private anonymous buffer, which a moving back
+	 * end may take pages from) at off, in as few kernel calls as possible,
+	 * and wake; returns how many were already present (>= 0, duplicates),
+	 * or a fatal -errno.
+	 */
+	int (*install_run)(void *ctx, uint64_t off, void *data, uint64_t n);
 	int (*load_state)(void *ctx, const void *blob, size_t len);
 };
 

@@ -66,6 +66,12 @@ size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void 
  * when the peer closed the connection at a frame boundary, -EPIPE inside a
  * frame, other negative errnos for a rejected frame (message in err).
  */
+/* Bytes received and not yet handed out by mig_conn_recv(). */
+static inline size_t mig_conn_buffered(const struct mig_conn *c)
+{
+	return c->rend - c->rstart;
+}
+
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen);
 

@@ -50,6 +50,14 @@ struct ram_backend_ops {
 	int (*read_faults)(struct ram *ram, uint64_t *offs, int max);
 	/* Maps the page-aligned private anonymous page at `off`, and wakes. */
 	int (*install)(struct ram *ram, uint64_t off, void *page);
+	/*
+	 * Optional (NULL: install page by page).  Copies the len bytes of
+	 * consecutive pages at `pages` (page aligned, left intact) to
+	 * [off, off + len) in as few calls as it can, and wakes.  Pages found
+	 * already there are skipped and woken.  Returns how many pages were
+	 * already there (>= 0), or a fatal -errno.
+	 */
+	int (*install_run)(struct ram *ram, uint64_t off, void *pages, uint64_t len);
 	/* Maps zero pages over [off, off + len), and wakes. */
 	int (*zero)(struct ram *ram, uint64_t off, uint64_t len);
 	/* Wakes threads waiting on faults in [off, off + len). */
@@ -163,7 +171,16 @@ void ram_stop_faults(struct ram *ram);
  * consumed), -errno if fatal.  Plain RAM counts every page present: 1.
  */
 int ram_install(struct ram *ram, uint64_t off, void *page);
-/* Same for a zero page. */
+/*
+ * Installs n consecutive pages at `off` from the page-aligned private
+ * anonymous buffer `pages` (n * 4 KiB) and wakes their waiters: one call
+ * into the kernel for the run where the back end has install_run (UFFDIO_COPY
+ * of several pages costs about half as much per page as one call per page),
+ * else page by page (a moving back end takes the buffer's pages).  Returns
+ * how many of the pages were already present (>= 0), or -errno if fatal.
+ */
+int ram_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t n);
+/* Same as ram_install for a zero page. */
 int ram_install_zero(struct ram *ram, uint64_t off);
 
 static inline bool ram_present(const struct ram *ram, uint64_t off)

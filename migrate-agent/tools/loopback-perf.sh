@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# loopback-perf: migrate a guest between two vmm processes on 127.0.0.1
+# (uffd back end) and print one line of the source's metrics.  Used to
+# compare builds side by side: alternate them, the machine is noisy.
+#   migrate-agent/tools/loopback-perf.sh [BINDIR] [MEM_MiB] [RUNS]
+# Also prints mig-memtest's push rate (library only, no VM) when MEMTEST=1.
+set -uo pipefail
+BIN=${1:-build/bin}
+MEM=${2:-256}
+RUNS=${3:-1}
+GUEST=${GUEST:-build/guest/guest.elf}
+ITERS=${ITERS:-1500}
+work=$(mktemp -d /tmp/loopback-perf.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+for _ in $(seq "$RUNS"); do
+	p=$(port)
+	"$BIN/vmm" run --mem "${MEM}M" --incoming "tcp:127.0.0.1:$p" \
+		--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
+	dpid=$!
+	for _ in $(seq 100); do
+		ss -Hltn "sport = :$p" | grep -q LISTEN && break
+		sleep 0.02
+	done
+	"$BIN/vmm" run --image "$GUEST" --mem "${MEM}M" \
+		--cmdline "workload=random mem=$((MEM * 5 / 8))M seed=1 iters=$ITERS quiet=1" \
+		--migrate-to "tcp:127.0.0.1:$p" --migrate-after "${AFTER:-1200}" \
+		--migrate-metrics "$work/s.json" > /dev/null 2> "$work/s.err" || cat "$work/s.err"
+	wait "$dpid" || cat "$work/d.err"
+	echo "$BIN: $(jq -c '{down: .downtime_us, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99, max: .fault_latency_us.max, push: .push_MiB_per_s, pushed: .pages_pushed, zero: .pages_zero, dem: .pages_demand, dup: .duplicate_pages, ms: .postcopy_ms}' "$work/s.json")"
+done
