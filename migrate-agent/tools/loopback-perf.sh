@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # loopback-perf: migrate a guest between two vmm processes on 127.0.0.1
-# (uffd back end) and print one line of the source's metrics.  Used to
-# compare builds side by side: alternate them, the machine is noisy.
+# (uffd back end) and print one line of the source's metrics (push_nonzero:
+# the push rate counting only non-zero pages, assuming the zero pages were
+# all pushed, not demanded).  Used to compare builds side by side:
+# alternate them, the machine is noisy.
 #   migrate-agent/tools/loopback-perf.sh [BINDIR] [MEM_MiB] [RUNS]
-# Also prints mig-memtest's push rate (library only, no VM) when MEMTEST=1.
+# With MEMTEST=1, mig-memtest instead (the library alone, no VM, no faults).
 set -uo pipefail
 BIN=${1:-build/bin}
 MEM=${2:-256}
@@ -15,6 +17,20 @@ trap 'rm -rf "$work"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 for _ in $(seq "$RUNS"); do
 	p=$(port)
+	if [ "${MEMTEST:-0}" = 1 ]; then
+		"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$p" --mem "${MEM}M" --touch none \
+			--metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
+		dpid=$!
+		for _ in $(seq 100); do
+			ss -Hltn "sport = :$p" | grep -q LISTEN && break
+			sleep 0.02
+		done
+		"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$p" --mem "${MEM}M" \
+			--metrics "$work/s.json" > /dev/null 2> "$work/s.err" || cat "$work/s.err"
+		wait "$dpid" || cat "$work/d.err"
+		echo "$BIN memtest: $(jq -c '{push: .push_MiB_per_s, push_nonzero: ((.push_MiB_per_s * (.pages_pushed - .pages_zero) / .pages_pushed) | floor), pushed: .pages_pushed, zero: .pages_zero, dup: .duplicate_pages, ms: .postcopy_ms}' "$work/s.json")"
+		continue
+	fi
 	"$BIN/vmm" run --mem "${MEM}M" --incoming "tcp:127.0.0.1:$p" \
 		--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
 	dpid=$!
@@ -27,5 +43,5 @@ for _ in $(seq "$RUNS"); do
 		--migrate-to "tcp:127.0.0.1:$p" --migrate-after "${AFTER:-1200}" \
 		--migrate-metrics "$work/s.json" > /dev/null 2> "$work/s.err" || cat "$work/s.err"
 	wait "$dpid" || cat "$work/d.err"
-	echo "$BIN: $(jq -c '{down: .downtime_us, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99, max: .fault_latency_us.max, push: .push_MiB_per_s, pushed: .pages_pushed, zero: .pages_zero, dem: .pages_demand, dup: .duplicate_pages, ms: .postcopy_ms}' "$work/s.json")"
+	echo "$BIN: $(jq -c '{down: .downtime_us, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99, max: .fault_latency_us.max, push: .push_MiB_per_s, push_nonzero: ((.push_MiB_per_s * (.pages_pushed - .pages_zero) / .pages_pushed) | floor), pushed: .pages_pushed, zero: .pages_zero, dem: .pages_demand, dup: .duplicate_pages, infl: .requests_for_pages_in_flight, ms: .postcopy_ms, hist: .fault_latency_us.histogram}' "$work/s.json")"
 done
