@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define GUEST_PHYS 0x1000
+#define GUEST_PHYS  0x1000
 #define REPORT_PORT 0x10
 
 /*
@@ -25,10 +25,10 @@
  * The operand lives in guest memory so the guest really reads RAM.
  */
 static const uint8_t guest_code[] = {
-	0xa0, 0x00, 0x11, /* mov al, [0x1100] */
-	0x00, 0xc0,	  /* add al, al */
-	0xe6, REPORT_PORT, /* out 0x10, al */
-	0xf4,		  /* hlt */
+	0xa0, 0x00,	   0x11, /* mov al, [0x1100] */
+	0x00, 0xc0,		 /* add al, al */
+	0xe6, REPORT_PORT,	 /* out 0x10, al */
+	0xf4,			 /* hlt */
 };
 
 static int fail(const char *what)
@@ -113,7 +113,8 @@ int main(void)
 			break;
 		case KVM_EXIT_HLT:
 			if (reported != 42) {
-				fprintf(stderr, "kvm-smoke: guest halted after reporting %d, want 42\n",
+				fprintf(stderr,
+					"kvm-smoke: guest halted after reporting %d, want 42\n",
 					reported);
 				return 1;
 			}

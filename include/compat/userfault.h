@@ -80,7 +80,7 @@ struct uffdio_move {
 	__u64 dst;
 	__u64 src;
 	__u64 len;
-#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#define UFFDIO_MOVE_MODE_DONTWAKE	 ((__u64)1 << 0)
 #define UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES ((__u64)1 << 1)
 	__u64 mode;
 	/* Bytes moved, or a negated errno. */
