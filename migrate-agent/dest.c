@@ -227,7 +227,8 @@ static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
 
 /*
  * A run of consecutive data pages received together on one channel,
- * claimed (PG_INSTALLING) and copied to a page-aligned buffer, installed
+ * claimed (PG_INSTALLING) and copied to a page-aligned buffer (or a run of
+ * zero pages, nothing copied), installed
  * with one call into the kernel (vm->install_run) when the run is full, when
  * a page that does not extend it arrives, and always before the receiver
  * may block: a faulting vCPU never waits on a run for more than the frames
@@ -239,6 +240,7 @@ struct run {
 	uint8_t *buf; /* RUN_MAX pages, private anonymous */
 	uint64_t first;
 	unsigned n;
+	int zero; /* a run of zero pages (nothing in buf) */
 	uint8_t st[RUN_MAX];
 	uint8_t kind[RUN_MAX];
 };
@@ -252,7 +254,8 @@ static int flush_run(struct mig_dest *d, struct run *run)
 	int r = 0;
 	uint64_t dups = 0;
 	if (d->vm->install_run) {
-		r = d->vm->install_run(d->vm->ctx, run->first * MIG_PAGE_SIZE, run->buf, n);
+		r = d->vm->install_run(d->vm->ctx, run->first * MIG_PAGE_SIZE,
+				       run->zero ? NULL : run->buf, n);
 		if (r >= 0) {
 			dups = (uint64_t)r;
 			r = 0;
@@ -260,7 +263,7 @@ static int flush_run(struct mig_dest *d, struct run *run)
 	} else {
 		for (unsigned k = 0; k < n && !r; k++) {
 			r = d->vm->install(d->vm->ctx, (run->first + k) * MIG_PAGE_SIZE,
-					   run->buf + (size_t)k * MIG_PAGE_SIZE);
+					   run->zero ? NULL : run->buf + (size_t)k * MIG_PAGE_SIZE);
 			if (r == -EEXIST) {
 				dups++;
 				r = 0;
@@ -278,15 +281,16 @@ static int flush_run(struct mig_dest *d, struct run *run)
 	if (dups)
 		__atomic_fetch_add(&d->pages_dup, dups, __ATOMIC_RELAXED);
 	for (unsigned k = 0; k < n; k++)
-		installed(d, run->first + k, run->st[k], 0, run->kind[k]);
+		installed(d, run->first + k, run->st[k], run->zero, run->kind[k]);
 	return 0;
 }
 
-/* Add data page i (raw or zstd) to the run, installing the run first if i does not extend it. */
+/* Add page i (raw, zstd or zero) to the run, installing the run first if i does not extend it. */
 static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct mig_page *pg,
 		   const uint8_t *data, int kind, char *err, size_t errlen)
 {
-	if (run->n && (i != run->first + run->n || run->n == RUN_MAX)) {
+	int zero = pg->encoding == MIG_PAGE_ZERO;
+	if (run->n && (i != run->first + run->n || run->n == RUN_MAX || zero != run->zero)) {
 		int r = flush_run(d, run);
 		if (r)
 			return r;
@@ -295,7 +299,9 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	if (st < 0)
 		return 0;
 	uint8_t *slot = run->buf + (size_t)run->n * MIG_PAGE_SIZE;
-	if (pg->encoding == MIG_PAGE_ZSTD) {
+	if (zero) {
+		/* nothing to copy */
+	} else if (pg->encoding == MIG_PAGE_ZSTD) {
 		int r = mig_page_decode(pg, data, slot, err, errlen);
 		if (r) {
 			__atomic_store_n(&d->pst[i], (uint8_t)st, __ATOMIC_RELEASE);
@@ -304,8 +310,10 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	} else {
 		memcpy(slot, data, MIG_PAGE_SIZE);
 	}
-	if (!run->n)
+	if (!run->n) {
 		run->first = i;
+		run->zero = zero;
+	}
 	run->st[run->n] = (uint8_t)st;
 	run->kind[run->n] = (uint8_t)kind;
 	run->n++;
@@ -384,13 +392,7 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 				r = -EPROTO;
 			} else {
 				int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
-				if (pg.encoding == MIG_PAGE_ZERO) {
-					r = flush_run(d, run);
-					if (!r)
-						r = install(d, i, NULL, kind);
-				} else {
-					r = run_add(d, run, i, &pg, data, kind, err, sizeof(err));
-				}
+				r = run_add(d, run, i, &pg, data, kind, err, sizeof(err));
 				/* Nothing waits behind a run: install it before recv may block. */
 				if (!r && mig_conn_buffered(c) < FRAME_MAX)
 					r = flush_run(d, run);

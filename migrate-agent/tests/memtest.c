@@ -225,27 +225,43 @@ static int dst_install(void *ctx, uint64_t off, const void *data)
 	return r < 0 ? -errno : 0;
 }
 
-/* n pages in one UFFDIO_COPY, continuing after a partial copy or a page already there. */
+/*
+ * n pages in one UFFDIO_COPY (data NULL: UFFDIO_ZEROPAGE), continuing after
+ * a partial copy or a page already there.
+ */
 static int dst_install_run(void *ctx, uint64_t off, void *data, uint64_t n)
 {
 	(void)ctx;
 	uint64_t done = 0, len = n * MIG_PAGE_SIZE;
 	int existed = 0;
 	while (done < len) {
-		struct uffdio_copy c = {
-			.dst = (uint64_t)(uintptr_t)(ram + off + done),
-			.src = (uint64_t)(uintptr_t)data + done,
-			.len = len - done,
-		};
-		if (ioctl(uffd, UFFDIO_COPY, &c) == 0)
+		int64_t res;
+		int r;
+		if (data) {
+			struct uffdio_copy c = {
+				.dst = (uint64_t)(uintptr_t)(ram + off + done),
+				.src = (uint64_t)(uintptr_t)data + done,
+				.len = len - done,
+			};
+			r = ioctl(uffd, UFFDIO_COPY, &c);
+			res = c.copy;
+		} else {
+			struct uffdio_zeropage z = {
+				.range = { .start = (uint64_t)(uintptr_t)(ram + off + done),
+					   .len = len - done },
+			};
+			r = ioctl(uffd, UFFDIO_ZEROPAGE, &z);
+			res = z.zeropage;
+		}
+		if (r == 0)
 			return existed;
-		if (c.copy > 0) {
-			done += (uint64_t)c.copy;
-		} else if (c.copy == -EEXIST) {
+		if (res > 0) {
+			done += (uint64_t)res;
+		} else if (res == -EEXIST) {
 			existed++;
 			done += MIG_PAGE_SIZE;
-		} else if (c.copy != -EAGAIN) {
-			return c.copy < 0 ? (int)c.copy : -errno;
+		} else if (res != -EAGAIN) {
+			return res < 0 ? (int)res : -errno;
 		}
 	}
 	return existed;

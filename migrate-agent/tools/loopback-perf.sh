@@ -6,6 +6,7 @@
 # alternate them, the machine is noisy.
 #   migrate-agent/tools/loopback-perf.sh [BINDIR] [MEM_MiB] [RUNS]
 # With MEMTEST=1, mig-memtest instead (the library alone, no VM, no faults).
+# DWRAP: a command prefix for the destination (e.g. "perf record -o F").
 set -uo pipefail
 BIN=${1:-build/bin}
 MEM=${2:-256}
@@ -31,7 +32,7 @@ for _ in $(seq "$RUNS"); do
 		echo "$BIN memtest: $(jq -c '{push: .push_MiB_per_s, push_nonzero: ((.push_MiB_per_s * (.pages_pushed - .pages_zero) / .pages_pushed) | floor), pushed: .pages_pushed, zero: .pages_zero, dup: .duplicate_pages, ms: .postcopy_ms}' "$work/s.json")"
 		continue
 	fi
-	"$BIN/vmm" run --mem "${MEM}M" --incoming "tcp:127.0.0.1:$p" \
+	${DWRAP:-} "$BIN/vmm" run --mem "${MEM}M" --incoming "tcp:127.0.0.1:$p" \
 		--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
 	dpid=$!
 	for _ in $(seq 100); do

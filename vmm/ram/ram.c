@@ -200,20 +200,23 @@ int ram_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t n)
 		return (int)n;
 	for (i = 0; i < n && !ram_present(ram, off + i * PAGE_SIZE); i++)
 		;
-	if (!ram->ops->install_run || i < n || n == 1) {
+	if ((pages ? !ram->ops->install_run : !ram->ops->zero_run) || i < n || n == 1) {
 		for (i = 0; i < n; i++) {
-			r = ram_install(ram, off + i * PAGE_SIZE, (char *)pages + i * PAGE_SIZE);
+			uint64_t o = off + i * PAGE_SIZE;
+
+			r = pages ? ram_install(ram, o, (char *)pages + i * PAGE_SIZE)
+				  : ram_install_zero(ram, o);
 			if (r < 0)
 				return r;
 			existed += r;
 		}
 		return existed;
 	}
-	r = ram->ops->install_run(ram, off, pages, len);
+	r = pages ? ram->ops->install_run(ram, off, pages, len) : ram->ops->zero_run(ram, off, len);
 	if (r < 0)
 		return r;
 	mark_present(ram, off, len);
-	atomic_fetch_add(&ram->st.installed, n - (uint64_t)r);
+	atomic_fetch_add(pages ? &ram->st.installed : &ram->st.zeroed, n - (uint64_t)r);
 	atomic_fetch_add(&ram->st.eexist, (uint64_t)r);
 	return r;
 }

@@ -183,6 +183,37 @@ static int uffd_copy_run(struct ram *ram, uint64_t off, void *pages, uint64_t le
 	return existed;
 }
 
+/* One UFFDIO_ZEROPAGE for the run, continuing as uffd_copy_run does. */
+static int uffd_zero_run(struct ram *ram, uint64_t off, uint64_t len)
+{
+	uint64_t done = 0;
+	int existed = 0;
+
+	while (done < len) {
+		struct uffdio_zeropage z = {
+			.range = { .start = (uintptr_t)ram->host + off + done, .len = len - done },
+		};
+
+		if (ioctl(ram->fd, UFFDIO_ZEROPAGE, &z) == 0)
+			return existed;
+		if (z.zeropage > 0) {
+			done += (uint64_t)z.zeropage;
+		} else if (z.zeropage == -EEXIST) {
+			int r = uffd_wake(ram, off + done, PAGE_SIZE);
+
+			if (r < 0)
+				return r;
+			existed++;
+			done += PAGE_SIZE;
+		} else if (z.zeropage == -EAGAIN || (z.zeropage == 0 && errno == EAGAIN)) {
+			sched_yield();
+		} else {
+			return z.zeropage < 0 ? (int)z.zeropage : -errno;
+		}
+	}
+	return existed;
+}
+
 static int uffd_move(struct ram *ram, uint64_t off, void *page)
 {
 	struct uffdio_move m = {
@@ -234,6 +265,7 @@ const struct ram_backend_ops ram_backend_uffd = {
 	.read_faults = uffd_read_faults,
 	.install = uffd_copy,
 	.install_run = uffd_copy_run,
+	.zero_run = uffd_zero_run,
 	.zero = uffd_zero,
 	.wake = uffd_wake,
 	.disarm = uffd_disarm,
@@ -247,6 +279,7 @@ const struct ram_backend_ops ram_backend_uffd_move = {
 	.fault_fd = uffd_fault_fd,
 	.read_faults = uffd_read_faults,
 	.install = uffd_move,
+	.zero_run = uffd_zero_run,
 	.zero = uffd_zero,
 	.wake = uffd_wake,
 	.disarm = uffd_disarm,

@@ -91,8 +91,8 @@ struct mig_dest_vm {
 	/*
 	 * Optional (NULL: install() page by page): put the n consecutive pages
 	 * at data (a page-aligned private anonymous buffer, which a moving back
-	 * end may take pages from) at off, in as few kernel calls as possible,
-	 * and wake; returns how many were already present (>= 0, duplicates),
+	 * end may take pages from; NULL: n zero pages) at off, in as few kernel
+	 * calls as possible, and wake; returns how many were already present (>= 0, duplicates),
 	 * or a fatal -errno.
 	 */
 	int (*install_run)(void *ctx, uint64_t off, void *data, uint64_t n);

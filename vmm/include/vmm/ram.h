@@ -58,6 +58,8 @@ struct ram_backend_ops {
 	 * already there (>= 0), or a fatal -errno.
 	 */
 	int (*install_run)(struct ram *ram, uint64_t off, void *pages, uint64_t len);
+	/* Optional, the same for zero pages over [off, off + len). */
+	int (*zero_run)(struct ram *ram, uint64_t off, uint64_t len);
 	/* Maps zero pages over [off, off + len), and wakes. */
 	int (*zero)(struct ram *ram, uint64_t off, uint64_t len);
 	/* Wakes threads waiting on faults in [off, off + len). */
@@ -176,8 +178,10 @@ int ram_install(struct ram *ram, uint64_t off, void *page);
  * anonymous buffer `pages` (n * 4 KiB) and wakes their waiters: one call
  * into the kernel for the run where the back end has install_run (UFFDIO_COPY
  * of several pages costs about half as much per page as one call per page),
- * else page by page (a moving back end takes the buffer's pages).  Returns
- * how many of the pages were already present (>= 0), or -errno if fatal.
+ * else page by page (a moving back end takes the buffer's pages).  pages
+ * NULL: zero pages (zero_run, ~0.1 us a page against ~0.8 us one by one).
+ * Returns how many of the pages were already present (>= 0), or -errno if
+ * fatal.
  */
 int ram_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t n);
 /* Same as ram_install for a zero page. */
