@@ -4,15 +4,7 @@
 # a back end the kernel lacks, and SIGTERM: each gives a one-line message
 # and a non-zero exit, never a crash.
 # timeout: 60
-set -u
-BIN=${BIN:-build/bin}
-GUEST=build/guest/guest.elf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-[ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
-[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
+. tests/host/vmm-lib.bash
 
 expect() { # want-rc message-regex -- vmm args...
 	local want=$1 re=$2

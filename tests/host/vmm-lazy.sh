@@ -5,17 +5,8 @@
 # with RAM faulted in from the file (poll and busy-poll fault threads).
 # Checksums must equal the plain runs, and faults must really be served.
 # timeout: 60
-set -u
-BIN=${BIN:-build/bin}
-GUEST=build/guest/guest.elf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. tests/host/vmm-lib.bash
 
-[ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
-[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
-
-port_sum() { sed -n 's/^vmm: guest exited with status 0; .* last: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
 faults() { sed -n 's/^vmm: lazy RAM: backend=\([a-z-]*\).* faults=\([0-9]*\) served=\([0-9]*\).*/\1 \2 \3/p' "$1" | tail -n1; }
 
 backends=()

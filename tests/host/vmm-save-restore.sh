@@ -4,17 +4,8 @@
 # finishes with the checksum of an uninterrupted run; a corrupted or
 # truncated snapshot is rejected with a clear message.
 # timeout: 60
-set -u
-BIN=${BIN:-build/bin}
-GUEST=build/guest/guest.elf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. tests/host/vmm-lib.bash
 
-[ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
-[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
-
-port_sum() { sed -n 's/^vmm: guest exited with status 0; .* last: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
 cmd="workload=random ops=50000 iters=600 seed=11 quiet=1"
 
 "$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$cmd" > "$tmp/ref.out" 2> "$tmp/ref.err" ||

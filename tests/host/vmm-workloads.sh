@@ -4,20 +4,10 @@
 # on a second run, and equals what QEMU (TCG, multiboot, no KVM) computes
 # for the very same guest file and command line.  Also 2 vCPUs.
 # timeout: 60
-set -u
-BIN=${BIN:-build/bin}
-GUEST=build/guest/guest.elf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-[ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
-[ -f "$GUEST" ] || fail "$GUEST not built"
-[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
+. tests/host/vmm-lib.bash
 command -v qemu-system-x86_64 > /dev/null || fail "qemu-system-x86_64 missing (make deps)"
 
 serial_sum() { sed -n 's/^guest: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
-port_sum() { sed -n 's/^vmm: guest exited with status 0; .* last: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
 
 run_kvm() { # name vcpus cmdline
 	"$BIN/vmm" run --mem 16M --vcpus "$2" --image "$GUEST" --cmdline "$3" \
