@@ -15,4 +15,4 @@ if ! vmm probe userfault > /dev/null 2>&1; then
 	echo "FAIL: the patched kernel lacks the userfault back end ($(vmm probe userfault 2>&1))" >&2
 	exit 1
 fi
-timeout 290 vmm-api-test "$GUEST" userfault
+timeout 290 vmm-api-test "$GUEST" userfault 150
