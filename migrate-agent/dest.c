@@ -52,6 +52,13 @@ struct mig_dest {
 	uint8_t *pst;
 	uint64_t *t_fault;
 	uint8_t *stage;
+	/*
+	 * Arrival timeline: per page, 0 (not installed) or (us since t_tl0) << 2
+	 * | (kind + 1), written once by the thread that installed the page.
+	 * t_tl0 is the switch-over (phase 0 done), before any install.
+	 */
+	uint32_t *t_arr;
+	uint64_t t_tl0;
 
 	/* req_lock guards which connections are live (urg/bulk/link_ok). */
 	pthread_mutex_t req_lock;
@@ -182,9 +189,23 @@ static int claim(struct mig_dest *d, uint64_t i, int kind)
 	}
 }
 
-/* Page i, claimed in state st, is in place: account for it. */
-static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind)
+#define TL_MAX_US ((1u << 30) - 1)
+
+/* Record page i's arrival (now: mig_now_ns()) for the timeline. */
+static void stamp_arrival(struct mig_dest *d, uint64_t i, int kind, uint64_t now)
 {
+	uint64_t t0 = __atomic_load_n(&d->t_tl0, __ATOMIC_RELAXED);
+	uint64_t us = now > t0 ? (now - t0) / 1000 : 0;
+	if (us > TL_MAX_US)
+		us = TL_MAX_US;
+	__atomic_store_n(&d->t_arr[i], (uint32_t)(us << 2) | (uint32_t)(kind + 1),
+			 __ATOMIC_RELAXED);
+}
+
+/* Page i, claimed in state st, is in place at now: account for it. */
+static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now)
+{
+	stamp_arrival(d, i, kind, now);
 	if (st == PG_REQUESTED) {
 		uint64_t lat = mig_now_ns() - d->t_fault[i];
 		pthread_mutex_lock(&d->lat_lock);
@@ -221,7 +242,7 @@ static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
 			  (unsigned long long)(i * MIG_PAGE_SIZE), strerror(-r));
 		return r;
 	}
-	installed(d, i, (uint8_t)st, !data, kind);
+	installed(d, i, (uint8_t)st, !data, kind, mig_now_ns());
 	return 0;
 }
 
@@ -280,8 +301,9 @@ static int flush_run(struct mig_dest *d, struct run *run)
 	}
 	if (dups)
 		__atomic_fetch_add(&d->pages_dup, dups, __ATOMIC_RELAXED);
+	uint64_t now = mig_now_ns();
 	for (unsigned k = 0; k < n; k++)
-		installed(d, run->first + k, run->st[k], run->zero, run->kind[k]);
+		installed(d, run->first + k, run->st[k], run->zero, run->kind[k], now);
 	return 0;
 }
 
@@ -406,6 +428,7 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 			memcpy(&dn, p, sizeof(dn));
 			if (dn.phase == 0) {
 				pthread_mutex_lock(&d->lock);
+				__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
 				d->phase0_done = 1;
 				pthread_cond_broadcast(&d->cond);
 				pthread_mutex_unlock(&d->lock);
@@ -853,9 +876,10 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	d->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
 	d->pst = calloc(d->nr_pages, 1);
 	d->t_fault = calloc(d->nr_pages, 8);
+	d->t_arr = calloc(d->nr_pages, sizeof(*d->t_arr));
 	d->stage = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (!d->pst || !d->t_fault || d->stage == MAP_FAILED) {
+	if (!d->pst || !d->t_fault || !d->t_arr || d->stage == MAP_FAILED) {
 		d->stage = NULL;
 		snprintf(err, errlen, "out of memory for %llu pages",
 			 (unsigned long long)d->nr_pages);
@@ -940,6 +964,7 @@ again:
 		for (uint64_t i = 0; i < d->nr_pages; i++)
 			if (d->pst[i] == PG_STAGED)
 				d->pst[i] = PG_MISSING;
+		__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
 		d->phase0_done = 1;
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -1046,6 +1071,75 @@ int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen)
 	return failed ? -EIO : 0;
 }
 
+#define TL_BUCKETS 500
+
+static void json_counts(FILE *f, const uint32_t *v, unsigned n)
+{
+	fputc('[', f);
+	for (unsigned k = 0; k < n; k++)
+		fprintf(f, k ? ",%u" : "%u", v[k]);
+	fputc(']', f);
+}
+
+/*
+ * The arrival timeline: pages installed per bucket of bucket_ms since the
+ * destination resumed, demand and pushed apart; pages installed before the
+ * resume count in bucket 0 (and in before_resume); pages installed from the
+ * precopy stage are only counted.
+ */
+static void report_timeline(struct mig_dest *d, FILE *f)
+{
+	uint64_t t0 = __atomic_load_n(&d->t_tl0, __ATOMIC_RELAXED);
+	uint64_t tr = __atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE);
+	if (!d->t_arr || !t0 || !tr) {
+		fprintf(f, "  \"timeline\": null,\n");
+		return;
+	}
+	int64_t r0 = (int64_t)(tr - t0) / 1000; /* resume, us since t_tl0 */
+	int64_t last = 0;
+	uint64_t staged = 0, before[2] = { 0, 0 };
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint32_t v = __atomic_load_n(&d->t_arr[i], __ATOMIC_RELAXED);
+		int64_t rel = (int64_t)(v >> 2) - r0;
+		if (v && (v & 3) != 3 && rel > last)
+			last = rel;
+	}
+	uint64_t bucket_ms = (uint64_t)last / 1000 / TL_BUCKETS + 1;
+	unsigned n = (unsigned)((uint64_t)last / 1000 / bucket_ms + 1);
+	uint32_t *cnt = calloc(2 * (size_t)n, sizeof(*cnt));
+	if (!cnt) {
+		fprintf(f, "  \"timeline\": null,\n");
+		return;
+	}
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint32_t v = __atomic_load_n(&d->t_arr[i], __ATOMIC_RELAXED);
+		if (!v)
+			continue;
+		unsigned kind = (v & 3) - 1;
+		if (kind == 2) {
+			staged++;
+			continue;
+		}
+		int64_t rel = (int64_t)(v >> 2) - r0;
+		if (rel < 0) {
+			before[kind]++;
+			rel = 0;
+		}
+		cnt[kind * n + (uint64_t)rel / 1000 / bucket_ms]++;
+	}
+	fprintf(f, "  \"timeline\": {\"bucket_ms\": %llu, \"buckets\": %u, \"demand\": ",
+		(unsigned long long)bucket_ms, n);
+	json_counts(f, cnt, n);
+	fprintf(f, ", \"pushed\": ");
+	json_counts(f, cnt + n, n);
+	fprintf(f,
+		", \"before_resume\": {\"demand\": %llu, \"pushed\": %llu}, "
+		"\"precopy_staged\": %llu},\n",
+		(unsigned long long)before[0], (unsigned long long)before[1],
+		(unsigned long long)staged);
+	free(cnt);
+}
+
 void mig_dest_report(struct mig_dest *d, FILE *f)
 {
 	struct mig_complete m;
@@ -1088,6 +1182,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 	mig_json_hist(f, m.lat_hist);
 	fprintf(f, "},\n");
 	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)m.blocktime_ns / 1e6);
+	report_timeline(d, f);
 	fprintf(f, "  \"recoveries\": %llu,\n", (unsigned long long)d->recoveries);
 	fprintf(f, "  \"link_down_ms\": %.3f\n}\n", (double)d->t_broken_ns / 1e6);
 }
@@ -1117,6 +1212,7 @@ void mig_dest_free(struct mig_dest *d)
 		munmap(d->stage, d->vm->ram_size);
 	free(d->pst);
 	free(d->t_fault);
+	free(d->t_arr);
 	free(d->lat.ns);
 	free(d);
 }
