@@ -21,13 +21,16 @@ if (which eq 'cdf') {
 }
 
 if (which eq 'arrivals') {
-	set title sprintf("Pages arrived at the destination after it resumed, %s MiB guest (only QEMU's trace gives a timeline)", size)
+	set multiplot layout 1,2 title sprintf("Pages arrived at the destination after it resumed, %s MiB guest (ours: agent's per-page install times, bucketed; QEMU: its trace events)", size)
 	set xlabel "time since the destination's vCPUs resumed (ms)"
-	set ylabel "pages placed (cumulative)"
+	set ylabel "pages placed (cumulative, log)"
 	set logscale y 10
-	set key inside right center
-	plot for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($2 > 0 ? $2 : NaN) with lines lw 2 title c.': demand (requested)', \
-	     for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($3 > 0 ? $3 : NaN) with lines lw 2 dt 2 title c.': pushed (background, incl. zero pages)'
+	set key inside right bottom font ",8"
+	set title "demand (requested by a fault)"
+	plot for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($2 > 0 ? $2 : NaN) with lines lw 2 title c
+	set title "pushed (background, incl. zero pages)"
+	plot for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($3 > 0 ? $3 : NaN) with lines lw 2 title c
+	unset multiplot
 }
 
 if (which eq 'downtime') {
