@@ -98,6 +98,10 @@ fi
 wait $b
 b_rc=$?
 sleep 0.5
+# The followers are subshells running tail | sed: stop the tails too, or
+# they outlive this script and keep its output open.
+pkill -P $fa 2> /dev/null
+pkill -P $fb 2> /dev/null
 kill $fa $fb 2> /dev/null
 wait $fa $fb 2> /dev/null
 
