@@ -83,9 +83,9 @@ tests/node-launch --name "$name-a" --link a --link-port "$port" --timeout "$limi
 a=$!
 
 # Follow both consoles: phases and the VMM's own lines, as they happen.
-(tail -n +1 -F "$alog" 2> /dev/null | sed -un 's/\r$//; s/^@@PHASE /  [node a] /p; s/^\(vmm\|migrate\): /  [node a] &/p') &
+(tail --pid=$$ -n +1 -F "$alog" 2> /dev/null | sed -un 's/\r$//; s/^@@PHASE /  [node a] /p; s/^\(vmm\|migrate\): /  [node a] &/p') &
 fa=$!
-(tail -n +1 -F "$blog" 2> /dev/null | sed -un 's/\r$//; s/^@@PHASE /  [node b] /p; s/^\(vmm\|migrate\): /  [node b] &/p') &
+(tail --pid=$$ -n +1 -F "$blog" 2> /dev/null | sed -un 's/\r$//; s/^@@PHASE /  [node b] /p; s/^\(vmm\|migrate\): /  [node b] &/p') &
 fb=$!
 
 wait $a
