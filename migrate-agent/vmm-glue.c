@@ -133,7 +133,12 @@ static int dst_install_run(void *ctx, uint64_t off, void *data, uint64_t n)
 
 static int dst_load(void *ctx, const void *blob, size_t len)
 {
-	return vm_state_load(g.vm, blob, len);
+	char why[256] = "";
+	int r = vm_state_load(g.vm, blob, len, why, sizeof(why));
+
+	if (r < 0)
+		fprintf(stderr, "vmm: cannot load the migrated state: %s\n", why);
+	return r;
 }
 
 static int src_request(struct ram_source *s, struct ram *ram, uint64_t off)

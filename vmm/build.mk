@@ -2,7 +2,7 @@
 # VMM_LIB_SRCS is everything but the commands: the migration agent links it.
 
 VMM_LIB_SRCS := vmm/vm.c vmm/state.c vmm/util.c vmm/snapshot.c \
-	vmm/arch/x86/boot.c vmm/arch/x86/cpu.c \
+	vmm/arch/x86/boot.c vmm/arch/x86/cpu.c vmm/arch/x86/cpuid.c vmm/arch/x86/tsc.c \
 	vmm/hw/serial.c vmm/hw/guest-port.c \
 	vmm/ram/ram.c vmm/ram/uffd.c vmm/ram/userfault.c vmm/ram/source.c
 VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c \

@@ -69,6 +69,7 @@ int runner_restore(struct run_opts *opts)
 	struct vm *vm = NULL;
 	void *blob = NULL;
 	const char *why;
+	char why_load[256] = "";
 	int r, status = VMM_EXIT_ERROR;
 
 	r = snapshot_read(o.restore_path, &h, &blob);
@@ -90,9 +91,9 @@ int runner_restore(struct run_opts *opts)
 		pr_err("%s: %s", why, strerror(-r));
 		goto out;
 	}
-	r = vm_state_load(vm, blob, h.state_size);
+	r = vm_state_load(vm, blob, h.state_size, why_load, sizeof(why_load));
 	if (r < 0) {
-		pr_err("%s: cannot load the VM state: %s", o.restore_path, strerror(-r));
+		pr_err("%s: cannot load the VM state: %s", o.restore_path, why_load);
 		goto out;
 	}
 	if (o.lazy) {

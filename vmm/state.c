@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <linux/kvm.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,8 +71,12 @@ static int write_all(struct vm *vm, struct state_writer *w)
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *vcpu = &vm->vcpus[i];
 		struct vm_state_vcpu vs = { .halted = vcpu->state == VCPU_HALTED };
-		int r = x86_vcpu_save(vcpu, w);
+		int r = x86_cpuid_save(vcpu, w);
 
+		if (!r)
+			r = x86_vcpu_save(vcpu, w);
+		if (!r)
+			r = x86_tsc_save(vcpu, w);
 		if (r < 0)
 			return r;
 		state_put(w, VM_STATE_VCPU, i, &vs, sizeof(vs));
@@ -154,27 +159,45 @@ int vm_state_peek(const void *buf, size_t len, uint64_t *mem_size, unsigned int 
 	return 0;
 }
 
-int vm_state_load(struct vm *vm, const void *buf, size_t len)
+int vm_state_load(struct vm *vm, const void *buf, size_t len, char *why, size_t why_len)
 {
 	struct state_reader rd = { .buf = buf, .len = len };
 	uint64_t mem_size;
 	unsigned int nr_vcpus;
 	int r = vm_state_peek(buf, len, &mem_size, &nr_vcpus);
 
-	if (r < 0)
+	if (r < 0) {
+		snprintf(why, why_len, "%s",
+			 r == -EPROTONOSUPPORT ? "unsupported state version"
+					       : "bad header, size or checksum");
 		return r;
-	if (mem_size != vm->ram.size || nr_vcpus != vm->nr_vcpus)
+	}
+	if (mem_size != vm->ram.size || nr_vcpus != vm->nr_vcpus) {
+		snprintf(why, why_len, "state is for %llu bytes and %u vCPUs",
+			 (unsigned long long)mem_size, nr_vcpus);
 		return -EINVAL;
+	}
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		const struct vm_state_vcpu *vs;
 		size_t n;
 
+		/* CPUID first: KVM checks the rest of the state against it. */
+		r = x86_cpuid_load(&vm->vcpus[i], &rd, why, why_len);
+		if (r < 0)
+			return r;
 		r = x86_vcpu_load(&vm->vcpus[i], &rd);
+		if (r < 0) {
+			snprintf(why, why_len, "vCPU %u: registers or MSRs refused", i);
+			return r;
+		}
+		r = x86_tsc_load(&vm->vcpus[i], &rd, why, why_len);
 		if (r < 0)
 			return r;
 		vs = state_get(&rd, VM_STATE_VCPU, i, &n);
-		if (!vs || n != sizeof(*vs))
+		if (!vs || n != sizeof(*vs)) {
+			snprintf(why, why_len, "vCPU %u: section missing", i);
 			return -EBADMSG;
+		}
 		vm->vcpus[i].state = vs->halted ? VCPU_HALTED : VCPU_RUNNING;
 	}
 	for (unsigned int i = 0; i < vm->nr_devs; i++) {
@@ -185,11 +208,12 @@ int vm_state_load(struct vm *vm, const void *buf, size_t len)
 		if (!dev->load)
 			continue;
 		p = state_get(&rd, VM_STATE_DEVICE, dev->state_id, &n);
-		if (!p)
-			return -EBADMSG;
-		r = dev->load(dev, p, n);
-		if (r < 0)
+		r = p ? dev->load(dev, p, n) : -EBADMSG;
+		if (r < 0) {
+			snprintf(why, why_len, "device %u: state missing or refused",
+				 dev->state_id);
 			return r;
+		}
 	}
 	return 0;
 }

@@ -130,6 +130,7 @@ struct shared {
 	volatile uint32_t go;	/* set by cpu 0 once configured */
 	volatile uint32_t done; /* cpus finished */
 	uint64_t sums[GUEST_MAX_CPUS];
+	uint64_t tsc_back[GUEST_MAX_CPUS]; /* per vCPU: largest TSC step back */
 	struct guest_report report[GUEST_MAX_CPUS];
 };
 
@@ -316,7 +317,26 @@ struct part {
 	uint64_t rng;
 	uint64_t sum;
 	uint64_t ops;
+	uint64_t last_tsc; /* the latest TSC this vCPU has read */
+	uint64_t tsc_back; /* the largest step back seen, in cycles (0: none) */
 };
+
+/*
+ * A guest must never see its TSC go backwards, migrated or not: time in a
+ * guest is built on it.  Each vCPU reads it every TSC_CHECK_OPS operations
+ * (cheap against a page touch) and remembers the largest step back.
+ */
+#define TSC_CHECK_OPS 1024
+
+static inline void tsc_check(struct part *p)
+{
+	uint64_t now = rdtsc();
+
+	if (now < p->last_tsc && p->last_tsc - now > p->tsc_back)
+		p->tsc_back = p->last_tsc - now;
+	if (now > p->last_tsc)
+		p->last_tsc = now;
+}
 
 static void one_iteration(struct part *p, uint64_t it)
 {
@@ -331,6 +351,8 @@ static void one_iteration(struct part *p, uint64_t it)
 
 			p->sum = touch(pg, 0, p->sum, mix64(c->seed ^ (it << 40) ^ i));
 			p->sum = touch(pg, w, p->sum, p->sum);
+			if (i % TSC_CHECK_OPS == 0)
+				tsc_check(p);
 		}
 		p->ops += n;
 		break;
@@ -345,6 +367,8 @@ static void one_iteration(struct part *p, uint64_t it)
 			uint64_t *pg = base + (r % ws) * WORDS_PER_PAGE;
 
 			p->sum = touch(pg, (r >> 40) & (WORDS_PER_PAGE - 1), p->sum, r);
+			if (i % TSC_CHECK_OPS == 0)
+				tsc_check(p);
 		}
 		p->ops += ops;
 		break;
@@ -363,13 +387,18 @@ static void one_iteration(struct part *p, uint64_t it)
 
 			p->sum = touch(base + page * WORDS_PER_PAGE,
 				       (r >> 40) & (WORDS_PER_PAGE - 1), p->sum, r);
+			if (i % TSC_CHECK_OPS == 0)
+				tsc_check(p);
 		}
 		p->ops += ops;
 		break;
 	}
 	case GUEST_WL_IDLE:
-		for (int i = 0; i < 100000; i++)
+		for (int i = 0; i < 100000; i++) {
 			cpu_relax();
+			if (i % TSC_CHECK_OPS == 0)
+				tsc_check(p);
+		}
 		p->sum = mix64(p->sum ^ it);
 		break;
 	}
@@ -395,6 +424,7 @@ static uint64_t run_part(uint32_t cpu)
 		.pages = cpu == sh.nr_cpus - 1 ? sh.pages - cpu * per : per,
 		.rng = mix64(c->seed + cpu + 1) | 1,
 		.sum = mix64(c->seed ^ ((uint64_t)cpu << 32)),
+		.last_tsc = rdtsc(),
 	};
 
 	if (c->secs)
@@ -403,6 +433,7 @@ static uint64_t run_part(uint32_t cpu)
 		if (c->secs ? rdtsc() >= deadline : it >= c->iters)
 			break;
 		one_iteration(&p, it);
+		tsc_check(&p);
 		it++;
 		if (cpu == 0) {
 			report(0, GUEST_REPORT_PROGRESS, it, p.ops, p.sum, 0);
@@ -419,7 +450,24 @@ static uint64_t run_part(uint32_t cpu)
 		p.sum = verify_pass(&p, p.sum);
 	if (cpu == 0)
 		sh.report[0].iter = it;
+	sh.tsc_back[cpu] = p.tsc_back;
 	return p.sum;
+}
+
+/* Exits with GUEST_EXIT_TSC_BACKWARDS if any vCPU saw its TSC go back. */
+static void check_time(void)
+{
+	for (uint32_t i = 0; i < sh.nr_cpus; i++) {
+		if (!sh.tsc_back[i])
+			continue;
+		puts_serial("guest: TSC went backwards on cpu ");
+		put_dec(i);
+		puts_serial(" by ");
+		put_dec(sh.tsc_back[i]);
+		puts_serial(" cycles\n");
+		report(0, GUEST_REPORT_ERROR, 0, 0, 0, GUEST_EXIT_TSC_BACKWARDS);
+		guest_exit(GUEST_EXIT_TSC_BACKWARDS);
+	}
 }
 
 static void __attribute__((noreturn)) run_cpu0(const char *cmdline, uint64_t mem_size)
@@ -466,6 +514,7 @@ static void __attribute__((noreturn)) run_cpu0(const char *cmdline, uint64_t mem
 	while (__atomic_load_n(&sh.done, __ATOMIC_ACQUIRE) != sh.nr_cpus - 1)
 		cpu_relax();
 
+	check_time();
 	sum = 0;
 	for (uint32_t i = 0; i < sh.nr_cpus; i++)
 		sum = mix64(sum ^ sh.sums[i]);

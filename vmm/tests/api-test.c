@@ -201,7 +201,7 @@ static void check_blob(struct vm *vm, uint8_t *blob, size_t len)
 	memcpy(bad, blob, len);
 	bad[len / 2] ^= 0x40;
 	CHECK(vm_state_peek(bad, len, NULL, NULL) == -EBADMSG, "flipped byte accepted");
-	CHECK(vm_state_load(vm, bad, len) == -EBADMSG, "load of a flipped blob");
+	CHECK(vm_state_load(vm, bad, len, NULL, 0) == -EBADMSG, "load of a flipped blob");
 	CHECK(vm_state_peek(blob, len - 8, NULL, NULL) == -EBADMSG, "truncated blob accepted");
 	memcpy(bad, blob, len);
 	memcpy(&h, bad, sizeof(h));
@@ -284,7 +284,7 @@ int main(int argc, char **argv)
 	/* 4. B: lazy RAM, asynchronous source, background push */
 	as.image = image;
 	server.ram = pusher.ram = vm_ram(b);
-	CHECK(vm_state_load(b, blob, (size_t)len) == 0, "state load into B");
+	CHECK(vm_state_load(b, blob, (size_t)len, NULL, 0) == 0, "state load into B");
 	CHECK(ram_start_faults(vm_ram(b), &as.src, false) == 0, "fault thread");
 	pthread_create(&ts, NULL, server_thread, &server);
 	CHECK(vm_start(b) == 0, "start B");
@@ -330,7 +330,7 @@ int main(int argc, char **argv)
 
 		pthread_mutex_init(&dead.lock, NULL);
 		pthread_cond_init(&dead.cond, NULL);
-		CHECK(vm_state_load(c, blob, (size_t)len) == 0, "state load into C");
+		CHECK(vm_state_load(c, blob, (size_t)len, NULL, 0) == 0, "state load into C");
 		CHECK(ram_start_faults(vm_ram(c), &dead.src, false) == 0, "fault thread C");
 		CHECK(vm_start(c) == 0, "start C");
 		usleep(100000);

@@ -27,9 +27,11 @@
 #define EFER_LME       (1ULL << 8)
 #define EFER_LMA       (1ULL << 10)
 
-/* MSRs a guest like ours (or a small kernel) may change; saved if KVM has them. */
+/*
+ * MSRs a guest like ours (or a small kernel) may change; saved if KVM has
+ * them.  The TSC is not here: it has its own section (tsc.c).
+ */
 static const uint32_t wanted_msrs[] = {
-	0x00000010, /* TSC */
 	0x00000174, /* SYSENTER_CS */
 	0x00000175, /* SYSENTER_ESP */
 	0x00000176, /* SYSENTER_EIP */

@@ -61,6 +61,13 @@ struct guest_bootinfo {
 	char cmdline[GUEST_CMDLINE_MAX]; /* NUL-terminated */
 };
 
+/*
+ * Guest exit statuses other than 0 (done): 2 bad command line, 3 not enough
+ * RAM, 4 bad boot information, and this one: a vCPU saw its TSC go
+ * backwards (a migration or restore that did not carry guest time).
+ */
+#define GUEST_EXIT_TSC_BACKWARDS 5
+
 #define GUEST_REPORT_MAGIC 0x54525047u /* "GPRT" */
 
 enum guest_report_kind {

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VM_STATE_MAGIC	 0x5441545356434350ULL /* "PCCVSTAT" */
-#define VM_STATE_VERSION 1
+#define VM_STATE_VERSION 2		       /* 2: CPUID and TSC sections */
 
 struct vm_state_header {
 	uint64_t magic;
@@ -46,6 +46,8 @@ enum vm_state_type {
 	VM_STATE_MSRS = 5,   /* n x struct vm_state_msr */
 	VM_STATE_EVENTS = 6, /* struct kvm_vcpu_events */
 	VM_STATE_VCPU = 7,   /* struct vm_state_vcpu */
+	VM_STATE_CPUID = 8,  /* n x struct kvm_cpuid_entry2: the CPUID the guest saw */
+	VM_STATE_TSC = 9,    /* struct vm_state_tsc */
 	VM_STATE_DEVICE = 16 /* index = device state_id, payload = device's */
 };
 
@@ -59,6 +61,14 @@ struct vm_state_vcpu {
 	uint32_t halted; /* the vCPU had halted for good (guest is done with it) */
 	uint32_t reserved;
 };
+
+/* Guest time: the TSC when the vCPU was saved, and its rate. */
+struct vm_state_tsc {
+	uint64_t tsc;
+	uint32_t tsc_khz; /* 0 if the source did not know it */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct vm_state_tsc) == 16, "vm_state_tsc ABI");
 
 /* Section writer: counts only when buf is NULL. */
 struct state_writer {

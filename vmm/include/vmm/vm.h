@@ -154,8 +154,13 @@ void vm_last_report(struct vm *vm, struct guest_report *out, uint64_t *count);
 ssize_t vm_state_size(struct vm *vm);
 /* Writes the versioned, checksummed blob; returns its length. Paused VM. */
 ssize_t vm_state_save(struct vm *vm, void *buf, size_t len);
-/* Loads a blob into a VM created with the blob's geometry, not running. */
-int vm_state_load(struct vm *vm, const void *buf, size_t len);
+/*
+ * Loads a blob into a VM created with the blob's geometry, not running.
+ * On failure *why (why_len bytes, may be NULL) says what was refused; a
+ * host that cannot give the guest the CPUID or TSC rate it had gets
+ * -EOPNOTSUPP.
+ */
+int vm_state_load(struct vm *vm, const void *buf, size_t len, char *why, size_t why_len);
 /* Validates a blob and returns its geometry, to create the VM for it. */
 int vm_state_peek(const void *buf, size_t len, uint64_t *mem_size, unsigned int *nr_vcpus);
 

@@ -30,4 +30,14 @@ int x86_vcpu_boot(struct vcpu *vcpu, uint64_t entry);
 int x86_vcpu_save(struct vcpu *vcpu, struct state_writer *w);
 int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *r);
 
+/*
+ * The CPUID the guest saw (cpuid.c) and its TSC (tsc.c), saved per vCPU and
+ * loaded before the rest of its state.  A load that this host cannot honour
+ * fails with -EOPNOTSUPP and a sentence in why (may be NULL).
+ */
+int x86_cpuid_save(struct vcpu *vcpu, struct state_writer *w);
+int x86_cpuid_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);
+int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w);
+int x86_tsc_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);
+
 #endif /* VMM_X86_H */

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest time across a save, a restore or a migration: the TSC value and its
+ * frequency travel with the vCPU (section VM_STATE_TSC), so the guest never
+ * sees its time stamp counter go backwards nor tick at another rate.
+ *
+ * Setting IA32_TSC with KVM_SET_MSRS is not enough on every kernel.  Linux
+ * 6.1 takes a host write that lands within a second of the value it expects
+ * (the VM's age in cycles) for an attempt to synchronise vCPUs at start-up
+ * and keeps its own value instead: a guest restored less than a second
+ * after its destination VM was created sees time jump back.  So the value
+ * is read back after the write, and where KVM kept another one the vCPU's
+ * TSC offset (KVM_VCPU_TSC_OFFSET, Linux 5.16+) is moved by the difference.
+ */
+#include <errno.h>
+#include <linux/kvm.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "vmm/state.h"
+#include "vmm/vm.h"
+#include "vmm/x86.h"
+
+#define MSR_IA32_TSC 0x10
+/* A read-back this far past the written value means KVM kept its own. */
+#define TSC_SLACK_MS 1
+
+static int tsc_msr(struct vcpu *vcpu, unsigned long op, uint64_t *value)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry entry;
+	} m = { .hdr.nmsrs = 1, .entry = { .index = MSR_IA32_TSC, .data = *value } };
+	int n = ioctl(vcpu->fd, op, &m);
+
+	if (n < 0)
+		return -errno;
+	if (n != 1)
+		return -EIO;
+	*value = m.entry.data;
+	return 0;
+}
+
+int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w)
+{
+	struct vm_state_tsc t = { .tsc_khz = vcpu->vm->tsc_khz };
+	int r = 0;
+
+	if (w->buf)
+		r = tsc_msr(vcpu, KVM_GET_MSRS, &t.tsc);
+	if (r < 0)
+		return r;
+	state_put(w, VM_STATE_TSC, vcpu->id, &t, sizeof(t));
+	return w->err;
+}
+
+/* Moves the vCPU's TSC offset so that its TSC reads `want` from now on. */
+static int shift_tsc(struct vcpu *vcpu, uint64_t want, uint64_t got)
+{
+	uint64_t offset;
+	struct kvm_device_attr attr = { .group = KVM_VCPU_TSC_CTRL,
+					.attr = KVM_VCPU_TSC_OFFSET,
+					.addr = (uint64_t)(uintptr_t)&offset };
+
+	if (ioctl(vcpu->fd, KVM_HAS_DEVICE_ATTR, &attr) < 0)
+		return -EOPNOTSUPP;
+	if (ioctl(vcpu->fd, KVM_GET_DEVICE_ATTR, &attr) < 0)
+		return -errno;
+	offset += want - got; /* modulo 2^64, as the hardware adds it */
+	if (ioctl(vcpu->fd, KVM_SET_DEVICE_ATTR, &attr) < 0)
+		return -errno;
+	return 0;
+}
+
+int x86_tsc_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t why_len)
+{
+	const struct vm *vm = vcpu->vm;
+	struct vm_state_tsc t;
+	uint64_t now;
+	const void *p;
+	size_t size;
+	int r;
+
+	p = state_get(rd, VM_STATE_TSC, vcpu->id, &size);
+	if (!p || size != sizeof(t)) {
+		snprintf(why, why_len, "vCPU %u: TSC section missing or malformed", vcpu->id);
+		return -EBADMSG;
+	}
+	memcpy(&t, p, sizeof(t));
+	if (t.tsc_khz && t.tsc_khz != vm->tsc_khz &&
+	    ioctl(vcpu->fd, KVM_SET_TSC_KHZ, (unsigned long)t.tsc_khz) < 0) {
+		r = -errno;
+		snprintf(why, why_len,
+			 "this host cannot run the guest's TSC at %u kHz (its own: %u kHz)",
+			 t.tsc_khz, vm->tsc_khz);
+		return r;
+	}
+	now = t.tsc;
+	r = tsc_msr(vcpu, KVM_SET_MSRS, &now);
+	if (!r)
+		r = tsc_msr(vcpu, KVM_GET_MSRS, &now);
+	/* Honoured, the read-back is the value plus the cycles since the write. */
+	if (!r && (now < t.tsc || now - t.tsc > TSC_SLACK_MS * (uint64_t)vm->tsc_khz))
+		r = shift_tsc(vcpu, t.tsc, now);
+	if (r < 0)
+		snprintf(why, why_len, "vCPU %u: cannot restore the guest's TSC: %s", vcpu->id,
+			 strerror(-r));
+	return r;
+}
