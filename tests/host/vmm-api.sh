@@ -5,7 +5,7 @@
 # lazy RAM served by an asynchronous source plus a background push;
 # both VMs end with the checksum of an uninterrupted run, every page
 # installed exactly once.  Once per userfaultfd back end this kernel has.
-# timeout: 120
+# timeout: 600
 set -u
 BIN=${BIN:-build/bin}
 GUEST=build/guest/guest.elf

@@ -3,7 +3,7 @@
 # RAM), restored with `vmm restore` (and saved and restored once more),
 # finishes with the checksum of an uninterrupted run; a corrupted or
 # truncated snapshot is rejected with a clear message.
-# timeout: 60
+# timeout: 300
 . tests/host/vmm-lib.bash
 
 cmd="workload=random ops=50000 iters=600 seed=11 quiet=1"

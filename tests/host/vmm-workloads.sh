@@ -3,7 +3,7 @@
 # checksum on the report port equals the one printed on serial, is the same
 # on a second run, and equals what QEMU (TCG, multiboot, no KVM) computes
 # for the very same guest file and command line.  Also 2 vCPUs.
-# timeout: 60
+# timeout: 300
 . tests/host/vmm-lib.bash
 command -v qemu-system-x86_64 > /dev/null || fail "qemu-system-x86_64 missing (make deps)"
 
@@ -27,7 +27,7 @@ for wl in seq random hotset idle; do
 	a=$(run_kvm "$wl-a" 1 "$cmd") || exit 1
 	b=$(run_kvm "$wl-b" 1 "$cmd") || exit 1
 	[ "$a" = "$b" ] || fail "$wl: two runs differ: $a vs $b"
-	timeout 30 qemu-system-x86_64 -accel tcg -nographic -no-reboot -m 16 \
+	timeout 240 qemu-system-x86_64 -accel tcg -nographic -no-reboot -m 16 \
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
 		-kernel "$GUEST" -append "$cmd" > "$tmp/$wl-qemu.out" 2>&1 < /dev/null
 	rc=$?

@@ -76,13 +76,38 @@ static struct vm *new_vm(const struct ram_backend_ops *lazy, void *staging)
 	return vm;
 }
 
+/*
+ * Hang guards, not timings: the test must pass on a machine as busy as CI's
+ * can get, so anything that waits waits on progress, bounded only by this.
+ */
+#define HANG_GUARD_MS 300000
+
+/* Waits (bounded by HANG_GUARD_MS) until *counter, read under lock, is non-zero. */
+static int wait_nonzero(pthread_mutex_t *lock, const uint64_t *counter)
+{
+	uint64_t t0 = now_ns();
+
+	for (;;) {
+		uint64_t v;
+
+		pthread_mutex_lock(lock);
+		v = *counter;
+		pthread_mutex_unlock(lock);
+		if (v)
+			return 0;
+		if (now_ns() - t0 > HANG_GUARD_MS * 1000000ULL)
+			return -1;
+		usleep(1000);
+	}
+}
+
 static uint64_t finish(struct vm *vm, const char *name)
 {
 	struct guest_report rep;
 	int status = -1;
 
-	if (vm_wait(vm, 120000, &status) != 1) {
-		fprintf(stderr, "FAIL: %s did not finish in 120 s\n", name);
+	if (vm_wait(vm, HANG_GUARD_MS, &status) != 1) {
+		fprintf(stderr, "FAIL: %s did not finish in %d s\n", name, HANG_GUARD_MS / 1000);
 		exit(1);
 	}
 	vm_last_report(vm, &rep, NULL);
@@ -333,15 +358,14 @@ int main(int argc, char **argv)
 		CHECK(vm_state_load(c, blob, (size_t)len, NULL, 0) == 0, "state load into C");
 		CHECK(ram_start_faults(vm_ram(c), &dead.src, false) == 0, "fault thread C");
 		CHECK(vm_start(c) == 0, "start C");
-		usleep(100000);
+		CHECK(wait_nonzero(&dead.lock, &dead.requested) == 0, "C asked for no page");
 		CHECK(vm_wait(c, 0, NULL) == 0, "C ran without its pages");
-		CHECK(dead.requested > 0, "C asked for no page");
 		t0 = now_ns();
 		vm_destroy(c);
 		printf("C (source never answers): %" PRIu64
 		       " pages requested, destroyed in %.1f ms\n",
 		       dead.requested, (now_ns() - t0) / 1e6);
-		CHECK(now_ns() - t0 < 5000000000ULL, "vm_destroy took more than 5 s");
+		CHECK(now_ns() - t0 < HANG_GUARD_MS * 1000000ULL, "vm_destroy hung");
 	}
 	free(blob);
 	free(image);
