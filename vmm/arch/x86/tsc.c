@@ -4,13 +4,16 @@
  * frequency travel with the vCPU (section VM_STATE_TSC), so the guest never
  * sees its time stamp counter go backwards nor tick at another rate.
  *
- * Setting IA32_TSC with KVM_SET_MSRS is not enough on every kernel.  Linux
- * 6.1 takes a host write that lands within a second of the value it expects
- * (the VM's age in cycles) for an attempt to synchronise vCPUs at start-up
- * and keeps its own value instead: a guest restored less than a second
- * after its destination VM was created sees time jump back.  So the value
- * is read back after the write, and where KVM kept another one the vCPU's
- * TSC offset (KVM_VCPU_TSC_OFFSET, Linux 5.16+) is moved by the difference.
+ * The value is set through the vCPU's TSC offset (KVM_VCPU_TSC_OFFSET,
+ * Linux 5.16+): read the TSC as the guest would now, move the offset by
+ * the difference.  Writing IA32_TSC with KVM_SET_MSRS, the older way, is
+ * only the fallback: KVM takes a host write for vCPU start-up
+ * synchronisation when it lands within a second of the VM's age, and then
+ * keeps (Linux 6.1 with a stable TSC) or adjusts the value.  Either way the
+ * result is read back: a TSC behind the saved one fails the load.  One
+ * ahead of it is accepted: PVM hosts (this project's) ignore TSC offsets
+ * and show every guest the host's own TSC, so there a restored guest's
+ * time includes the time it spent saved.
  */
 #include <errno.h>
 #include <linux/kvm.h>
@@ -23,8 +26,6 @@
 #include "vmm/x86.h"
 
 #define MSR_IA32_TSC 0x10
-/* A read-back this far past the written value means KVM kept its own. */
-#define TSC_SLACK_MS 1
 
 static int tsc_msr(struct vcpu *vcpu, unsigned long op, uint64_t *value)
 {
@@ -56,18 +57,22 @@ int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w)
 }
 
 /* Moves the vCPU's TSC offset so that its TSC reads `want` from now on. */
-static int shift_tsc(struct vcpu *vcpu, uint64_t want, uint64_t got)
+static int shift_tsc(struct vcpu *vcpu, uint64_t want)
 {
-	uint64_t offset;
+	uint64_t offset, now = 0;
 	struct kvm_device_attr attr = { .group = KVM_VCPU_TSC_CTRL,
 					.attr = KVM_VCPU_TSC_OFFSET,
 					.addr = (uint64_t)(uintptr_t)&offset };
+	int r;
 
 	if (ioctl(vcpu->fd, KVM_HAS_DEVICE_ATTR, &attr) < 0)
 		return -EOPNOTSUPP;
 	if (ioctl(vcpu->fd, KVM_GET_DEVICE_ATTR, &attr) < 0)
 		return -errno;
-	offset += want - got; /* modulo 2^64, as the hardware adds it */
+	r = tsc_msr(vcpu, KVM_GET_MSRS, &now);
+	if (r < 0)
+		return r;
+	offset += want - now; /* modulo 2^64, as the hardware adds it */
 	if (ioctl(vcpu->fd, KVM_SET_DEVICE_ATTR, &attr) < 0)
 		return -errno;
 	return 0;
@@ -77,7 +82,7 @@ int x86_tsc_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t w
 {
 	const struct vm *vm = vcpu->vm;
 	struct vm_state_tsc t;
-	uint64_t now;
+	uint64_t now = 0;
 	const void *p;
 	size_t size;
 	int r;
@@ -96,15 +101,22 @@ int x86_tsc_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t w
 			 t.tsc_khz, vm->tsc_khz);
 		return r;
 	}
-	now = t.tsc;
-	r = tsc_msr(vcpu, KVM_SET_MSRS, &now);
+	r = shift_tsc(vcpu, t.tsc);
+	if (r == -EOPNOTSUPP) {
+		now = t.tsc;
+		r = tsc_msr(vcpu, KVM_SET_MSRS, &now);
+	}
 	if (!r)
 		r = tsc_msr(vcpu, KVM_GET_MSRS, &now);
-	/* Honoured, the read-back is the value plus the cycles since the write. */
-	if (!r && (now < t.tsc || now - t.tsc > TSC_SLACK_MS * (uint64_t)vm->tsc_khz))
-		r = shift_tsc(vcpu, t.tsc, now);
+	/*
+	 * Taken, the read-back is the value plus the cycles since it was set.
+	 * Later still is allowed (PVM ignores TSC offsets: its guests read the
+	 * host's own TSC, so their time includes the pause); earlier is not.
+	 */
+	if (!r && now < t.tsc)
+		r = -EIO;
 	if (r < 0)
 		snprintf(why, why_len, "vCPU %u: cannot restore the guest's TSC: %s", vcpu->id,
-			 strerror(-r));
+			 r == -EIO ? "KVM kept an earlier value" : strerror(-r));
 	return r;
 }
