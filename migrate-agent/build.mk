@@ -40,3 +40,6 @@ $(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate
 		migrate-agent/wire.c -lzstd
 $(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))
+
+# TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
+$(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c,-lssl -lcrypto))

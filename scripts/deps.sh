@@ -12,7 +12,7 @@ packages=(
 	# nodes and networking
 	qemu-system-x86 busybox-static iproute2
 	# bench and tools
-	libvirt-daemon-system libvirt-clients gnuplot-nox jq python3 clang-format
+	libvirt-daemon-system libvirt-clients gnuplot-nox jq python3 clang-format openssl
 )
 
 missing=()

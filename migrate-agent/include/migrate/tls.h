@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * TLS for migration connections: OpenSSL 3, TLS 1.3 only, credentials laid
+ * out as QEMU's (docs/security.md).
+ *
+ *   x509  a directory with ca-cert.pem, server-cert.pem, server-key.pem,
+ *         client-cert.pem and client-key.pem (QEMU's tls-creds-x509 with
+ *         verify-peer=on): each end presents its certificate and verifies
+ *         the other's against the CA; the client also checks that the
+ *         server's certificate names the host it meant to reach.
+ *   psk   a file of lines IDENTITY:HEXKEY (QEMU's tls-creds-psk keys.psk);
+ *         the client offers the first line, the server accepts any line.
+ *
+ * One struct mig_tls wraps one connected socket.  One thread may send while
+ * another receives (the transport's urgent channel does): each call holds
+ * the session's lock only inside OpenSSL and waits for the socket outside
+ * it.  The socket is non-blocking from the handshake on.  OpenSSL writes
+ * with write(): the process must ignore SIGPIPE (the VMM does).
+ */
+#ifndef MIGRATE_TLS_H
+#define MIGRATE_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct mig_tls_opts {
+	const char *creds_dir; /* x509 directory, or NULL */
+	const char *psk_file;  /* PSK file, or NULL (exactly one of the two) */
+	const char *hostname;  /* client, x509: name the server must carry */
+};
+
+struct mig_tls_ctx;
+struct mig_tls;
+
+/* Loads the credentials for one side; -errno and a sentence in err. */
+int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
+		    size_t errlen);
+void mig_tls_ctx_free(struct mig_tls_ctx *ctx);
+
+/*
+ * Runs the handshake on a connected socket within timeout_ms.  On success
+ * *out owns nothing but the session: the caller still closes fd after
+ * mig_tls_free().  -ETIMEDOUT, -ECONNRESET (the peer closed), -EPROTO (the
+ * peer does not speak TLS), -EACCES (a credential was refused), each with
+ * a sentence in err naming the cause.
+ */
+int mig_tls_handshake(struct mig_tls_ctx *ctx, int fd, int timeout_ms, struct mig_tls **out,
+		      char *err, size_t errlen);
+
+/*
+ * Sends all len bytes (0) or fails: -ETIMEDOUT when the socket accepted
+ * nothing for timeout_ms (-1: no limit), -EPIPE on a broken link.
+ */
+int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms);
+
+/*
+ * Receives up to len bytes: their count, 0 at the peer's orderly close
+ * (close_notify), -ETIMEDOUT after timeout_ms without data (-1: no limit),
+ * -ECONNRESET for a link that broke or an alert (err says which).
+ */
+ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, char *err,
+		     size_t errlen);
+
+/* Sends close_notify (best effort) and frees the session. */
+void mig_tls_free(struct mig_tls *t);
+
+#endif /* MIGRATE_TLS_H */

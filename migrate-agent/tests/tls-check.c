@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mig-tls-check: both ends of one TLS connection over loopback TCP, each
+ * configured from the command line, to test migrate/tls.h against real
+ * OpenSSL handshakes: good credentials, and each bad input a user can give.
+ *
+ *   mig-tls-check SERVER-SIDE CLIENT-SIDE [--hostname NAME] [--bytes N]
+ *                 [--timeout-ms MS]
+ *   a side:  --server-creds DIR | --server-psk FILE | --server-plain
+ *            --client-creds DIR | --client-psk FILE | --client-plain |
+ *            --client-silent | --client-truncate
+ *
+ * After the handshake both ends send N bytes (default 4 MiB) to each other
+ * at once, one thread sending while another receives on the same session,
+ * and check every byte.  Prints one line per end, "server: ok ..." or
+ * "server: <the error>"; exits 0 only if both ends succeeded.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "migrate/tls.h"
+
+enum side_kind {
+	SIDE_TLS,
+	SIDE_PLAIN,
+	SIDE_SILENT,
+	SIDE_TRUNCATE
+};
+
+struct end {
+	const char *name;
+	bool server;
+	enum side_kind kind;
+	struct mig_tls_opts opts;
+	int fd;
+	size_t bytes;
+	int timeout_ms;
+	char result[512];
+	bool ok;
+};
+
+static unsigned char pattern(bool from_server, size_t i)
+{
+	return (unsigned char)((i * 131 + (i >> 12)) ^ (from_server ? 0x5a : 0xa5));
+}
+
+struct sender {
+	struct mig_tls *t;
+	bool server;
+	size_t bytes;
+	int r;
+};
+
+static void *send_all(void *arg)
+{
+	struct sender *s = arg;
+	unsigned char buf[16384];
+
+	for (size_t off = 0; off < s->bytes && !s->r; off += sizeof(buf)) {
+		size_t n = s->bytes - off < sizeof(buf) ? s->bytes - off : sizeof(buf);
+
+		for (size_t i = 0; i < n; i++)
+			buf[i] = pattern(s->server, off + i);
+		s->r = mig_tls_send(s->t, buf, n, 60000);
+	}
+	return NULL;
+}
+
+/* Full duplex over one session: a sender thread while this one receives. */
+static void exchange(struct end *e, struct mig_tls *t)
+{
+	struct sender s = { .t = t, .server = e->server, .bytes = e->bytes };
+	unsigned char buf[20000];
+	pthread_t th;
+	size_t got = 0;
+	char err[256] = "";
+
+	pthread_create(&th, NULL, send_all, &s);
+	while (got < e->bytes) {
+		ssize_t n = mig_tls_recv(t, buf, sizeof(buf), 60000, err, sizeof(err));
+
+		if (n <= 0) {
+			snprintf(e->result, sizeof(e->result), "%s after %zu bytes",
+				 n == 0 ? "peer closed" : err, got);
+			break;
+		}
+		for (ssize_t i = 0; i < n; i++, got++)
+			if (buf[i] != pattern(!e->server, got)) {
+				snprintf(e->result, sizeof(e->result), "byte %zu corrupted", got);
+				got = e->bytes + 1;
+				break;
+			}
+	}
+	pthread_join(th, NULL);
+	if (got == e->bytes && !s.r) {
+		e->ok = true;
+		snprintf(e->result, sizeof(e->result), "ok: %zu bytes each way over TLS 1.3", got);
+	} else if (s.r && !e->result[0]) {
+		snprintf(e->result, sizeof(e->result), "send failed: %s", strerror(-s.r));
+	}
+}
+
+/* The ends that are not TLS: what a plain migration end or a broken peer does. */
+static void misbehave(struct end *e)
+{
+	static const unsigned char client_hello_start[] = { 0x16, 0x03, 0x01, 0x02, 0x00, 0x01 };
+	char buf[4096];
+
+	switch (e->kind) {
+	case SIDE_PLAIN: /* a frame-like greeting, as an end without TLS sends */
+		memset(buf, 'P', 64);
+		if (write(e->fd, buf, 64) != 64)
+			break;
+		(void)!read(e->fd, buf, sizeof(buf));
+		break;
+	case SIDE_TRUNCATE: /* the start of a ClientHello, then gone */
+		(void)!write(e->fd, client_hello_start, sizeof(client_hello_start));
+		break;
+	case SIDE_SILENT:
+		(void)!read(e->fd, buf, sizeof(buf)); /* until the other end gives up */
+		break;
+	case SIDE_TLS:
+		break;
+	}
+	snprintf(e->result, sizeof(e->result), "not TLS (%s)",
+		 e->kind == SIDE_PLAIN	  ? "plain"
+		 : e->kind == SIDE_SILENT ? "silent"
+					  : "truncated");
+}
+
+static void *run_end(void *arg)
+{
+	struct end *e = arg;
+	struct mig_tls_ctx *ctx = NULL;
+	struct mig_tls *t = NULL;
+	char err[400] = "";
+	int r;
+
+	if (e->kind != SIDE_TLS) {
+		misbehave(e);
+		shutdown(e->fd, SHUT_RDWR);
+		return NULL;
+	}
+	r = mig_tls_ctx_new(&e->opts, e->server, &ctx, err, sizeof(err));
+	if (!r)
+		r = mig_tls_handshake(ctx, e->fd, e->timeout_ms, &t, err, sizeof(err));
+	if (r < 0)
+		snprintf(e->result, sizeof(e->result), "%s", err);
+	else
+		exchange(e, t);
+	mig_tls_free(t);
+	mig_tls_ctx_free(ctx);
+	shutdown(e->fd, SHUT_RDWR); /* the other end must not wait for us */
+	return NULL;
+}
+
+/* A connected loopback TCP pair: fds[0] accepted (server), fds[1] connected. */
+static int tcp_pair(int fds[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) < 0)
+		return -errno;
+	fds[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fds[1] < 0 || connect(fds[1], (struct sockaddr *)&a, sizeof(a)) < 0)
+		return -errno;
+	fds[0] = accept(l, NULL, NULL);
+	close(l);
+	return fds[0] < 0 ? -errno : 0;
+}
+
+static int parse_side(const char *flag, const char *value, struct end *srv, struct end *cli)
+{
+	struct end *e = !strncmp(flag, "--server-", 9) ? srv : cli;
+	const char *what = flag + 9; /* after "--server-" or "--client-" */
+
+	if (strncmp(flag, "--server-", 9) && strncmp(flag, "--client-", 9))
+		return -1;
+	if (!strcmp(what, "creds"))
+		e->opts.creds_dir = value;
+	else if (!strcmp(what, "psk"))
+		e->opts.psk_file = value;
+	else if (!strcmp(what, "plain"))
+		e->kind = SIDE_PLAIN;
+	else if (!strcmp(what, "silent") && e == cli)
+		e->kind = SIDE_SILENT;
+	else if (!strcmp(what, "truncate") && e == cli)
+		e->kind = SIDE_TRUNCATE;
+	else
+		return -1;
+	return (!strcmp(what, "creds") || !strcmp(what, "psk")) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct end srv = { .name = "server", .server = true }, cli = { .name = "client" };
+	int fds[2] = { -1, -1 }, r;
+	pthread_t ts, tc;
+
+	signal(SIGPIPE, SIG_IGN); /* as in the VMM: a dead peer is an error, not a signal */
+	srv.bytes = cli.bytes = 4 << 20;
+	srv.timeout_ms = cli.timeout_ms = 30000;
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(argv[i], "--hostname") && v) {
+			cli.opts.hostname = v;
+			i++;
+		} else if (!strcmp(argv[i], "--bytes") && v) {
+			srv.bytes = cli.bytes = strtoull(v, NULL, 0);
+			i++;
+		} else if (!strcmp(argv[i], "--timeout-ms") && v) {
+			srv.timeout_ms = cli.timeout_ms = atoi(v);
+			i++;
+		} else if ((r = parse_side(argv[i], v, &srv, &cli)) >= 0 && (r == 0 || v)) {
+			i += r;
+		} else {
+			fprintf(stderr,
+				"mig-tls-check: bad argument '%s' (see the source's header)\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	r = tcp_pair(fds);
+	if (r < 0) {
+		fprintf(stderr, "mig-tls-check: loopback TCP: %s\n", strerror(-r));
+		return 2;
+	}
+	srv.fd = fds[0];
+	cli.fd = fds[1];
+	pthread_create(&ts, NULL, run_end, &srv);
+	pthread_create(&tc, NULL, run_end, &cli);
+	pthread_join(ts, NULL);
+	pthread_join(tc, NULL);
+	printf("server: %s\nclient: %s\n", srv.result, cli.result);
+	close(fds[0]);
+	close(fds[1]);
+	return srv.ok && cli.ok ? 0 : 1;
+}

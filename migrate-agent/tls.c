@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * TLS 1.3 sessions over migration sockets (OpenSSL 3); see migrate/tls.h.
+ *
+ * Why OpenSSL: the agent already takes its HMAC and random secrets from
+ * libcrypto, so one crypto library serves both.  OpenSSL does not allow two
+ * threads inside SSL_read() and SSL_write() of one session at once, which
+ * the urgent channel needs (a receiver thread, senders under their own
+ * lock); so the socket is non-blocking, every call holds the session's lock
+ * only while inside OpenSSL, and waits for the socket in poll() outside it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "migrate/tls.h"
+
+#define PSK_MAX_ENTRIES 64
+#define PSK_MIN_KEY	16 /* bytes: 128 bits at least */
+#define PSK_MAX_KEY	64
+#define PSK_MAX_ID	128
+
+struct psk_entry {
+	char id[PSK_MAX_ID + 1];
+	unsigned char key[PSK_MAX_KEY];
+	size_t key_len;
+};
+
+struct mig_tls_ctx {
+	SSL_CTX *ssl;
+	bool server;
+	char hostname[256]; /* client, x509: the name to verify */
+	struct psk_entry *psk;
+	unsigned int nr_psk;
+};
+
+struct mig_tls {
+	SSL *ssl;
+	int fd;
+	pthread_mutex_t lock;
+	bool psk_offered;      /* server: the client offered a PSK */
+	bool unknown_identity; /* ... with an identity we lack */
+};
+
+/* ---- credentials ---- */
+
+static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t errlen)
+{
+	const char *who = c->server ? "server" : "client";
+	char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+	X509 *own;
+
+	snprintf(ca, sizeof(ca), "%s/ca-cert.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/%s-cert.pem", dir, who);
+	snprintf(key, sizeof(key), "%s/%s-key.pem", dir, who);
+	if (SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1) {
+		snprintf(err, errlen, "%s: cannot load the CA certificate", ca);
+		return -EINVAL;
+	}
+	if (SSL_CTX_use_certificate_chain_file(c->ssl, cert) != 1) {
+		snprintf(err, errlen, "%s: cannot load the %s certificate", cert, who);
+		return -EINVAL;
+	}
+	if (SSL_CTX_use_PrivateKey_file(c->ssl, key, SSL_FILETYPE_PEM) != 1) {
+		snprintf(err, errlen, "%s: cannot load the %s key", key, who);
+		return -EINVAL;
+	}
+	if (SSL_CTX_check_private_key(c->ssl) != 1) {
+		snprintf(err, errlen, "%s does not match %s", key, cert);
+		return -EINVAL;
+	}
+	own = SSL_CTX_get0_certificate(c->ssl);
+	if (X509_cmp_current_time(X509_get0_notAfter(own)) < 0) {
+		snprintf(err, errlen, "%s has expired", cert);
+		return -EKEYEXPIRED;
+	}
+	SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	return 0;
+}
+
+/* One "IDENTITY:HEXKEY" line into e; -EINVAL if malformed. */
+static int parse_psk_line(char *line, struct psk_entry *e)
+{
+	char *colon = strchr(line, ':');
+	unsigned char *key;
+	long len;
+
+	if (!colon || colon == line || colon - line > PSK_MAX_ID)
+		return -EINVAL;
+	*colon = 0;
+	key = OPENSSL_hexstr2buf(colon + 1, &len);
+	if (!key)
+		return -EINVAL;
+	if (len < PSK_MIN_KEY || len > PSK_MAX_KEY) {
+		OPENSSL_clear_free(key, (size_t)len);
+		return -EINVAL;
+	}
+	memcpy(e->id, line, (size_t)(colon - line) + 1); /* with its NUL */
+	memcpy(e->key, key, (size_t)len);
+	e->key_len = (size_t)len;
+	OPENSSL_clear_free(key, (size_t)len);
+	return 0;
+}
+
+static int load_psk(struct mig_tls_ctx *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	char line[2 * PSK_MAX_KEY + PSK_MAX_ID + 8];
+	int n = 0, r = 0;
+
+	if (!f) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return r;
+	}
+	c->psk = OPENSSL_secure_zalloc(PSK_MAX_ENTRIES * sizeof(*c->psk));
+	while (c->psk && !r && fgets(line, sizeof(line), f)) {
+		n++;
+		line[strcspn(line, "\r\n")] = 0;
+		if (!line[0] || line[0] == '#')
+			continue;
+		if (c->nr_psk == PSK_MAX_ENTRIES || parse_psk_line(line, &c->psk[c->nr_psk]) < 0) {
+			snprintf(err, errlen,
+				 "%s:%d: not IDENTITY:HEXKEY with a key of %d to %d bytes", path, n,
+				 PSK_MIN_KEY, PSK_MAX_KEY);
+			r = -EINVAL;
+		}
+		c->nr_psk++;
+	}
+	OPENSSL_cleanse(line, sizeof(line));
+	fclose(f);
+	if (!c->psk)
+		return -ENOMEM;
+	if (!r && !c->nr_psk) {
+		snprintf(err, errlen, "%s: no key in the file", path);
+		r = -EINVAL;
+	}
+	return r;
+}
+
+/* A TLS 1.3 session resumable with an external PSK (RFC 8446, 4.2.11). */
+static SSL_SESSION *psk_session(SSL *ssl, const struct psk_entry *e)
+{
+	static const unsigned char aes128gcm_sha256[] = { 0x13, 0x01 };
+	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, aes128gcm_sha256);
+	SSL_SESSION *s = cipher ? SSL_SESSION_new() : NULL;
+
+	if (s && SSL_SESSION_set1_master_key(s, e->key, e->key_len) &&
+	    SSL_SESSION_set_cipher(s, cipher) &&
+	    SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION))
+		return s;
+	SSL_SESSION_free(s);
+	return NULL;
+}
+
+static int psk_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+			   SSL_SESSION **sess)
+{
+	const struct mig_tls_ctx *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	const struct psk_entry *e = &c->psk[0];
+
+	*sess = NULL;
+	if (md && md != EVP_sha256())
+		return 1; /* after a HelloRetryRequest for another hash: no PSK */
+	*sess = psk_session(ssl, e);
+	*id = (const unsigned char *)e->id;
+	*idlen = strlen(e->id);
+	return *sess != NULL;
+}
+
+static int psk_find_session(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
+{
+	const struct mig_tls_ctx *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	struct mig_tls *t = SSL_get_app_data(ssl);
+
+	*sess = NULL;
+	t->psk_offered = true;
+	for (unsigned int i = 0; i < c->nr_psk; i++)
+		if (strlen(c->psk[i].id) == idlen && !memcmp(c->psk[i].id, id, idlen)) {
+			*sess = psk_session(ssl, &c->psk[i]);
+			return *sess != NULL;
+		}
+	t->unknown_identity = true;
+	return 1; /* no session: the handshake fails */
+}
+
+int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
+		    size_t errlen)
+{
+	struct mig_tls_ctx *c;
+	int r;
+
+	if (!o->creds_dir == !o->psk_file) {
+		snprintf(err, errlen, "TLS needs x509 credentials or a PSK file (one of them)");
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->ssl = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()))) {
+		free(c);
+		snprintf(err, errlen, "cannot create a TLS context");
+		return -ENOMEM;
+	}
+	c->server = server;
+	SSL_CTX_set_app_data(c->ssl, c);
+	SSL_CTX_set_min_proto_version(c->ssl, TLS1_3_VERSION);
+	SSL_CTX_set_mode(c->ssl,
+			 SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_num_tickets(c->ssl, 0); /* every connection authenticates in full */
+	if (o->creds_dir) {
+		snprintf(c->hostname, sizeof(c->hostname), "%s", o->hostname ? o->hostname : "");
+		r = load_x509(c, o->creds_dir, err, errlen);
+	} else {
+		r = load_psk(c, o->psk_file, err, errlen);
+		SSL_CTX_set_ciphersuites(c->ssl,
+					 "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256");
+		if (server)
+			SSL_CTX_set_psk_find_session_callback(c->ssl, psk_find_session);
+		else
+			SSL_CTX_set_psk_use_session_callback(c->ssl, psk_use_session);
+	}
+	if (!r && !server && o->creds_dir && !c->hostname[0]) {
+		snprintf(err, errlen, "x509: the client needs the server's name (--tls-hostname)");
+		r = -EINVAL;
+	}
+	if (r < 0) {
+		mig_tls_ctx_free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+void mig_tls_ctx_free(struct mig_tls_ctx *c)
+{
+	if (!c)
+		return;
+	if (c->psk)
+		OPENSSL_secure_clear_free(c->psk, PSK_MAX_ENTRIES * sizeof(*c->psk));
+	SSL_CTX_free(c->ssl);
+	free(c);
+}
+
+/* ---- sessions ---- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for fd to be ready for `events` until deadline (-1: none): 0 or -ETIMEDOUT. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = events };
+		int left = deadline < 0 ? -1 : (int)(deadline - now_ms());
+		int n;
+
+		if (deadline >= 0 && left <= 0)
+			return -ETIMEDOUT;
+		n = poll(&p, 1, left);
+		if (n > 0)
+			return 0; /* ready, or an error OpenSSL will report */
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int64_t deadline_of(int timeout_ms)
+{
+	return timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+}
+
+/* The client's check of the server's name: a DNS name or an IP address. */
+static int expect_name(SSL *ssl, const char *name)
+{
+	unsigned char ip[16];
+
+	if (inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1)
+		return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1;
+	return SSL_set_tlsext_host_name(ssl, name) == 1 && SSL_set1_host(ssl, name) == 1;
+}
+
+/* Names why a handshake failed, from OpenSSL's error queue and the session. */
+static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c, int ssl_err,
+			   char *err, size_t errlen)
+{
+	unsigned long e = ERR_peek_last_error();
+	const char *detail = e ? ERR_reason_error_string(e) : NULL;
+	long verify = SSL_get_verify_result(t->ssl);
+
+	if (t->unknown_identity) {
+		snprintf(err, errlen, "TLS: the client's PSK identity is not in our PSK file");
+		return -EACCES;
+	}
+	if (verify != X509_V_OK) {
+		snprintf(err, errlen, "TLS: the peer's certificate was refused: %s",
+			 X509_verify_cert_error_string(verify));
+		return -EACCES;
+	}
+	switch (e ? ERR_GET_REASON(e) : 0) {
+	case SSL_R_WRONG_VERSION_NUMBER:
+	case SSL_R_PACKET_LENGTH_TOO_LONG:
+	case SSL_R_HTTP_REQUEST:
+	case SSL_R_RECORD_LENGTH_MISMATCH:
+		snprintf(err, errlen, "TLS: the peer does not speak TLS (an end without TLS?)");
+		return -EPROTO;
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+	case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
+		snprintf(err, errlen, "TLS: the peer does not offer TLS 1.3");
+		return -EPROTO;
+	case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+	case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+	case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+		snprintf(err, errlen, "TLS: the peer refused our certificate (%s)", detail);
+		return -EACCES;
+	case SSL_R_BINDER_DOES_NOT_VERIFY:
+	case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
+	case SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER: /* how OpenSSL answers a bad binder */
+		if (c->psk) {
+			snprintf(err, errlen, "TLS: PSK mismatch: the peer holds another key");
+			return -EACCES;
+		}
+		break;
+	case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
+		if (c->psk && !c->server) {
+			snprintf(err, errlen, "TLS: the server refused our PSK identity");
+			return -EACCES;
+		}
+		break;
+	case SSL_R_UNEXPECTED_EOF_WHILE_READING:
+	case 0:
+		if (ssl_err == SSL_ERROR_SYSCALL || ssl_err == SSL_ERROR_SSL || !e) {
+			snprintf(err, errlen,
+				 "TLS: the peer closed the connection during the handshake");
+			return -ECONNRESET;
+		}
+		break;
+	}
+	if (c->psk && c->server && !t->psk_offered) {
+		snprintf(err, errlen, "TLS: the client offered no PSK (x509 credentials?)");
+		return -EACCES;
+	}
+	snprintf(err, errlen, "TLS handshake failed: %s", detail ? detail : "unknown error");
+	return -EPROTO;
+}
+
+static void session_free(struct mig_tls *t)
+{
+	SSL_free(t->ssl);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_tls **out,
+		      char *err, size_t errlen)
+{
+	int64_t deadline = deadline_of(timeout_ms);
+	struct mig_tls *t = calloc(1, sizeof(*t));
+	int flags = fcntl(fd, F_GETFL);
+
+	if (!t || !(t->ssl = SSL_new(c->ssl))) {
+		free(t);
+		snprintf(err, errlen, "TLS: out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	t->fd = fd;
+	SSL_set_app_data(t->ssl, t);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+	    SSL_set_fd(t->ssl, fd) != 1 ||
+	    (!c->server && c->hostname[0] && !expect_name(t->ssl, c->hostname))) {
+		session_free(t);
+		snprintf(err, errlen, "TLS: cannot set up the session");
+		return -EINVAL;
+	}
+	if (c->server)
+		SSL_set_accept_state(t->ssl);
+	else
+		SSL_set_connect_state(t->ssl);
+	for (;;) {
+		int r, e;
+
+		ERR_clear_error();
+		r = SSL_do_handshake(t->ssl);
+		if (r == 1)
+			break;
+		e = SSL_get_error(t->ssl, r);
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+			if (wait_fd(fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) == 0)
+				continue;
+			snprintf(err, errlen, "TLS: no handshake from the peer within %d ms",
+				 timeout_ms);
+			session_free(t);
+			return -ETIMEDOUT;
+		}
+		r = handshake_error(t, c, e, err, errlen);
+		session_free(t);
+		return r;
+	}
+	*out = t;
+	return 0;
+}
+
+int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms)
+{
+	int64_t deadline = deadline_of(timeout_ms);
+	size_t done = 0;
+
+	while (done < len) {
+		size_t n = 0;
+		int ok, e;
+
+		pthread_mutex_lock(&t->lock);
+		ERR_clear_error();
+		ok = SSL_write_ex(t->ssl, (const char *)buf + done, len - done, &n);
+		e = ok ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
+		pthread_mutex_unlock(&t->lock);
+		if (ok) {
+			done += n;
+			continue;
+		}
+		if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ)
+			return -EPIPE;
+		if (wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) < 0)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, char *err,
+		     size_t errlen)
+{
+	int64_t deadline = deadline_of(timeout_ms);
+
+	for (;;) {
+		unsigned long code;
+		size_t n = 0;
+		int ok, e;
+
+		pthread_mutex_lock(&t->lock);
+		ERR_clear_error();
+		ok = SSL_read_ex(t->ssl, buf, len, &n);
+		e = ok ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
+		code = ERR_peek_last_error();
+		pthread_mutex_unlock(&t->lock);
+		if (ok)
+			return (ssize_t)n;
+		if (e == SSL_ERROR_ZERO_RETURN)
+			return 0;
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+			if (wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) <
+			    0)
+				return -ETIMEDOUT;
+			continue;
+		}
+		snprintf(err, errlen, "TLS: the link broke: %s",
+			 code ? ERR_reason_error_string(code) : "the connection closed");
+		return -ECONNRESET;
+	}
+}
+
+void mig_tls_free(struct mig_tls *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	SSL_shutdown(t->ssl); /* one try: close_notify if the socket takes it */
+	pthread_mutex_unlock(&t->lock);
+	session_free(t);
+}
