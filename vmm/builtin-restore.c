@@ -64,12 +64,10 @@ int runner_restore(struct run_opts *opts)
 {
 	struct run_opts o = *opts;
 	struct snapshot_header h;
-	struct vm_config cfg;
 	struct ram_source *src = NULL;
 	struct vm *vm = NULL;
 	void *blob = NULL;
-	const char *why;
-	char why_load[256] = "";
+	char why[256] = "";
 	int r, status = VMM_EXIT_ERROR;
 
 	r = snapshot_read(o.restore_path, &h, &blob);
@@ -80,20 +78,11 @@ int runner_restore(struct run_opts *opts)
 		return VMM_EXIT_ERROR;
 	}
 	vm_state_peek(blob, h.state_size, &o.mem_size, &o.nr_vcpus);
-	cfg = (struct vm_config){ .mem_size = o.mem_size,
-				  .nr_vcpus = o.nr_vcpus,
-				  .console_fd = 1,
-				  .trace_reports = o.trace_reports };
-	if (runner_backend(&o, &cfg.lazy) < 0)
+	if (runner_create_vm(&o, &vm) < 0)
 		goto out;
-	r = vm_create(&cfg, &vm, &why);
+	r = vm_state_load(vm, blob, h.state_size, why, sizeof(why));
 	if (r < 0) {
-		pr_err("%s: %s", why, strerror(-r));
-		goto out;
-	}
-	r = vm_state_load(vm, blob, h.state_size, why_load, sizeof(why_load));
-	if (r < 0) {
-		pr_err("%s: cannot load the VM state: %s", o.restore_path, why_load);
+		pr_err("%s: cannot load the VM state: %s", o.restore_path, why);
 		goto out;
 	}
 	if (o.lazy) {
@@ -113,7 +102,6 @@ int runner_restore(struct run_opts *opts)
 			goto out;
 		}
 	}
-	runner_block_signals();
 	r = vm_start(vm);
 	if (r < 0) {
 		pr_err("cannot start the vCPUs: %s", strerror(-r));

@@ -102,7 +102,6 @@ int cmd_run(int argc, char **argv)
 	struct run_opts o = {
 		.mem_size = 32 << 20, .nr_vcpus = 1, .cmdline = "", .backend = "auto"
 	};
-	struct vm_config cfg;
 	struct ram_source *src = NULL;
 	struct vm *vm = NULL;
 	void *staging = NULL;
@@ -115,17 +114,8 @@ int cmd_run(int argc, char **argv)
 	}
 	if (o.restore_path)
 		return runner_restore(&o);
-	cfg = (struct vm_config){ .mem_size = o.mem_size,
-				  .nr_vcpus = o.nr_vcpus,
-				  .console_fd = 1,
-				  .trace_reports = o.trace_reports };
-	if (runner_backend(&o, &cfg.lazy) < 0)
+	if (runner_create_vm(&o, &vm) < 0)
 		return VMM_EXIT_ERROR;
-	r = vm_create(&cfg, &vm, &why);
-	if (r < 0) {
-		pr_err("%s: %s", why, strerror(-r));
-		return VMM_EXIT_ERROR;
-	}
 	mig.busy_poll = o.busy_poll;
 	if (migrate_prepare(vm, &mig) < 0)
 		goto out;
@@ -157,7 +147,6 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 start:
-	runner_block_signals();
 	r = vm_start(vm);
 	if (r < 0) {
 		pr_err("cannot start the vCPUs: %s", strerror(-r));

@@ -58,7 +58,7 @@ int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o)
 	return 1;
 }
 
-int runner_backend(const struct run_opts *o, const struct ram_backend_ops **ops)
+static int lazy_backend(const struct run_opts *o, const struct ram_backend_ops **ops)
 {
 	int r;
 
@@ -74,7 +74,8 @@ int runner_backend(const struct run_opts *o, const struct ram_backend_ops **ops)
 	return 0;
 }
 
-void runner_block_signals(void)
+/* SIGINT and SIGTERM are taken by runner_loop()'s signalfd, never delivered. */
+static void block_signals(void)
 {
 	sigset_t set;
 
@@ -82,6 +83,25 @@ void runner_block_signals(void)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+int runner_create_vm(const struct run_opts *o, struct vm **vm)
+{
+	struct vm_config cfg = { .mem_size = o->mem_size,
+				 .nr_vcpus = o->nr_vcpus,
+				 .console_fd = 1,
+				 .trace_reports = o->trace_reports };
+	const char *why;
+	int r = lazy_backend(o, &cfg.lazy);
+
+	if (r < 0)
+		return r;
+	/* Before the VM's first thread: every thread inherits the mask. */
+	block_signals();
+	r = vm_create(&cfg, vm, &why);
+	if (r < 0)
+		pr_err("%s: %s", why, strerror(-r));
+	return r;
 }
 
 static const char *const kind_names[] = { "none", "start", "progress", "done", "error" };

@@ -25,15 +25,18 @@ struct run_opts {
  * message about a bad value.
  */
 int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o);
-/* Resolves o->backend for lazy RAM, printing a message on failure. */
-int runner_backend(const struct run_opts *o, const struct ram_backend_ops **ops);
 /*
- * Blocks SIGINT/SIGTERM (call before vm_start), runs until the guest exits,
- * a signal, or the --save-after deadline; prints the summary line; returns
- * the process exit status.
+ * Creates the VM that o describes, its lazy RAM with the back end o asks
+ * for; blocks SIGINT and SIGTERM first, for every thread of the VM.  Prints
+ * a message on failure.
+ */
+int runner_create_vm(const struct run_opts *o, struct vm **vm);
+/*
+ * Runs until the guest exits, a signal (SIGINT/SIGTERM), or the
+ * --save-after deadline; prints the summary line; returns the process
+ * exit status.
  */
 int runner_loop(struct vm *vm, const struct run_opts *o);
-void runner_block_signals(void);
 /* Continues the snapshot o->restore_path (vmm restore, vmm run --lazy-from). */
 int runner_restore(struct run_opts *o);
 
