@@ -140,12 +140,25 @@ static void fill_complete(struct mig_dest *d, struct mig_complete *m)
 	m->recoveries = d->recoveries;
 }
 
+/*
+ * Every page present by the one record of presence, d->pst?  The counter
+ * d->received only says when to look: completion is never derived from a
+ * count (a count can be wrong; the record cannot be both PRESENT and not).
+ */
+static int all_pages_present(struct mig_dest *d)
+{
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_PRESENT)
+			return 0;
+	return 1;
+}
+
 /* Send COMPLETE if every page is here and it was not sent yet. */
 static void try_complete(struct mig_dest *d)
 {
 	/* Not before RUNNING: the source measures the downtime with it. */
 	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) ||
-	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE))
+	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) || !all_pages_present(d))
 		return;
 	struct mig_complete m;
 	fill_complete(d, &m);
@@ -638,15 +651,31 @@ fail:
 
 /* ---- Supervisor: breaks and recovery ---- */
 
-static int recover(struct mig_dest *d)
+/*
+ * RESUME on a recovered urgent channel: the bitmap of pages this side has,
+ * read from the page record (present, being installed, or staged and still
+ * valid).  flags: MIG_RESUME_NEED_STATE when the state never arrived.
+ */
+static int send_resume(struct mig_dest *d, struct mig_conn *urg, uint32_t flags)
 {
-	char err[320];
-	uint64_t t0 = mig_now_ns();
-	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
-	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
-	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
-	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
-	/* Stop the receivers and retire the old connections. */
+	size_t bytes = (d->nr_pages + 7) / 8;
+	uint8_t *bm = calloc(1, bytes);
+	if (!bm)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
+			bm[i / 8] |= 1 << (i % 8);
+	}
+	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = flags };
+	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
+	free(bm);
+	return r;
+}
+
+/* Stop the receivers and retire the broken connections. */
+static void retire_links(struct mig_dest *d)
+{
 	pthread_mutex_lock(&d->req_lock);
 	d->link_ok = 0;
 	pthread_mutex_unlock(&d->req_lock);
@@ -657,50 +686,39 @@ static int recover(struct mig_dest *d)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_urg_on = d->rx_bulk_on = 0;
 	pthread_mutex_lock(&d->req_lock);
-	d->bytes_rx_prev += d->urg->rx_bytes + d->bulk->rx_bytes;
+	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	free_conn(d->urg);
 	free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
+}
 
-	struct mig_conn *urg, *bulk;
-	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (accept_pair(d, 1, deadline, &urg, &bulk, err, sizeof(err))) {
-		char cause[sizeof(d->why)];
-		pthread_mutex_lock(&d->lock);
-		snprintf(cause, sizeof(cause), "%s", d->why);
-		pthread_mutex_unlock(&d->lock);
-		fail_dest(d,
-			  "source did not reconnect within %d ms after the link broke (%s); "
-			  "stopping: %llu pages never arrived, the VM must not run on",
-			  d->o.recover_ms, cause,
-			  (unsigned long long)(d->nr_pages -
-					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
-		return -ETIMEDOUT;
+/*
+ * Wait until deadline for a reconnection that takes RESUME (flags as for
+ * send_resume()); a reconnection that fails before RESUME went out is
+ * dropped and the wait goes on.  0 with the pair in urg and bulk, or
+ * -ETIMEDOUT.
+ */
+static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct mig_conn **urg,
+		     struct mig_conn **bulk)
+{
+	char err[320];
+	for (;;) {
+		if (accept_pair(d, 1, deadline, urg, bulk, err, sizeof(err)))
+			return -ETIMEDOUT;
+		int r = send_resume(d, *urg, flags);
+		if (!r)
+			return 0;
+		pr_mig("the reconnected source went away before RESUME (%s); waiting on\n",
+		       strerror(-r));
+		free_conn(*urg);
+		free_conn(*bulk);
 	}
-	/* RESUME: every page present or staged counts as received. */
-	size_t bytes = (d->nr_pages + 7) / 8;
-	uint8_t *bm = calloc(1, bytes);
-	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
-		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
-			bm[i / 8] |= 1 << (i % 8);
-	}
-	struct mig_resume rs = { .nr_pages = d->nr_pages };
-	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
-	free(bm);
-	if (r) {
-		free_conn(urg);
-		free_conn(bulk);
-		pthread_mutex_lock(&d->lock);
-		snprintf(d->why, sizeof(d->why), "could not send RESUME");
-		pthread_mutex_unlock(&d->lock);
-		return 0; /* still broken: the next round waits again */
-	}
-	pthread_mutex_lock(&d->req_lock);
-	d->urg = urg;
-	d->bulk = bulk;
-	d->link_ok = 1;
+}
+
+/* On a recovered link: repeat every outstanding request, and RUNNING.  Under req_lock. */
+static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
+{
 	uint64_t again = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_REQUESTED)
@@ -718,6 +736,37 @@ static int recover(struct mig_dest *d)
 		};
 		mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
 	}
+	return again;
+}
+
+static int recover(struct mig_dest *d)
+{
+	uint64_t t0 = mig_now_ns();
+	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
+	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
+	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
+	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
+	retire_links(d);
+	struct mig_conn *urg, *bulk;
+	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
+	if (reconnect(d, deadline, 0, &urg, &bulk)) {
+		char cause[sizeof(d->why)];
+		pthread_mutex_lock(&d->lock);
+		snprintf(cause, sizeof(cause), "%s", d->why);
+		pthread_mutex_unlock(&d->lock);
+		fail_dest(d,
+			  "source did not reconnect within %d ms after the link broke (%s); "
+			  "stopping: %llu pages never arrived, the VM must not run on",
+			  d->o.recover_ms, cause,
+			  (unsigned long long)(d->nr_pages -
+					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
+		return -ETIMEDOUT;
+	}
+	pthread_mutex_lock(&d->req_lock);
+	d->urg = urg;
+	d->bulk = bulk;
+	d->link_ok = 1;
+	uint64_t again = repeat_requests(d, urg);
 	pthread_mutex_unlock(&d->req_lock);
 	pthread_mutex_lock(&d->lock);
 	d->broken = 0;
@@ -837,33 +886,28 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
+	/*
+	 * Staged pages may have been dirtied since (their PRECOPY_DIRTY may be
+	 * lost): forget them.  Installed pages stay installed: RESUME lists them.
+	 */
 	for (uint64_t i = 0; i < d->nr_pages; i++)
-		d->pst[i] = PG_MISSING;
+		if (d->pst[i] == PG_STAGED)
+			d->pst[i] = PG_MISSING;
 	d->phase0_done = 0;
 	d->broken = 0;
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (accept_pair(d, 1, deadline, &urg, &bulk, err, errlen)) {
+	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &urg, &bulk)) {
 		snprintf(err, errlen,
 			 "source did not reconnect within %d ms after the link broke (%s)",
 			 d->o.recover_ms, cause);
 		return -ETIMEDOUT;
 	}
-	size_t bytes = (d->nr_pages + 7) / 8;
-	uint8_t *bm = calloc(1, bytes);
-	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = MIG_RESUME_NEED_STATE };
-	int r = bm ? mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes) : -ENOMEM;
-	free(bm);
 	pthread_mutex_lock(&d->req_lock);
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
 	pthread_mutex_unlock(&d->req_lock);
-	if (r) {
-		snprintf(err, errlen, "cannot send RESUME to the reconnected source: %s",
-			 strerror(-r));
-		return r;
-	}
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
 	return 0;

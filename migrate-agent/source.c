@@ -236,6 +236,19 @@ static void add_hint(struct src *s, uint64_t page)
 	pthread_mutex_unlock(&s->hint_lock);
 }
 
+/*
+ * Pages claimed as sent, by the source's one record of it (s->sent).  A
+ * COMPLETE is believed only when this is every page: a destination cannot
+ * have what was never sent.
+ */
+static uint64_t count_sent(struct src *s)
+{
+	uint64_t n = 0;
+	for (uint64_t w = 0; w < (s->nr_pages + 63) / 64; w++)
+		n += (uint64_t)__builtin_popcountll(__atomic_load_n(&s->sent[w], __ATOMIC_ACQUIRE));
+	return n;
+}
+
 static void *urgent_thread(void *arg)
 {
 	struct src *s = arg;
@@ -289,6 +302,16 @@ static void *urgent_thread(void *arg)
 		} else if (h.type == MIG_MSG_LAYOUT) {
 			/* The acknowledgement of a LAYOUT sent again by recover(). */
 		} else if (h.type == MIG_MSG_COMPLETE) {
+			uint64_t unsent = s->nr_pages - count_sent(s);
+			if (unsent) {
+				snprintf(err, sizeof(err),
+					 "destination claimed COMPLETE although %llu of %llu pages "
+					 "were never sent: a broken or lying destination",
+					 (unsigned long long)unsent,
+					 (unsigned long long)s->nr_pages);
+				set_break(s, 1, err);
+				break;
+			}
 			memcpy(&s->dest, p, sizeof(s->dest));
 			s->t_complete = mig_now_ns();
 			pthread_mutex_lock(&s->lock);

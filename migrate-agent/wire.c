@@ -259,12 +259,10 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 		return fail(-EPROTO, err, errlen, "unknown HELLO flags 0x%x", m->flags);
 	if (m->reserved)
 		return fail(-EPROTO, err, errlen, "HELLO reserved field not zero");
-	if (m->role == MIG_ROLE_SOURCE) {
-		if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE ||
-		    m->ram_size > MIG_MAX_RAM_SIZE)
-			return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
-				    (unsigned long long)m->ram_size);
-	}
+	/* Both roles state the RAM size (the destination knows its own). */
+	if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE || m->ram_size > MIG_MAX_RAM_SIZE)
+		return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
+			    (unsigned long long)m->ram_size);
 	if (ctx->ram_size && m->ram_size && m->ram_size != ctx->ram_size)
 		return fail(-EPROTO, err, errlen, "peer RAM size 0x%llx, this side 0x%llx",
 			    (unsigned long long)m->ram_size, (unsigned long long)ctx->ram_size);
