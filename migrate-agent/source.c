@@ -29,6 +29,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "migrate/auth.h"
 
 #define NHINTS		  16
 #define PUSH_BUF	  (256u << 10)
@@ -43,6 +44,9 @@ struct src {
 	struct sockaddr_in sa;
 	uint64_t session, nr_pages;
 	uint32_t features;
+	/* Learnt on the session's first urgent connection; proves every later one. */
+	uint8_t secret[MIG_SECRET_LEN];
+	int have_secret;
 	uint64_t *sent;
 	struct mig_conn urg, bulk;
 
@@ -98,6 +102,42 @@ static int stopped(struct src *s)
 
 /* ---- Connection set-up ---- */
 
+/*
+ * AUTH after HELLO (wire.h): the session's first urgent connection learns
+ * the secret; every other connection answers the destination's challenge.
+ */
+static int authenticate(struct src *s, struct mig_conn *c, int channel, char *err, size_t errlen)
+{
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	int r = mig_conn_recv(c, &fh, &p, err, errlen);
+	if (r)
+		return r;
+	struct mig_auth a;
+	if (fh.type == MIG_MSG_ERROR) {
+		snprintf(err, errlen, "destination refused the %s channel", c->name);
+		return -ECONNREFUSED;
+	}
+	if (fh.type != MIG_MSG_AUTH) {
+		snprintf(err, errlen, "%s channel: expected AUTH, got %s", c->name,
+			 mig_msg_name(fh.type));
+		return -EPROTO;
+	}
+	memcpy(&a, p, sizeof(a));
+	if (!s->have_secret && channel == MIG_CHAN_URGENT && a.kind == MIG_AUTH_SECRET) {
+		memcpy(s->secret, a.data, sizeof(s->secret));
+		s->have_secret = 1;
+		return 0;
+	}
+	if (!s->have_secret || a.kind != MIG_AUTH_CHALLENGE) {
+		snprintf(err, errlen, "%s channel: unexpected AUTH kind %u", c->name, a.kind);
+		return -EPROTO;
+	}
+	struct mig_auth proof = { .kind = MIG_AUTH_PROOF };
+	mig_auth_proof(s->secret, a.data, s->session, (uint16_t)channel, proof.data);
+	return mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0);
+}
+
 static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
 		 size_t errlen)
 {
@@ -140,7 +180,13 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 			 c->name);
 		return -EPROTO;
 	}
-	return 0;
+	return authenticate(s, c, channel, err, errlen);
+}
+
+static void set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 /* Connect both channels, retrying until deadline (monotonic ns). */
@@ -160,11 +206,19 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
 			s->urg.spin_us = s->o->spin_us;
+			/* A destination that accepts but never answers is silent, not slow. */
+			set_rcvtimeo(ufd, s->o->idle_ms);
+			set_rcvtimeo(bfd, s->o->idle_ms);
 			int r = hello(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
 			if (!r)
 				r = hello(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
-			if (!r)
+			if (!r) {
+				set_rcvtimeo(ufd, 0);
+				set_rcvtimeo(bfd, 0);
+				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
+				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;
+			}
 			mig_conn_close(&s->urg);
 			mig_conn_close(&s->bulk);
 			if (r == -ECONNREFUSED || r == -EPROTO || r == -EPROTONOSUPPORT)
@@ -906,7 +960,10 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
 	s->features = o.compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
-	s->session = mig_realtime_ns() ^ ((uint64_t)getpid() << 32);
+	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen)) {
+		free(s);
+		return -EIO;
+	}
 	s->urg.fd = s->bulk.fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);

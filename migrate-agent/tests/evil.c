@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "migrate/auth.h"
 #include "migrate/net.h"
 
 static uint64_t ram_size = 16 << 20;
@@ -68,7 +69,37 @@ static struct mig_hello hello(int channel, uint32_t features)
 	return h;
 }
 
-/* Open a channel and say a valid HELLO; wait for the answer. */
+/*
+ * The session secret as a source learns it (the first urgent connection
+ * gets it); an intruder never has it and proves with zeroes.
+ */
+static uint8_t secret[MIG_SECRET_LEN];
+static int have_secret;
+
+/* After HELLO: learn the secret, or answer the challenge.  0, or -1. */
+static int authenticate(struct mig_conn *c, int channel)
+{
+	char err[300];
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	struct mig_auth a;
+	if (mig_conn_recv(c, &fh, &p, err, sizeof(err)) || fh.type != MIG_MSG_AUTH) {
+		fprintf(stderr, "mig-evil: %s channel: no AUTH after HELLO\n", c->name);
+		return -1;
+	}
+	memcpy(&a, p, sizeof(a));
+	if (a.kind == MIG_AUTH_SECRET) {
+		memcpy(secret, a.data, sizeof(secret));
+		have_secret = 1;
+		return 0;
+	}
+	struct mig_auth proof = { .kind = MIG_AUTH_PROOF };
+	if (have_secret)
+		mig_auth_proof(secret, a.data, session, (uint16_t)channel, proof.data);
+	return mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0) ? -1 : 0;
+}
+
+/* Open a channel and say a valid HELLO; wait for the answer; authenticate. */
 static int open_channel(struct sockaddr_in *sa, int channel, uint32_t features, struct mig_conn *c)
 {
 	char err[300];
@@ -88,7 +119,7 @@ static int open_channel(struct sockaddr_in *sa, int channel, uint32_t features, 
 		fprintf(stderr, "mig-evil: handshake refused: %s\n", err);
 		return -1;
 	}
-	return 0;
+	return authenticate(c, channel);
 }
 
 /* Give the peer time to read, judge and close before we go. */
@@ -229,6 +260,7 @@ struct sess {
 	struct mig_conn u, b;
 	uint8_t *ram;
 	uint64_t nr_pages;
+	uint8_t *have; /* the last RESUME's bitmap */
 };
 
 static void sess_close(struct sess *s)
@@ -249,8 +281,8 @@ static int recv_frame(struct mig_conn *c, int ms, struct mig_frame_hdr *h, const
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	for (;;) {
 		int r = mig_conn_recv(c, h, p, err, sizeof(err));
-		if (r == -EAGAIN)
-			return r;
+		if (r == -ETIMEDOUT)
+			return -EAGAIN;
 		if (r) {
 			fprintf(stderr, "mig-evil: %s\n", err);
 			return -1;
@@ -284,7 +316,7 @@ static int sess_open(struct sess *s, struct mig_conn *c, int channel, int recove
 			mig_msg_name(fh.type));
 		return -1;
 	}
-	return 0;
+	return authenticate(c, channel);
 }
 
 static int sess_layout(struct sess *s);
@@ -362,7 +394,7 @@ static void sess_cut(struct sess *s)
 	sess_close(s);
 }
 
-/* Reconnect both channels as a recovery; *bm gets RESUME's bitmap (malloc()ed). */
+/* Reconnect both channels as a recovery; *bm gets RESUME's bitmap (s->have). */
 static int sess_recover(struct sess *s, uint8_t **bm, uint32_t *flags)
 {
 	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 1) || sess_open(s, &s->b, MIG_CHAN_BULK, 1))
@@ -376,8 +408,12 @@ static int sess_recover(struct sess *s, uint8_t **bm, uint32_t *flags)
 	struct mig_resume rs;
 	memcpy(&rs, p, sizeof(rs));
 	*flags = rs.flags;
-	*bm = malloc((s->nr_pages + 7) / 8);
-	memcpy(*bm, p + sizeof(rs), (s->nr_pages + 7) / 8);
+	free(s->have);
+	s->have = malloc((s->nr_pages + 7) / 8);
+	if (!s->have)
+		return -1;
+	memcpy(s->have, p + sizeof(rs), (s->nr_pages + 7) / 8);
+	*bm = s->have;
 	return 0;
 }
 
@@ -488,6 +524,9 @@ static int case_intruder(struct sess *s)
 	if (sess_start(s) || sess_switch(s, 1) || sess_push(s, 0, s->nr_pages / 2, NULL))
 		return 1;
 	struct sess x = { .sa = s->sa, .u.fd = -1, .b.fd = -1 };
+	uint8_t known[MIG_SECRET_LEN];
+	memcpy(known, secret, sizeof(known));
+	have_secret = 0; /* the intruder saw HELLOs, not the first AUTH */
 	if (sess_open(&x, &x.u, MIG_CHAN_URGENT, 1) == 0 &&
 	    sess_open(&x, &x.b, MIG_CHAN_BULK, 1) == 0) {
 		struct mig_frame_hdr fh;
@@ -499,6 +538,8 @@ static int case_intruder(struct sess *s)
 		}
 	}
 	sess_close(&x);
+	memcpy(secret, known, sizeof(secret));
+	have_secret = 1;
 	fprintf(stderr, "mig-evil: the intruder was refused\n");
 	if (sess_push(s, s->nr_pages / 2, s->nr_pages, NULL) || sess_complete(s, 60000) != 1) {
 		fprintf(stderr, "mig-evil: the live link did not survive the intruder\n");
@@ -560,6 +601,7 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
 		r = case_stall(&s);
 	sess_close(&s);
 	free(s.ram);
+	free(s.have);
 	return r;
 }
 
@@ -583,6 +625,13 @@ static int dest_accept(int lfd, struct mig_conn c[2])
 		ram_size = m.ram_size;
 		m.role = MIG_ROLE_DEST;
 		mig_conn_send(&c[k], MIG_MSG_HELLO, &m, sizeof(m), NULL, 0);
+		struct mig_auth a = { .kind = k ? MIG_AUTH_CHALLENGE : MIG_AUTH_SECRET };
+		mig_conn_send(&c[k], MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+		if (k &&
+		    (mig_conn_recv(&c[k], &h, &p, err, sizeof(err)) || h.type != MIG_MSG_AUTH)) {
+			fprintf(stderr, "mig-evil: no proof on the bulk channel\n");
+			return -1;
+		}
 	}
 	return 0;
 }

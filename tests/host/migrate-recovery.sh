@@ -38,8 +38,9 @@ check_json "$work/d.json" '.recoveries == 1 and .link_down_ms > 0' "destination 
 
 # 2. The link dies silently right after the source sent its state (the state
 #    never arrives): the destination asks for it again on reconnection.
-#    592 bytes = 4 HELLO frames + LAYOUT + its acknowledgement: what follows
-#    (DONE, STATE) is dropped.
+#    784 bytes = 4 HELLO frames (64 each), 3 AUTH frames (64 each: the
+#    secret, the bulk channel's challenge and proof), LAYOUT and its
+#    acknowledgement (168 each): what follows (DONE, STATE) is dropped.
 dport=$(free_port)
 pport=$(free_port)
 "$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 16M --metrics "$work/d3.json" \
@@ -47,7 +48,7 @@ pport=$(free_port)
 dpid=$!
 pids+=("$dpid")
 "$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
-	--cut-after 592 --swallow-ms 200 --down-ms 200 2> "$work/p3.err" &
+	--cut-after 784 --swallow-ms 200 --down-ms 200 2> "$work/p3.err" &
 pids+=($!)
 wait_listen "$dport"
 wait_listen "$pport"
@@ -85,7 +86,8 @@ grep -q "giving up" "$work/s2.err" || fail "no clear error at the source"
 # 4. Scripted breaks by the adversarial source (mig-evil), each against a
 #    real destination that checks every page: the verdict is its checksum.
 #    reset-installed: pages installed, then the link breaks before STATE;
-#    reset-before-resume: a reconnection reset before RESUME.
+#    reset-before-resume: a reconnection reset before RESUME;
+#    idlers: three silent connections ahead of the real reconnection.
 evil_case() { # case recover-ms
 	start_memtest_dest "$1" --recover-ms "$2" --metrics "$work/$1-d.json"
 	timeout 120 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$dport" --mem 4 2> "$work/$1-e.err"
@@ -101,4 +103,5 @@ evil_case() { # case recover-ms
 }
 evil_case reset-installed 10000
 evil_case reset-before-resume 10000
+evil_case idlers 4000
 echo "migrate-recovery: passed"
