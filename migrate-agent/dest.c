@@ -73,8 +73,8 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, all_present, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_urg, rx_bulk, sup, stager;
-	int rx_urg_on, rx_bulk_on, sup_on, stager_on;
+	pthread_t rx_urg, rx_bulk, sup, stager, watch;
+	int rx_urg_on, rx_bulk_on, sup_on, stager_on, watch_on;
 
 	/*
 	 * The session and its secret; connections being authenticated; an
@@ -1004,6 +1004,64 @@ static void *supervisor_thread(void *arg)
 	}
 }
 
+/* ---- Liveness: heartbeats out, silence in ---- */
+
+/*
+ * The watchdog: every heartbeat interval (idle_ms / 4, at most 1 s) it
+ * sends PING on the urgent channel if nothing else went out meanwhile, and
+ * it declares the link broken when nothing at all came from the source for
+ * idle_ms: a stalled source (SIGSTOP, a hung host) or a half-open link,
+ * which TCP alone would not notice for minutes.  The break then takes the
+ * usual way: recovery, within recover_ms, or a clear failure.
+ */
+static uint64_t heartbeat_ns(const struct mig_opts *o)
+{
+	uint64_t ms = (uint64_t)o->idle_ms / 4;
+	return (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
+}
+
+/* One look at the link (under req_lock): 1 when the source has gone silent. */
+static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb)
+{
+	if (!d->link_ok || !d->urg || !d->bulk)
+		return 0;
+	mig_conn_ping_if_quiet(d->urg, now, hb);
+	uint64_t heard = mig_conn_heard(d->urg);
+	if (mig_conn_heard(d->bulk) > heard)
+		heard = mig_conn_heard(d->bulk);
+	return now > heard && now - heard > (uint64_t)d->o.idle_ms * 1000000ull;
+}
+
+static void *watch_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	uint64_t hb = heartbeat_ns(&d->o);
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop && !d->failed && !d->complete_sent) {
+		struct timespec ts = mono_in_ms((unsigned)(hb / 1000000));
+		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		if (d->broken || d->stop)
+			continue;
+		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_lock(&d->req_lock);
+		int silent = watch_link(d, mig_now_ns(), hb);
+		pthread_mutex_unlock(&d->req_lock);
+		pthread_mutex_lock(&d->lock);
+		if (silent && !d->broken && !d->failed) {
+			snprintf(d->why, sizeof(d->why),
+				 "source silent for %d ms: stalled, or the link is down",
+				 d->o.idle_ms);
+			d->broken = 1;
+			pthread_cond_broadcast(&d->cond);
+			pthread_mutex_unlock(&d->lock);
+			kick_links(d);
+			pthread_mutex_lock(&d->lock);
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
 /* ---- Public API ---- */
 
 struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t errlen)
@@ -1147,6 +1205,8 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
+	if (pthread_create(&d->watch, NULL, watch_thread, d) == 0)
+		d->watch_on = 1;
 	struct mig_frame_hdr h;
 	const uint8_t *p;
 again:
@@ -1155,7 +1215,8 @@ again:
 	 * LAYOUT (after any precopy), acknowledged by echoing it, then STATE
 	 * right after the source paused.  (Busy-polling for STATE was tried:
 	 * on two shared cores it steals the CPU the source needs to pause, and
-	 * the downtime grew fivefold.)  A stalled source times out.
+	 * the downtime grew fivefold.)  A stalled source is caught by the
+	 * watchdog (idle_ms), which breaks the link: recovered below.
 	 */
 	r = mig_conn_recv(urg, &h, &p, err, errlen);
 	if (!r && h.type != MIG_MSG_LAYOUT) {
@@ -1450,6 +1511,8 @@ void mig_dest_free(struct mig_dest *d)
 	pthread_mutex_unlock(&d->lock);
 	kick_links(d);
 	stop_accepting(d);
+	if (d->watch_on)
+		pthread_join(d->watch, NULL);
 	if (d->sup_on)
 		pthread_join(d->sup, NULL);
 	if (d->rx_urg_on)

@@ -140,6 +140,7 @@ int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, u
 		return -ENOMEM;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->last_rx_ns = c->last_tx_ns = mig_now_ns();
 	return 0;
 }
 
@@ -152,6 +153,16 @@ void mig_conn_set_liveness(struct mig_conn *c, int idle_ms)
 	setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
 	setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 	setsockopt(c->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+	/* A send blocked that long (the peer reads nothing) fails: -ETIMEDOUT. */
+	struct timeval tv = { .tv_sec = idle_ms / 1000, .tv_usec = (idle_ms % 1000) * 1000 };
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns)
+{
+	uint64_t last = __atomic_load_n(&c->last_tx_ns, __ATOMIC_RELAXED);
+	if (now > last && now - last >= quiet_ns)
+		mig_conn_send(c, MIG_MSG_PING, NULL, 0, NULL, 0);
 }
 
 void mig_conn_close(struct mig_conn *c)
@@ -178,7 +189,7 @@ static int write_all(int fd, struct iovec *iov, int n)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
 		}
 		while (n > 0 && (size_t)w >= iov->iov_len) {
 			w -= iov->iov_len;

@@ -78,6 +78,16 @@ struct src {
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
 	int recoveries_before_running;
+
+	/*
+	 * The watchdog (see watch_thread()).  link_lock guards link_up and the
+	 * connections' set-up: the watchdog touches urg/bulk only while up.
+	 */
+	pthread_mutex_t link_lock;
+	pthread_cond_t watch_cond;
+	int link_up, watch_stop, watch_on;
+	int dirty_on; /* dirty logging is on (precopy) */
+	pthread_t watch;
 };
 
 static void set_break(struct src *s, int fatal, const char *why)
@@ -98,6 +108,89 @@ static int stopped(struct src *s)
 {
 	return __atomic_load_n(&s->broken, __ATOMIC_ACQUIRE) ||
 	       __atomic_load_n(&s->fatal, __ATOMIC_ACQUIRE);
+}
+
+/* ---- Liveness: heartbeats out, silence in ---- */
+
+static void set_link_up(struct src *s, int up)
+{
+	pthread_mutex_lock(&s->link_lock);
+	s->link_up = up;
+	pthread_mutex_unlock(&s->link_lock);
+}
+
+/*
+ * The watchdog, for the whole migration: every heartbeat interval
+ * (idle_ms / 4, at most 1 s) a PING on the urgent channel if nothing else
+ * went out; and when nothing came from the destination and nothing could be
+ * sent to it for idle_ms, the link is broken: a stalled destination (its
+ * kernel still acknowledges, so TCP waits for ever) or a half-open link.
+ * Before the switch-over that fails the migration (the VM goes on here);
+ * after it, the usual recovery runs within recover_ms.
+ */
+static void *watch_thread(void *arg)
+{
+	struct src *s = arg;
+	uint64_t ms = (uint64_t)s->o->idle_ms / 4, idle = (uint64_t)s->o->idle_ms * 1000000ull;
+	uint64_t hb = (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
+	pthread_mutex_lock(&s->link_lock);
+	while (!s->watch_stop) {
+		uint64_t t = mig_now_ns() + hb;
+		struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull),
+				       .tv_nsec = (long)(t % 1000000000ull) };
+		pthread_cond_timedwait(&s->watch_cond, &s->link_lock, &ts);
+		if (s->watch_stop || !s->link_up)
+			continue;
+		uint64_t now = mig_now_ns();
+		mig_conn_ping_if_quiet(&s->urg, now, hb);
+		uint64_t heard = mig_conn_heard(&s->urg);
+		uint64_t sent = __atomic_load_n(&s->bulk.last_tx_ns, __ATOMIC_RELAXED);
+		if (sent > heard)
+			heard = sent;
+		if (now > heard && now - heard > idle) {
+			char why[160];
+			snprintf(why, sizeof(why),
+				 "destination silent for %d ms: stalled, or the link is down",
+				 s->o->idle_ms);
+			s->link_up = 0;
+			set_break(s, 0, why);
+		}
+	}
+	pthread_mutex_unlock(&s->link_lock);
+	return NULL;
+}
+
+static void start_watch(struct src *s)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->watch_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	set_link_up(s, 1);
+	s->watch_on = pthread_create(&s->watch, NULL, watch_thread, s) == 0;
+}
+
+static void stop_watch(struct src *s)
+{
+	if (!s->watch_on)
+		return;
+	pthread_mutex_lock(&s->link_lock);
+	s->watch_stop = 1;
+	pthread_cond_signal(&s->watch_cond);
+	pthread_mutex_unlock(&s->link_lock);
+	pthread_join(s->watch, NULL);
+	pthread_cond_destroy(&s->watch_cond);
+	s->watch_on = 0;
+}
+
+/* A failure on a link the watchdog (or a thread) broke: report that cause. */
+static void link_cause(struct src *s, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->broken || s->fatal)
+		snprintf(err, errlen, "%s", s->why);
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- Connection set-up ---- */
@@ -460,6 +553,7 @@ static int reap(struct pusher *ps)
 		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
 	}
+	mig_conn_sent(&ps->s->bulk, mig_now_ns());
 	if ((size_t)res < ps->used[b]) {
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
@@ -501,6 +595,7 @@ static int flush(struct pusher *ps)
 			if (w <= 0)
 				return -EPIPE;
 			off += w;
+			mig_conn_sent(&ps->s->bulk, mig_now_ns());
 		}
 		ps->used[b] = 0;
 		return 0;
@@ -754,11 +849,14 @@ static int recover(struct src *s, char *err, size_t errlen)
 	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
 	       "%d ms\n",
 	       s->why, s->o->addr, s->o->recover_ms);
+	set_link_up(s, 0);
 	s->bytes_total_prev += s->urg.tx_bytes + s->bulk.tx_bytes;
 	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
 	int r = connect_pair(s, 1, deadline, err, errlen);
+	if (!r)
+		set_link_up(s, 1);
 	if (r) {
 		char e2[300];
 		snprintf(e2, sizeof(e2), "%s", err);
@@ -966,6 +1064,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	}
 	s->urg.fd = s->bulk.fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
 	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
 		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
@@ -985,6 +1084,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	r = connect_pair(s, 0, mig_now_ns() + (uint64_t)o.connect_ms * 1000000ull, err, errlen);
 	if (r)
 		goto out;
+	start_watch(s);
 	struct mig_layout l = {
 		.ram_size = vm->ram_size,
 		.page_size = MIG_PAGE_SIZE,
@@ -992,9 +1092,10 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	};
 	memcpy(l.regions, vm->regions, sizeof(l.regions));
 	if (o.precopy_rounds) {
+		s->dirty_on = 1; /* precopy() turns it on; off on every way out */
 		r = precopy(s, err, errlen);
 		if (r)
-			goto out;
+			goto resume_precopy;
 	}
 	/*
 	 * LAYOUT last before the pause, and acknowledged: a destination that
@@ -1052,8 +1153,9 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	s->blob_len = blob_len;
 	s->t_state_sent = mig_now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
-	if (o.precopy_rounds)
+	if (s->dirty_on)
 		vm->dirty_stop(vm->ctx);
+	s->dirty_on = 0;
 	s->bytes_state = sizeof(sh) + blob_len;
 	s->state_len = blob_len;
 	if (r) {
@@ -1081,9 +1183,11 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 		write_report(s);
 	goto out;
 resume_precopy:
-	if (o.precopy_rounds)
-		vm->dirty_stop(vm->ctx);
+	link_cause(s, err, errlen);
 out:
+	if (s->dirty_on) /* a failed precopy, pause or state save: logging off */
+		vm->dirty_stop(vm->ctx);
+	stop_watch(s);
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
 	free(s->blob);

@@ -44,9 +44,10 @@ int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t 
 int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, uint32_t features);
 /*
  * Let the kernel watch the link too: TCP keepalive probes after idle_ms / 2
- * of silence, and TCP_USER_TIMEOUT = idle_ms (data unacknowledged that long
- * fails the connection).  A stalled peer process is caught by the
- * heartbeats (PING) instead: its kernel still acknowledges.
+ * of silence, TCP_USER_TIMEOUT = idle_ms (data unacknowledged that long
+ * fails the connection), and a send blocked idle_ms fails (SO_SNDTIMEO).
+ * A stalled peer process is caught by the heartbeats (PING): its kernel
+ * still acknowledges.
  */
 void mig_conn_set_liveness(struct mig_conn *c, int idle_ms);
 /* Note that bytes were sent on c now (for senders that write the fd themselves). */
@@ -54,6 +55,13 @@ static inline void mig_conn_sent(struct mig_conn *c, uint64_t now)
 {
 	__atomic_store_n(&c->last_tx_ns, now, __ATOMIC_RELAXED);
 }
+/* When bytes last came in on c (mig_now_ns()). */
+static inline uint64_t mig_conn_heard(const struct mig_conn *c)
+{
+	return __atomic_load_n(&c->last_rx_ns, __ATOMIC_RELAXED);
+}
+/* Send a heartbeat (PING) on c if nothing went out for quiet_ns. */
+void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns);
 /* Close the socket (if open) and free the buffers. */
 void mig_conn_close(struct mig_conn *c);
 /* Make blocked send/recv on c return at once (from any thread); keeps the fd. */
