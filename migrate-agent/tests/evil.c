@@ -20,6 +20,7 @@
  *   stall                half the pages, then silence with the links open
  * Destination-side cases (the peer under test is a source; this listens):
  *   evil-request         a PAGE_REQUEST outside RAM
+ *   drop-precopy         hangs up as soon as the channels are open
  *   silent-layout        LAYOUT never acknowledged
  *   stall-dest           RUNNING, then nothing is read any more
  *   lying-complete       COMPLETE right after STATE
@@ -667,6 +668,11 @@ static int evil_dest(const char *cs, struct sockaddr_in *sa)
 		uint64_t addr = ram_size + 16 * MIG_PAGE_SIZE;
 		for (int k = 0; k < 2; k++)
 			mig_conn_send(&c[k], MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
+	} else if (!strcmp(cs, "drop-precopy")) {
+		/* Hang up at once: a precopy in progress fails. */
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		for (int k = 0; k < 2; k++)
+			setsockopt(c[k].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	} else if (!strcmp(cs, "silent-layout")) {
 		/* Read LAYOUT, never acknowledge it (keep reading: no back-pressure). */
 	} else if (!strcmp(cs, "stall-dest")) {
@@ -687,7 +693,8 @@ static int evil_dest(const char *cs, struct sockaddr_in *sa)
 		mig_conn_send(&c[0], MIG_MSG_RUNNING, &run, sizeof(run), NULL, 0);
 		mig_conn_send(&c[0], MIG_MSG_COMPLETE, &m, sizeof(m), NULL, 0);
 	}
-	linger(c[0].fd);
+	if (strcmp(cs, "drop-precopy"))
+		linger(c[0].fd);
 	mig_conn_close(&c[0]);
 	mig_conn_close(&c[1]);
 	close(lfd);
@@ -710,7 +717,8 @@ int main(int argc, char **argv)
 	}
 	const char *cs = argv[1];
 	if (!strcmp(cs, "evil-request") || !strcmp(cs, "silent-layout") ||
-	    !strcmp(cs, "stall-dest") || !strcmp(cs, "lying-complete"))
+	    !strcmp(cs, "drop-precopy") || !strcmp(cs, "stall-dest") ||
+	    !strcmp(cs, "lying-complete"))
 		return evil_dest(cs, &sa);
 	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
 	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall"))

@@ -40,6 +40,22 @@ cat "$work/silent-s.err"
 grep -q "destination .*silent" "$work/silent-s.err" || fail "silent-layout: the silent destination is not named"
 grep -q "after the switch-over" "$work/silent-s.err" && fail "silent-layout: the source switched over"
 
+# 2b. A precopy that fails (the destination hangs up): the VM goes on at the
+#     source, with dirty logging switched off again.
+port=$(free_port)
+"$BIN/mig-evil" drop-precopy "tcp:127.0.0.1:$port" 2> "$work/drop-e.err" &
+pids+=($!)
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M --precopy-rounds 3 \
+	--recover-ms 1000 2> "$work/drop-s.err" &
+spid=$!
+pids+=("$spid")
+wait_status "$spid" "drop-precopy: the source"
+rc=$?
+cat "$work/drop-s.err"
+[ "$rc" = 1 ] || fail "drop-precopy: source exit status $rc"
+grep -q "dirty logging left on" "$work/drop-s.err" && fail "drop-precopy: dirty logging left on"
+
 # 3. A destination that stops reading after RUNNING: the source gives up
 #    within its deadline (after the switch-over: it cannot resume).
 port=$(free_port)
