@@ -816,7 +816,7 @@ static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **
 {
 	int r = 0;
 	pthread_mutex_lock(&d->lock);
-	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->hs_failed) {
+	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed && !d->hs_failed) {
 		if (!deadline) {
 			pthread_cond_wait(&d->cond, &d->lock);
 			continue;
@@ -830,6 +830,9 @@ static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **
 		*urg = d->pend_urg;
 		*bulk = d->pend_bulk;
 		d->pend_urg = d->pend_bulk = NULL;
+	} else if (d->failed) {
+		snprintf(err, errlen, "%s", d->why);
+		r = -ECANCELED;
 	} else if (d->hs_failed) {
 		snprintf(err, errlen, "%s", d->hs_why);
 		r = d->hs_failed;
@@ -1363,6 +1366,23 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 		d->req_sent++;
 	pthread_mutex_unlock(&d->req_lock);
 	return 0;
+}
+
+void mig_dest_abort(struct mig_dest *d, const char *why)
+{
+	pthread_mutex_lock(&d->lock);
+	int done = d->complete_sent || d->failed;
+	pthread_mutex_unlock(&d->lock);
+	if (done)
+		return;
+	pthread_mutex_lock(&d->req_lock);
+	if (d->link_ok && d->urg)
+		send_error(d->urg, MIG_ERR_INTERNAL, why);
+	pthread_mutex_unlock(&d->req_lock);
+	pthread_mutex_lock(&d->lock);
+	d->stop = 1;
+	pthread_mutex_unlock(&d->lock);
+	fail_dest(d, "%s", why);
 }
 
 int mig_dest_status(struct mig_dest *d)
