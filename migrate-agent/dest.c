@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,12 +382,34 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	return 0;
 }
 
+/*
+ * Give a chunk of the staging buffer back to the kernel once none of its
+ * pages can be read from it any more: every staged page was claimed (by the
+ * stager or a fault), and a page still INSTALLING may be being copied from
+ * it right now, so wait for those (an install takes microseconds).
+ */
+#define STAGE_CHUNK 512 /* pages: 2 MiB */
+
+static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
+{
+	for (uint64_t i = first; i < first + n; i++)
+		while (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_INSTALLING &&
+		       !d->failed && !d->stop)
+			sched_yield();
+	madvise(d->stage + first * MIG_PAGE_SIZE, n * MIG_PAGE_SIZE, MADV_DONTNEED);
+}
+
+/* Installs what precopy staged, freeing the staging buffer as it goes (RSS ~ RAM). */
 static void *stager_thread(void *arg)
 {
 	struct mig_dest *d = arg;
-	for (uint64_t i = 0; i < d->nr_pages && !d->failed && !d->stop; i++)
-		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
-			install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
+		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
+		for (uint64_t i = c; i < c + n; i++)
+			if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
+				install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+		release_stage(d, c, n);
+	}
 	return NULL;
 }
 
@@ -1307,6 +1330,9 @@ again:
 	if (staged) {
 		pthread_create(&d->stager, NULL, stager_thread, d);
 		d->stager_on = 1;
+	} else {
+		/* Nothing staged is valid (or there was no precopy): all of it goes. */
+		madvise(d->stage, vm->ram_size, MADV_DONTNEED);
 	}
 	pthread_create(&d->sup, NULL, supervisor_thread, d);
 	d->sup_on = 1;
