@@ -509,10 +509,9 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 			break;
 		}
 		case MIG_MSG_ERROR: {
-			struct mig_error e;
-			memcpy(&e, p, sizeof(e));
-			fail_dest(d, "source reported an error: %.*s", (int)e.msg_len,
-				  (const char *)p + sizeof(e));
+			char text[200]; /* escaped, possibly cut short */
+			mig_error_text(p, text, sizeof(text));
+			fail_dest(d, "source reported an error: %s", text);
 			return;
 		}
 		default:
@@ -1201,6 +1200,27 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* The next frame on c, which must be a want; the source's ERROR is reported as such. */
+static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr *h,
+			const uint8_t **p, char *err, size_t errlen)
+{
+	int r = mig_conn_recv(c, h, p, err, errlen);
+	if (r)
+		return r;
+	if (h->type == MIG_MSG_ERROR) {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(*p, text, sizeof(text));
+		snprintf(err, errlen, "source reported an error: %s", text);
+		return -ECANCELED;
+	}
+	if (h->type != want) {
+		snprintf(err, errlen, "%s channel: expected %s, got %s", c->name,
+			 mig_msg_name(want), mig_msg_name(h->type));
+		return -EPROTO;
+	}
+	return 0;
+}
+
 int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
 {
 	int r;
@@ -1244,12 +1264,7 @@ again:
 	 * the downtime grew fivefold.)  A stalled source is caught by the
 	 * watchdog (idle_ms), which breaks the link: recovered below.
 	 */
-	r = mig_conn_recv(urg, &h, &p, err, errlen);
-	if (!r && h.type != MIG_MSG_LAYOUT) {
-		snprintf(err, errlen, "urgent channel: expected LAYOUT, got %s",
-			 mig_msg_name(h.type));
-		r = -EPROTO;
-	}
+	r = expect_frame(urg, MIG_MSG_LAYOUT, &h, &p, err, errlen);
 	if (!r) {
 		struct mig_layout l;
 		memcpy(&l, p, sizeof(l));
@@ -1257,14 +1272,8 @@ again:
 		if (!r)
 			r = mig_conn_send(urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	}
-	if (!r) {
-		r = mig_conn_recv(urg, &h, &p, err, errlen);
-		if (!r && h.type != MIG_MSG_STATE) {
-			snprintf(err, errlen, "urgent channel: expected STATE, got %s",
-				 mig_msg_name(h.type));
-			r = -EPROTO;
-		}
-	}
+	if (!r)
+		r = expect_frame(urg, MIG_MSG_STATE, &h, &p, err, errlen);
 	if (r && (link_error(r) || d->broken) && !d->failed) {
 		/*
 		 * The link broke before STATE arrived; the source may already

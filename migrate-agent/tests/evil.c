@@ -18,6 +18,7 @@
  *   intruder             a "recovery" by a third party during a healthy link
  *   idlers               three silent connections ahead of the real recovery
  *   stall                half the pages, then silence with the links open
+ *   ansi-error           an ERROR with terminal escapes and a forged log line
  *   bad-state            a migration of a snapshot (--snapshot FILE) whose
  *                        state has a non-canonical RIP: the guest crashes
  * Destination-side cases (the peer under test is a source; this listens):
@@ -667,6 +668,18 @@ static int case_bad_state(struct sess *s, const char *snapshot)
 	}
 }
 
+/* ansi-error: an ERROR whose text would paint the terminal and forge a log line. */
+static int case_ansi_error(struct sess *s)
+{
+	static const char text[] = "\x1b[2J\x1b[31mboom\nmemtest: dest: checksum ok 0xdeadbeef";
+	if (sess_start(s))
+		return 1;
+	struct mig_error e = { .code = MIG_ERR_INTERNAL, .msg_len = sizeof(text) - 1 };
+	mig_conn_send(&s->b, MIG_MSG_ERROR, &e, sizeof(e), text, e.msg_len);
+	linger(s->b.fd);
+	return 0;
+}
+
 static int evil_session(const char *cs, struct sockaddr_in *sa)
 {
 	struct sess s = { .sa = *sa, .u.fd = -1, .b.fd = -1 };
@@ -681,6 +694,8 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
 		r = case_idlers(&s);
 	else if (!strcmp(cs, "stall"))
 		r = case_stall(&s);
+	else if (!strcmp(cs, "ansi-error"))
+		r = case_ansi_error(&s);
 	else if (!strcmp(cs, "bad-state"))
 		r = case_bad_state(&s, snapshot_path);
 	sess_close(&s);
@@ -808,7 +823,7 @@ int main(int argc, char **argv)
 		return evil_dest(cs, &sa);
 	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
 	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall") ||
-	    !strcmp(cs, "bad-state"))
+	    !strcmp(cs, "bad-state") || !strcmp(cs, "ansi-error"))
 		return evil_session(cs, &sa);
 	u.fd = b.fd = -1;
 	int r = evil_source(argv[1], &sa);

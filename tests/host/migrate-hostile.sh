@@ -86,6 +86,18 @@ wait_listen "$port"
 grep -q "PAGE_REQUEST address .* outside guest RAM" "$work/src.err" ||
 	{ cat "$work/src.err" >&2; fail "evil-request: no clear message at the source"; }
 echo "evil-request: rejected: $(tail -n1 "$work/src.err")"
+# Peer text is escaped before it is printed: no terminal escapes, no forged
+# log lines.
+start_memtest_dest ansi
+timeout 60 "$BIN/mig-evil" ansi-error "tcp:127.0.0.1:$dport" --mem 4 2> /dev/null
+wait_status "$dpid" "ansi: the destination"
+rc=$?
+cat -v "$work/ansi-d.err"
+[ "$rc" = 1 ] || fail "ansi: destination exit status $rc"
+grep -q "source reported an error: .x1b" "$work/ansi-d.err" || fail "ansi: no escaped message"
+grep -q $'\x1b' "$work/ansi-d.err" && fail "ansi: a raw escape sequence reached the log"
+grep -q "^memtest: dest: checksum ok 0xdeadbeef" "$work/ansi-d.err" && fail "ansi: a forged log line"
+
 # A destination that claims COMPLETE right after STATE: the source must not
 # believe it (it has not sent the pages), and must say so.
 port=$(free_port)
