@@ -5,7 +5,7 @@
 # whole sessions against a fake VM, invariants of the page record), from
 # the corpus in migrate-agent/fuzz/corpus/dest.  Any crash, sanitizer report
 # or abort (a broken invariant) fails the test.
-# timeout: 120
+# timeout: 240
 set -uo pipefail
 . tests/host/migrate-lib.bash
 fuzz=build/fuzz/wire-fuzz
