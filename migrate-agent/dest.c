@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "migrate/auth.h"
+
+#define MAX_HANDSHAKES_ 8 /* see MAX_HANDSHAKES */
 
 enum {
 	PG_MISSING,
@@ -70,8 +74,21 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, all_present, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_urg, rx_bulk, sup, stager;
-	int rx_urg_on, rx_bulk_on, sup_on, stager_on;
+	pthread_t rx_urg, rx_bulk, sup, stager, watch;
+	int rx_urg_on, rx_bulk_on, sup_on, stager_on, watch_on;
+
+	/*
+	 * The session and its secret; connections being authenticated; an
+	 * authenticated pair not yet taken.  All under lock (cond signals).
+	 */
+	int session_set;
+	uint8_t secret[MIG_SECRET_LEN];
+	pthread_t acceptor;
+	int acceptor_on, handshakes, hs_fd[MAX_HANDSHAKES_];
+	int hs_failed; /* a malformed first connection: why in hs_why */
+	char hs_why[300];
+	struct mig_conn *pend_urg, *pend_bulk;
+	uint32_t pend_attempt; /* the source's connection attempt they belong to */
 
 	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
 	    dedup, pages_zero;
@@ -84,6 +101,14 @@ struct mig_dest {
 
 static void fail_dest(struct mig_dest *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
+static struct timespec mono_in_ms(unsigned ms)
+{
+	uint64_t t = mig_now_ns() + ms * 1000000ull;
+	return (struct timespec){ .tv_sec = (time_t)(t / 1000000000ull),
+				  .tv_nsec = (long)(t % 1000000000ull) };
+}
 
 static void kick_links(struct mig_dest *d)
 {
@@ -140,21 +165,37 @@ static void fill_complete(struct mig_dest *d, struct mig_complete *m)
 	m->recoveries = d->recoveries;
 }
 
+/*
+ * Every page present by the one record of presence, d->pst?  The counter
+ * d->received only says when to look: completion is never derived from a
+ * count (a count can be wrong; the record cannot be both PRESENT and not).
+ */
+static int all_pages_present(struct mig_dest *d)
+{
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_PRESENT)
+			return 0;
+	return 1;
+}
+
 /* Send COMPLETE if every page is here and it was not sent yet. */
 static void try_complete(struct mig_dest *d)
 {
 	/* Not before RUNNING: the source measures the downtime with it. */
 	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) ||
-	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE))
+	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) || !all_pages_present(d))
 		return;
 	struct mig_complete m;
 	fill_complete(d, &m);
 	pthread_mutex_lock(&d->req_lock);
 	int sent = 0;
-	if (d->link_ok && !d->complete_sent)
+	if (d->link_ok && !d->complete_sent) {
+		/* Set first: the source may close the link as soon as it has it. */
+		__atomic_store_n(&d->complete_sent, 1, __ATOMIC_RELEASE);
 		sent = mig_conn_send(d->urg, MIG_MSG_COMPLETE, &m, sizeof(m), NULL, 0) == 0;
-	if (sent)
-		d->complete_sent = 1;
+		if (!sent)
+			__atomic_store_n(&d->complete_sent, 0, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&d->req_lock);
 	if (sent) {
 		pthread_mutex_lock(&d->lock);
@@ -165,8 +206,6 @@ static void try_complete(struct mig_dest *d)
 }
 
 /* ---- Installing ---- */
-
-#define FRAME_MAX (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
 
 /*
  * Claim page i for installing (-> PG_INSTALLING): its previous state, or -1
@@ -342,12 +381,34 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	return 0;
 }
 
+/*
+ * Give a chunk of the staging buffer back to the kernel once none of its
+ * pages can be read from it any more: every staged page was claimed (by the
+ * stager or a fault), and a page still INSTALLING may be being copied from
+ * it right now, so wait for those (an install takes microseconds).
+ */
+#define STAGE_CHUNK 512 /* pages: 2 MiB */
+
+static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
+{
+	for (uint64_t i = first; i < first + n; i++)
+		while (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_INSTALLING &&
+		       !d->failed && !d->stop)
+			sched_yield();
+	madvise(d->stage + first * MIG_PAGE_SIZE, n * MIG_PAGE_SIZE, MADV_DONTNEED);
+}
+
+/* Installs what precopy staged, freeing the staging buffer as it goes (RSS ~ RAM). */
 static void *stager_thread(void *arg)
 {
 	struct mig_dest *d = arg;
-	for (uint64_t i = 0; i < d->nr_pages && !d->failed && !d->stop; i++)
-		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
-			install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
+		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
+		for (uint64_t i = c; i < c + n; i++)
+			if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
+				install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+		release_stage(d, c, n);
+	}
 	return NULL;
 }
 
@@ -358,10 +419,117 @@ struct rx_arg {
 	struct mig_conn *c;
 };
 
-static int link_error(int r)
+/* A precopy page: staged (not installed) until the switch-over. */
+static int stage_page(struct mig_dest *d, uint64_t i, const struct mig_page *pg,
+		      const uint8_t *data, char *err, size_t errlen)
 {
-	return r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN || r == -ETIMEDOUT ||
-	       r == -EHOSTUNREACH || r == -ENETUNREACH || r == -ECONNABORTED;
+	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+	if (st != PG_MISSING && st != PG_STAGED) {
+		/* Installed pages stay installed: the record never goes back. */
+		snprintf(err, errlen, "precopy PAGE 0x%llx for a page already installed",
+			 (unsigned long long)pg->addr);
+		return -EPROTO;
+	}
+	int r = mig_page_decode(pg, data, d->stage + i * MIG_PAGE_SIZE, err, errlen);
+	if (!r)
+		__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
+	return r;
+}
+
+static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, const uint8_t *p,
+		   char *err, size_t errlen)
+{
+	struct mig_page pg;
+	memcpy(&pg, p, sizeof(pg));
+	const uint8_t *data = p + sizeof(pg);
+	uint64_t i = pg.addr / MIG_PAGE_SIZE;
+	int precopy = (pg.flags & MIG_PAGEF_PRECOPY) != 0;
+	if (precopy != !d->phase0_done) {
+		snprintf(err, errlen, "%s channel: %s PAGE 0x%llx %s the switch-over", c->name,
+			 precopy ? "precopy" : "postcopy", (unsigned long long)pg.addr,
+			 precopy ? "after" : "before");
+		return -EPROTO;
+	}
+	if (precopy)
+		return stage_page(d, i, &pg, data, err, errlen);
+	int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
+	int r = run_add(d, run, i, &pg, data, kind, err, errlen);
+	/* Nothing waits behind a run: install it before recv may block. */
+	if (!r && mig_conn_buffered(c) < MIG_PAGE_FRAME_MAX)
+		r = flush_run(d, run);
+	return r;
+}
+
+static void rx_done(struct mig_dest *d, const uint8_t *p)
+{
+	struct mig_done dn;
+	memcpy(&dn, p, sizeof(dn));
+	if (dn.phase != 0)
+		return; /* DONE(1) is informative: completion is the page record's */
+	pthread_mutex_lock(&d->lock);
+	__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
+	d->phase0_done = 1;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* PRECOPY_DIRTY: staged copies of pages written since are forgotten. */
+static void rx_dirty(struct mig_dest *d, const uint8_t *p)
+{
+	const uint8_t *bm = p + sizeof(struct mig_dirty);
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = PG_STAGED;
+		if ((bm[i / 8] >> (i % 8)) & 1)
+			__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	}
+}
+
+/*
+ * One checked frame from the source on c: 0 to go on, 1 when the source
+ * gave up (ERROR: the migration failed), or a negative errno with err.
+ */
+static int rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
+		    const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen)
+{
+	switch (h->type) {
+	case MIG_MSG_PAGE:
+		return rx_page(d, c, run, p, err, errlen);
+	case MIG_MSG_DONE:
+		rx_done(d, p);
+		return 0;
+	case MIG_MSG_PRECOPY_DIRTY:
+		rx_dirty(d, p);
+		return 0;
+	case MIG_MSG_ERROR: {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		fail_dest(d, "source reported an error: %s", text);
+		return 1;
+	}
+	}
+	snprintf(err, errlen, "%s channel: unexpected %s from the source", c->name,
+		 mig_msg_name(h->type));
+	return -EPROTO;
+}
+
+/* A receive error r on c: a broken link (recoverable) or a hostile stream. */
+static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char *err)
+{
+	if (mig_link_error(r)) {
+		/* Recoverable: the supervisor (or incoming) takes over. */
+		pthread_mutex_lock(&d->lock);
+		if (!d->broken)
+			snprintf(d->why, sizeof(d->why), "%s", err);
+		d->broken = 1;
+		pthread_cond_broadcast(&d->cond);
+		pthread_mutex_unlock(&d->lock);
+		if (!d->state_rx)
+			kick_links(d); /* incoming waits on the urgent channel */
+		return;
+	}
+	send_error(c, MIG_ERR_PROTOCOL, err);
+	fail_dest(d, "%s", err);
 }
 
 static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
@@ -375,92 +543,12 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 			return;
 		if (d->failed || d->stop || d->complete_sent)
 			return;
-		if (r && link_error(r)) {
-			/* Recoverable: the supervisor (or incoming) takes over. */
-			pthread_mutex_lock(&d->lock);
-			if (!d->broken)
-				snprintf(d->why, sizeof(d->why), "%s", err);
-			d->broken = 1;
-			pthread_cond_broadcast(&d->cond);
-			pthread_mutex_unlock(&d->lock);
-			if (!d->state_rx)
-				kick_links(d); /* incoming waits on the urgent channel */
+		if (!r)
+			r = rx_frame(d, c, run, &h, p, err, sizeof(err));
+		if (r > 0 || d->failed)
 			return;
-		}
 		if (r) {
-			send_error(c, MIG_ERR_PROTOCOL, err);
-			fail_dest(d, "%s", err);
-			return;
-		}
-		switch (h.type) {
-		case MIG_MSG_PAGE: {
-			struct mig_page pg;
-			memcpy(&pg, p, sizeof(pg));
-			const uint8_t *data = p + sizeof(pg);
-			uint64_t i = pg.addr / MIG_PAGE_SIZE;
-			if ((pg.flags & MIG_PAGEF_PRECOPY) && !d->phase0_done) {
-				r = mig_page_decode(&pg, data, d->stage + i * MIG_PAGE_SIZE, err,
-						    sizeof(err));
-				if (!r)
-					__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
-			} else if (!d->phase0_done) {
-				snprintf(err, sizeof(err),
-					 "%s channel: postcopy PAGE 0x%llx before the switch-over",
-					 c->name, (unsigned long long)pg.addr);
-				r = -EPROTO;
-			} else if (pg.flags & MIG_PAGEF_PRECOPY) {
-				snprintf(err, sizeof(err),
-					 "%s channel: precopy PAGE after the switch-over", c->name);
-				r = -EPROTO;
-			} else {
-				int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
-				r = run_add(d, run, i, &pg, data, kind, err, sizeof(err));
-				/* Nothing waits behind a run: install it before recv may block. */
-				if (!r && mig_conn_buffered(c) < FRAME_MAX)
-					r = flush_run(d, run);
-				if (r)
-					return;
-			}
-			break;
-		}
-		case MIG_MSG_DONE: {
-			struct mig_done dn;
-			memcpy(&dn, p, sizeof(dn));
-			if (dn.phase == 0) {
-				pthread_mutex_lock(&d->lock);
-				__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
-				d->phase0_done = 1;
-				pthread_cond_broadcast(&d->cond);
-				pthread_mutex_unlock(&d->lock);
-			}
-			break;
-		}
-		case MIG_MSG_PRECOPY_DIRTY: {
-			const uint8_t *bm = p + sizeof(struct mig_dirty);
-			for (uint64_t i = 0; i < d->nr_pages; i++) {
-				uint8_t st = PG_STAGED;
-				if ((bm[i / 8] >> (i % 8)) & 1)
-					__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
-								    __ATOMIC_ACQ_REL,
-								    __ATOMIC_ACQUIRE);
-			}
-			break;
-		}
-		case MIG_MSG_ERROR: {
-			struct mig_error e;
-			memcpy(&e, p, sizeof(e));
-			fail_dest(d, "source reported an error: %.*s", (int)e.msg_len,
-				  (const char *)p + sizeof(e));
-			return;
-		}
-		default:
-			snprintf(err, sizeof(err), "%s channel: unexpected %s from the source",
-				 c->name, mig_msg_name(h.type));
-			r = -EPROTO;
-		}
-		if (r) {
-			send_error(c, MIG_ERR_PROTOCOL, err);
-			fail_dest(d, "%s", err);
+			rx_failed(d, c, r, err);
 			return;
 		}
 	}
@@ -501,7 +589,21 @@ static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *
 	*on = 1;
 }
 
-/* ---- Accepting a pair of channels ---- */
+/* ---- Accepting connections: one handshake per connection, concurrently ---- */
+
+/*
+ * Every accepted connection gets its own short-lived handshake thread
+ * (HELLO, then AUTH) with a deadline of HANDSHAKE_MS, at most MAX_HANDSHAKES
+ * at a time (more are closed at once), each allowed frames of at most
+ * MIG_HANDSHAKE_FRAME_LIMIT bytes: an unauthenticated peer costs one
+ * thread and one receive buffer for a few seconds, and never touches the
+ * session.  An authenticated connection is offered as the pending urgent or
+ * bulk channel (a newer one replaces an older one); accept_pair() takes a
+ * complete pair.  Before any session exists, a malformed first connection
+ * fails the incoming migration (it is what the operator pointed at us).
+ */
+#define MAX_HANDSHAKES MAX_HANDSHAKES_
+#define HANDSHAKE_MS   3000
 
 static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 {
@@ -512,6 +614,7 @@ static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 		return NULL;
 	}
 	c->wire.ram_size = d->vm->ram_size;
+	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
 	return c;
 }
 
@@ -530,123 +633,318 @@ static void set_rcvtimeo(int fd, int ms)
 }
 
 /*
- * Accept connections until both channels of one session said HELLO, or the
- * deadline.  recover: only a RECOVER HELLO of d->session is welcome (others
- * are refused and the wait goes on); otherwise the first HELLO sets the
- * session, and anything malformed fails the incoming migration.
+ * Which session a HELLO belongs to (under d->lock): 1 when it makes the
+ * session (the first urgent HELLO without RECOVER: it learns the secret),
+ * 0 when it must prove the secret, -EPROTO when it cannot belong.
  */
-static int accept_pair(struct mig_dest *d, int recover, uint64_t deadline, struct mig_conn **urg,
-		       struct mig_conn **bulk, char *err, size_t errlen)
+static int classify_hello(struct mig_dest *d, const struct mig_hello *m, char *why, size_t len)
 {
-	*urg = *bulk = NULL;
-	while (!*urg || !*bulk) {
-		int64_t left = deadline ? (int64_t)(deadline - mig_now_ns()) / 1000000 : -1;
-		if (deadline && left <= 0) {
-			snprintf(err, errlen, "no source connected within the deadline");
-			goto fail;
+	if (!d->session_set) {
+		if (m->flags & MIG_HELLO_RECOVER) {
+			snprintf(why, len, "recovery HELLO for an unknown session %llx",
+				 (unsigned long long)m->session_id);
+			return -EPROTO;
 		}
+		if (m->channel != MIG_CHAN_URGENT) {
+			snprintf(why, len, "a session starts with its urgent channel");
+			return -EPROTO;
+		}
+		d->session_set = 1;
+		d->session = m->session_id;
+		d->features &= m->features;
+		return 1;
+	}
+	if (m->session_id != d->session) {
+		snprintf(why, len, "connection is not part of session %llx",
+			 (unsigned long long)d->session);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Challenge c for the session secret; 0 when its proof is right. */
+static int challenge(struct mig_dest *d, struct mig_conn *c, uint16_t channel, char *why,
+		     size_t len)
+{
+	struct mig_auth a = { .kind = MIG_AUTH_CHALLENGE };
+	uint8_t want[MIG_SECRET_LEN];
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = mig_random_bytes(a.data, sizeof(a.data), why, len);
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+	if (!r)
+		r = mig_conn_recv(c, &h, &p, why, len);
+	if (r)
+		return r;
+	struct mig_auth proof;
+	if (h.type != MIG_MSG_AUTH ||
+	    (memcpy(&proof, p, sizeof(proof)), proof.kind) != MIG_AUTH_PROOF) {
+		snprintf(why, len, "expected the proof of the session secret, got %s",
+			 mig_msg_name(h.type));
+		return -EPROTO;
+	}
+	mig_auth_proof(d->secret, a.data, d->session, channel, want);
+	if (!mig_auth_equal(want, proof.data)) {
+		snprintf(why, len, "wrong proof of the session secret");
+		return -EACCES;
+	}
+	return 0;
+}
+
+/*
+ * HELLO and AUTH on a new connection; 0 when it is an authenticated channel
+ * (*attempt: the source's connection attempt it belongs to).
+ */
+static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, char *why,
+		     size_t len)
+{
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = mig_conn_recv(c, &h, &p, why, len);
+	if (r)
+		return r;
+	if (h.type != MIG_MSG_HELLO) {
+		snprintf(why, len, "expected HELLO first, got %s", mig_msg_name(h.type));
+		return -EPROTO;
+	}
+	struct mig_hello m;
+	memcpy(&m, p, sizeof(m));
+	*attempt = m.attempt;
+	pthread_mutex_lock(&d->lock);
+	int owner = classify_hello(d, &m, why, len);
+	uint32_t features = d->features;
+	pthread_mutex_unlock(&d->lock);
+	if (owner < 0)
+		return owner;
+	c->wire.features = features;
+	struct mig_hello back = {
+		.version = MIG_VERSION,
+		.role = MIG_ROLE_DEST,
+		.channel = m.channel,
+		.page_size = MIG_PAGE_SIZE,
+		.flags = m.flags & MIG_HELLO_RECOVER,
+		.session_id = m.session_id,
+		.ram_size = d->vm->ram_size,
+		.features = features,
+		.attempt = m.attempt,
+	};
+	r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
+	if (!r && owner) {
+		struct mig_auth a = { .kind = MIG_AUTH_SECRET };
+		memcpy(a.data, d->secret, sizeof(a.data));
+		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+	} else if (!r) {
+		r = challenge(d, c, m.channel, why, len);
+	}
+	if (r)
+		return r;
+	c->wire.frame_limit = 0;
+	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
+	if (m.channel == MIG_CHAN_URGENT)
+		c->spin_us = d->o.spin_us;
+	mig_conn_set_liveness(c, d->o.idle_ms);
+	set_rcvtimeo(c->fd, 0);
+	return 0;
+}
+
+/*
+ * An authenticated channel of the source's connection attempt: pending
+ * until its partner of the same attempt arrives.  A later attempt replaces
+ * whatever an earlier one left; a channel of an earlier attempt is dropped.
+ */
+static void offer(struct mig_dest *d, struct mig_conn *c, uint32_t attempt)
+{
+	struct mig_conn *drop[3] = { NULL, NULL, NULL };
+	pthread_mutex_lock(&d->lock);
+	if (attempt > d->pend_attempt || (!d->pend_urg && !d->pend_bulk)) {
+		drop[0] = d->pend_urg;
+		drop[1] = d->pend_bulk;
+		d->pend_urg = d->pend_bulk = NULL;
+		d->pend_attempt = attempt;
+	}
+	if (attempt == d->pend_attempt) {
+		struct mig_conn **slot = !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
+		drop[2] = *slot;
+		*slot = c;
+		pthread_cond_broadcast(&d->cond);
+	} else {
+		drop[2] = c; /* left over from an earlier attempt */
+	}
+	pthread_mutex_unlock(&d->lock);
+	for (int k = 0; k < 3; k++)
+		free_conn(drop[k]);
+}
+
+struct hs_arg {
+	struct mig_dest *d;
+	int fd, slot;
+};
+
+static void *handshake_thread(void *arg)
+{
+	struct hs_arg *a = arg;
+	struct mig_dest *d = a->d;
+	char why[300];
+	uint32_t attempt = 0;
+	struct mig_conn *c = new_conn(d, a->fd, "incoming");
+	int r = c ? 0 : -ENOMEM;
+	if (c) {
+		set_rcvtimeo(c->fd, HANDSHAKE_MS);
+		r = handshake(d, c, &attempt, why, sizeof(why));
+	}
+	mig_auth_thread_cleanup(); /* before this thread counts as gone */
+	pthread_mutex_lock(&d->lock);
+	d->hs_fd[a->slot] = -1;
+	/* Before any session: a malformed first connection fails the migration. */
+	if (r && c && !d->session_set && r != -ETIMEDOUT && r != -ECONNRESET && !d->hs_failed) {
+		snprintf(d->hs_why, sizeof(d->hs_why), "%s", why);
+		d->hs_failed = r;
+	}
+	d->handshakes--;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	if (r && c) {
+		send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL, why);
+		if (d->session_set)
+			pr_mig("refused a connection: %s\n", why);
+		free_conn(c);
+	} else if (c) {
+		offer(d, c, attempt);
+	}
+	mig_wire_thread_cleanup();
+	free(a);
+	return NULL;
+}
+
+/* Start a handshake thread for fd, or close fd when too many are running. */
+static void start_handshake(struct mig_dest *d, int fd)
+{
+	struct hs_arg *a = malloc(sizeof(*a));
+	pthread_mutex_lock(&d->lock);
+	int slot = -1;
+	for (int k = 0; k < MAX_HANDSHAKES && slot < 0; k++)
+		if (d->hs_fd[k] < 0)
+			slot = k;
+	if (a && slot >= 0) {
+		d->hs_fd[slot] = fd;
+		d->handshakes++;
+	}
+	pthread_mutex_unlock(&d->lock);
+	pthread_t t;
+	if (a && slot >= 0) {
+		*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot };
+		if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
+			pthread_detach(t);
+			return;
+		}
+		pthread_mutex_lock(&d->lock);
+		d->hs_fd[slot] = -1;
+		d->handshakes--;
+		pthread_mutex_unlock(&d->lock);
+	}
+	free(a);
+	close(fd);
+}
+
+static void *acceptor_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
-		int n = poll(&pfd, 1, deadline ? (int)(left < 200 ? left : 200) : 200);
-		if (d->stop) {
-			snprintf(err, errlen, "stopped");
-			goto fail;
-		}
-		if (n <= 0)
+		if (poll(&pfd, 1, 100) <= 0)
 			continue;
 		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		set_rcvtimeo(fd, 5000);
-		struct mig_conn *c = new_conn(d, fd, "incoming");
-		if (!c)
-			continue;
-		struct mig_frame_hdr h;
-		const uint8_t *p;
-		char why[300];
-		int r = mig_conn_recv(c, &h, &p, why, sizeof(why));
-		struct mig_hello m;
-		if (!r && h.type != MIG_MSG_HELLO) {
-			snprintf(why, sizeof(why), "expected HELLO first, got %s",
-				 mig_msg_name(h.type));
-			r = -EPROTO;
-		}
-		if (!r) {
-			memcpy(&m, p, sizeof(m));
-			if (recover &&
-			    (!(m.flags & MIG_HELLO_RECOVER) || m.session_id != d->session)) {
-				snprintf(why, sizeof(why),
-					 "connection is not a recovery of session %llx",
-					 (unsigned long long)d->session);
-				r = -EPROTO;
-			} else if (!recover && (m.flags & MIG_HELLO_RECOVER)) {
-				snprintf(why, sizeof(why),
-					 "recovery HELLO for an unknown session %llx",
-					 (unsigned long long)m.session_id);
-				r = -EPROTO;
-			} else if ((*urg || *bulk) && m.session_id != d->session) {
-				snprintf(why, sizeof(why), "second channel from another session");
-				r = -EPROTO;
-			} else if ((m.channel == MIG_CHAN_URGENT && *urg) ||
-				   (m.channel == MIG_CHAN_BULK && *bulk)) {
-				snprintf(why, sizeof(why), "channel %u opened twice", m.channel);
-				r = -EPROTO;
-			}
-		}
-		if (r) {
-			send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL,
-				   why);
-			free_conn(c);
-			if (recover) {
-				pr_mig("refused a connection during recovery: %s\n", why);
-				continue;
-			}
-			snprintf(err, errlen, "%s", why);
-			goto fail;
-		}
-		d->session = m.session_id;
-		d->features &= m.features;
-		c->wire.features = d->features;
-		struct mig_hello back = {
-			.version = MIG_VERSION,
-			.role = MIG_ROLE_DEST,
-			.channel = m.channel,
-			.page_size = MIG_PAGE_SIZE,
-			.flags = m.flags & MIG_HELLO_RECOVER,
-			.session_id = d->session,
-			.ram_size = d->vm->ram_size,
-			.features = d->features,
-		};
-		mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
-		if (m.channel == MIG_CHAN_URGENT) {
-			c->name = "urgent";
-			c->spin_us = d->o.spin_us;
-			*urg = c;
-		} else {
-			c->name = "bulk";
-			*bulk = c;
-		}
+		if (fd >= 0)
+			start_handshake(d, fd);
 	}
-	set_rcvtimeo((*urg)->fd, 0);
-	set_rcvtimeo((*bulk)->fd, 0);
-	return 0;
-fail:
-	free_conn(*urg);
-	free_conn(*bulk);
-	*urg = *bulk = NULL;
-	return -EPROTO;
+	return NULL;
+}
+
+/* Stop accepting; end the handshakes in progress and wait for them. */
+static void stop_accepting(struct mig_dest *d)
+{
+	if (d->acceptor_on)
+		pthread_join(d->acceptor, NULL);
+	d->acceptor_on = 0;
+	pthread_mutex_lock(&d->lock);
+	for (int k = 0; k < MAX_HANDSHAKES; k++)
+		if (d->hs_fd[k] >= 0)
+			shutdown(d->hs_fd[k], SHUT_RDWR);
+	while (d->handshakes)
+		pthread_cond_wait(&d->cond, &d->lock);
+	free_conn(d->pend_urg);
+	free_conn(d->pend_bulk);
+	d->pend_urg = d->pend_bulk = NULL;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Take an authenticated pair of channels, waiting until deadline (0:
+ * forever, until stopped).  0 with *urg and *bulk, or a negative errno
+ * with a message.
+ */
+static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
+		       struct mig_conn **bulk, char *err, size_t errlen)
+{
+	int r = 0;
+	pthread_mutex_lock(&d->lock);
+	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed && !d->hs_failed) {
+		if (!deadline) {
+			pthread_cond_wait(&d->cond, &d->lock);
+			continue;
+		}
+		struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+				       .tv_nsec = (long)(deadline % 1000000000ull) };
+		if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) == ETIMEDOUT)
+			break;
+	}
+	if (d->pend_urg && d->pend_bulk) {
+		*urg = d->pend_urg;
+		*bulk = d->pend_bulk;
+		d->pend_urg = d->pend_bulk = NULL;
+	} else if (d->failed) {
+		snprintf(err, errlen, "%s", d->why);
+		r = -ECANCELED;
+	} else if (d->hs_failed) {
+		snprintf(err, errlen, "%s", d->hs_why);
+		r = d->hs_failed;
+	} else {
+		snprintf(err, errlen,
+			 d->stop ? "stopped" : "no source connected within the deadline");
+		r = d->stop ? -ECANCELED : -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return r;
 }
 
 /* ---- Supervisor: breaks and recovery ---- */
 
-static int recover(struct mig_dest *d)
+/*
+ * RESUME on a recovered urgent channel: the bitmap of pages this side has,
+ * read from the page record (present, being installed, or staged and still
+ * valid).  flags: MIG_RESUME_NEED_STATE when the state never arrived.
+ */
+static int send_resume(struct mig_dest *d, struct mig_conn *urg, uint32_t flags)
 {
-	char err[320];
-	uint64_t t0 = mig_now_ns();
-	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
-	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
-	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
-	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
-	/* Stop the receivers and retire the old connections. */
+	size_t bytes = (d->nr_pages + 7) / 8;
+	uint8_t *bm = calloc(1, bytes);
+	if (!bm)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
+			bm[i / 8] |= 1 << (i % 8);
+	}
+	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = flags };
+	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
+	free(bm);
+	return r;
+}
+
+/* Stop the receivers and retire the broken connections. */
+static void retire_links(struct mig_dest *d)
+{
 	pthread_mutex_lock(&d->req_lock);
 	d->link_ok = 0;
 	pthread_mutex_unlock(&d->req_lock);
@@ -657,15 +955,74 @@ static int recover(struct mig_dest *d)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_urg_on = d->rx_bulk_on = 0;
 	pthread_mutex_lock(&d->req_lock);
-	d->bytes_rx_prev += d->urg->rx_bytes + d->bulk->rx_bytes;
+	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	free_conn(d->urg);
 	free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
+}
 
+/*
+ * Wait until deadline for a reconnection that takes RESUME (flags as for
+ * send_resume()); a reconnection that fails before RESUME went out is
+ * dropped and the wait goes on.  0 with the pair in urg and bulk, or
+ * -ETIMEDOUT.
+ */
+static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct mig_conn **urg,
+		     struct mig_conn **bulk)
+{
+	char err[320];
+	for (;;) {
+		if (accept_pair(d, deadline, urg, bulk, err, sizeof(err)))
+			return -ETIMEDOUT;
+		int r = send_resume(d, *urg, flags);
+		if (!r)
+			return 0;
+		pr_mig("the reconnected source went away before RESUME (%s); waiting on\n",
+		       strerror(-r));
+		free_conn(*urg);
+		free_conn(*bulk);
+	}
+}
+
+/* RUNNING: the vCPUs run here since resume_rt. */
+static void send_running(struct mig_dest *d, struct mig_conn *urg)
+{
+	struct mig_running m = {
+		.resume_realtime_ns = d->resume_rt,
+		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
+	};
+	mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
+}
+
+/* On a recovered link: repeat every outstanding request, and RUNNING.  Under req_lock. */
+static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
+{
+	uint64_t again = 0;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_REQUESTED)
+			continue;
+		struct mig_page_request q = { .count = 1 };
+		uint64_t addr = i * MIG_PAGE_SIZE;
+		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
+		again++;
+	}
+	if (d->t_resumed)
+		send_running(d, urg); /* it may have been lost with the old link */
+	return again;
+}
+
+static int recover_postcopy(struct mig_dest *d)
+{
+	uint64_t t0 = mig_now_ns();
+	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
+	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
+	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
+	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
+	retire_links(d);
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (accept_pair(d, 1, deadline, &urg, &bulk, err, sizeof(err))) {
+	if (reconnect(d, deadline, 0, &urg, &bulk)) {
 		char cause[sizeof(d->why)];
 		pthread_mutex_lock(&d->lock);
 		snprintf(cause, sizeof(cause), "%s", d->why);
@@ -678,46 +1035,11 @@ static int recover(struct mig_dest *d)
 					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
 		return -ETIMEDOUT;
 	}
-	/* RESUME: every page present or staged counts as received. */
-	size_t bytes = (d->nr_pages + 7) / 8;
-	uint8_t *bm = calloc(1, bytes);
-	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
-		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
-			bm[i / 8] |= 1 << (i % 8);
-	}
-	struct mig_resume rs = { .nr_pages = d->nr_pages };
-	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
-	free(bm);
-	if (r) {
-		free_conn(urg);
-		free_conn(bulk);
-		pthread_mutex_lock(&d->lock);
-		snprintf(d->why, sizeof(d->why), "could not send RESUME");
-		pthread_mutex_unlock(&d->lock);
-		return 0; /* still broken: the next round waits again */
-	}
 	pthread_mutex_lock(&d->req_lock);
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
-	uint64_t again = 0;
-	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_REQUESTED)
-			continue;
-		struct mig_page_request q = { .count = 1 };
-		uint64_t addr = i * MIG_PAGE_SIZE;
-		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
-		again++;
-	}
-	if (d->t_resumed) {
-		/* RUNNING may have been lost with the old link. */
-		struct mig_running m = {
-			.resume_realtime_ns = d->resume_rt,
-			.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
-		};
-		mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
-	}
+	uint64_t again = repeat_requests(d, urg);
 	pthread_mutex_unlock(&d->req_lock);
 	pthread_mutex_lock(&d->lock);
 	d->broken = 0;
@@ -742,21 +1064,82 @@ static void *supervisor_thread(void *arg)
 		if (failed || done || stop)
 			return NULL;
 		if (broken) {
-			if (recover(d))
+			if (recover_postcopy(d))
 				return NULL;
 			continue;
 		}
-		/* A source reconnecting before this side noticed the break. */
-		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
-		if (poll(&pfd, 1, 100) > 0 && !d->complete_sent) {
-			pthread_mutex_lock(&d->lock);
-			if (!d->broken && !d->failed)
-				snprintf(d->why, sizeof(d->why),
-					 "the source opened a new connection");
+		/*
+		 * The source reconnected (authenticated) before this side noticed
+		 * the break: it knows the old link is dead.
+		 */
+		pthread_mutex_lock(&d->lock);
+		if (d->pend_urg && d->pend_bulk && !d->broken && !d->failed && !d->complete_sent) {
+			snprintf(d->why, sizeof(d->why), "the source reconnected");
 			d->broken = 1;
+		} else {
+			struct timespec ts = mono_in_ms(100);
+			pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+}
+
+/* ---- Liveness: heartbeats out, silence in ---- */
+
+/*
+ * The watchdog: every heartbeat interval (idle_ms / 4, at most 1 s) it
+ * sends PING on the urgent channel if nothing else went out meanwhile, and
+ * it declares the link broken when nothing at all came from the source for
+ * idle_ms: a stalled source (SIGSTOP, a hung host) or a half-open link,
+ * which TCP alone would not notice for minutes.  The break then takes the
+ * usual way: recovery, within recover_ms, or a clear failure.
+ */
+static uint64_t heartbeat_ns(const struct mig_opts *o)
+{
+	uint64_t ms = (uint64_t)o->idle_ms / 4;
+	return (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
+}
+
+/* One look at the link (under req_lock): 1 when the source has gone silent. */
+static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb)
+{
+	if (!d->link_ok || !d->urg || !d->bulk)
+		return 0;
+	mig_conn_ping_if_quiet(d->urg, now, hb);
+	uint64_t heard = mig_conn_heard(d->urg);
+	if (mig_conn_heard(d->bulk) > heard)
+		heard = mig_conn_heard(d->bulk);
+	return now > heard && now - heard > (uint64_t)d->o.idle_ms * 1000000ull;
+}
+
+static void *watch_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	uint64_t hb = heartbeat_ns(&d->o);
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop && !d->failed && !d->complete_sent) {
+		struct timespec ts = mono_in_ms((unsigned)(hb / 1000000));
+		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		if (d->broken || d->stop)
+			continue;
+		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_lock(&d->req_lock);
+		int silent = watch_link(d, mig_now_ns(), hb);
+		pthread_mutex_unlock(&d->req_lock);
+		pthread_mutex_lock(&d->lock);
+		if (silent && !d->broken && !d->failed) {
+			snprintf(d->why, sizeof(d->why),
+				 "source silent for %d ms: stalled, or the link is down",
+				 d->o.idle_ms);
+			d->broken = 1;
+			pthread_cond_broadcast(&d->cond);
 			pthread_mutex_unlock(&d->lock);
+			kick_links(d);
+			pthread_mutex_lock(&d->lock);
 		}
 	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
 }
 
 /* ---- Public API ---- */
@@ -775,7 +1158,15 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->lat_lock, NULL);
-	pthread_cond_init(&d->cond, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
+	pthread_cond_init(&d->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (mig_random_bytes(d->secret, sizeof(d->secret), err, errlen)) {
+		free(d);
+		return NULL;
+	}
 	if (mig_addr_parse(o->addr, &d->sa, err, errlen) < 0) {
 		free(d);
 		return NULL;
@@ -791,7 +1182,8 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	return d;
 }
 
-static int check_layout(struct mig_dest *d, const struct mig_layout *l, char *err, size_t errlen)
+static int layout_matches_vm(struct mig_dest *d, const struct mig_layout *l, char *err,
+			     size_t errlen)
 {
 	struct mig_dest_vm *vm = d->vm;
 	if (!vm->nr_regions)
@@ -811,6 +1203,21 @@ bad:
 		 (unsigned long long)l->regions[0].size, vm->nr_regions,
 		 (unsigned long long)vm->regions[0].gpa, (unsigned long long)vm->regions[0].size);
 	return -EINVAL;
+}
+
+/*
+ * The page record after a break before STATE: staged pages may have been
+ * dirtied since (their PRECOPY_DIRTY may be lost), so they are forgotten;
+ * installed pages stay installed (RESUME lists them); the source starts
+ * the switch-over again (DONE(0)).
+ */
+static void reset_before_state(struct mig_dest *d)
+{
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (d->pst[i] == PG_STAGED)
+			d->pst[i] = PG_MISSING;
+	d->phase0_done = 0;
+	d->broken = 0;
 }
 
 /*
@@ -837,41 +1244,49 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
-	for (uint64_t i = 0; i < d->nr_pages; i++)
-		d->pst[i] = PG_MISSING;
-	d->phase0_done = 0;
-	d->broken = 0;
+	reset_before_state(d);
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (accept_pair(d, 1, deadline, &urg, &bulk, err, errlen)) {
+	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &urg, &bulk)) {
 		snprintf(err, errlen,
 			 "source did not reconnect within %d ms after the link broke (%s)",
 			 d->o.recover_ms, cause);
 		return -ETIMEDOUT;
 	}
-	size_t bytes = (d->nr_pages + 7) / 8;
-	uint8_t *bm = calloc(1, bytes);
-	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = MIG_RESUME_NEED_STATE };
-	int r = bm ? mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes) : -ENOMEM;
-	free(bm);
 	pthread_mutex_lock(&d->req_lock);
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
 	pthread_mutex_unlock(&d->req_lock);
-	if (r) {
-		snprintf(err, errlen, "cannot send RESUME to the reconnected source: %s",
-			 strerror(-r));
-		return r;
-	}
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
 	return 0;
 }
 
-int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
+/* The next frame on c, which must be a want; the source's ERROR is reported as such. */
+static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr *h,
+			const uint8_t **p, char *err, size_t errlen)
 {
-	int r;
+	int r = mig_conn_recv(c, h, p, err, errlen);
+	if (r)
+		return r;
+	if (h->type == MIG_MSG_ERROR) {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(*p, text, sizeof(text));
+		snprintf(err, errlen, "source reported an error: %s", text);
+		return -ECANCELED;
+	}
+	if (h->type != want) {
+		snprintf(err, errlen, "%s channel: expected %s, got %s", c->name,
+			 mig_msg_name(want), mig_msg_name(h->type));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* The page record and its companions for vm's RAM. */
+static int incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
+{
 	d->vm = vm;
 	d->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
 	d->pst = calloc(d->nr_pages, 1);
@@ -885,77 +1300,67 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 			 (unsigned long long)d->nr_pages);
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+/* Accept connections; wait (until stopped) for the source's first pair. */
+static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
+{
 	struct mig_conn *urg, *bulk;
-	r = accept_pair(d, 0, 0, &urg, &bulk, err, errlen);
+	for (int k = 0; k < MAX_HANDSHAKES; k++)
+		d->hs_fd[k] = -1;
+	if (pthread_create(&d->acceptor, NULL, acceptor_thread, d)) {
+		snprintf(err, errlen, "cannot start the acceptor thread");
+		return -EAGAIN;
+	}
+	d->acceptor_on = 1;
+	int r = accept_pair(d, 0, &urg, &bulk, err, errlen);
 	if (r)
 		return r;
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
+	if (pthread_create(&d->watch, NULL, watch_thread, d) == 0)
+		d->watch_on = 1;
+	return 0;
+}
+
+/*
+ * LAYOUT (after any precopy), acknowledged by echoing it, then STATE right
+ * after the source paused: 0 with *p at STATE's payload (valid until the
+ * next receive on urg).  *code: the ERROR code for a refusal.  (Busy-
+ * polling for STATE was tried: on two shared cores it steals the CPU the
+ * source needs to pause, and the downtime grew fivefold.)  A stalled source
+ * is caught by the watchdog (idle_ms), which breaks the link.
+ */
+static int receive_switch_over(struct mig_dest *d, const uint8_t **p, uint32_t *code, char *err,
+			       size_t errlen)
+{
 	struct mig_frame_hdr h;
-	const uint8_t *p;
-again:
-	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
-	/*
-	 * LAYOUT (after any precopy), acknowledged by echoing it, then STATE
-	 * right after the source paused.  (Busy-polling for STATE was tried:
-	 * on two shared cores it steals the CPU the source needs to pause, and
-	 * the downtime grew fivefold.)  A stalled source times out.
-	 */
-	set_rcvtimeo(urg->fd, 300000);
-	r = mig_conn_recv(urg, &h, &p, err, errlen);
-	if (!r && h.type != MIG_MSG_LAYOUT) {
-		snprintf(err, errlen, "urgent channel: expected LAYOUT, got %s",
-			 mig_msg_name(h.type));
-		r = -EPROTO;
-	}
+	int r = expect_frame(d->urg, MIG_MSG_LAYOUT, &h, p, err, errlen);
+	*code = MIG_ERR_PROTOCOL;
 	if (!r) {
 		struct mig_layout l;
-		memcpy(&l, p, sizeof(l));
-		r = check_layout(d, &l, err, errlen);
-		if (!r)
-			r = mig_conn_send(urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+		memcpy(&l, *p, sizeof(l));
+		r = layout_matches_vm(d, &l, err, errlen);
+		if (r)
+			*code = MIG_ERR_LAYOUT;
+		else
+			r = mig_conn_send(d->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	}
-	if (!r) {
-		r = mig_conn_recv(urg, &h, &p, err, errlen);
-		if (!r && h.type != MIG_MSG_STATE) {
-			snprintf(err, errlen, "urgent channel: expected STATE, got %s",
-				 mig_msg_name(h.type));
-			r = -EPROTO;
-		}
-	}
-	if (r && (link_error(r) || d->broken) && !d->failed) {
-		/*
-		 * The link broke before STATE arrived; the source may already
-		 * have paused its VM and sent it.  Wait for it to reconnect and
-		 * ask for the state again.
-		 */
-		if (incoming_reconnect(d, err, errlen))
-			goto fail;
-		urg = d->urg;
-		bulk = d->bulk;
-		goto again;
-	}
-	if (r) {
-		/* The bulk channel may have failed first: report the cause. */
-		pthread_mutex_lock(&d->lock);
-		if (d->failed)
-			snprintf(err, errlen, "%s", d->why);
-		pthread_mutex_unlock(&d->lock);
-		send_error(urg, MIG_ERR_PROTOCOL, err);
-		goto fail;
-	}
-	struct mig_state_hdr sh;
-	memcpy(&sh, p, sizeof(sh));
-	d->pause_rt = sh.pause_realtime_ns;
-	d->t_state_rx = mig_now_ns();
+	if (!r)
+		r = expect_frame(d->urg, MIG_MSG_STATE, &h, p, err, errlen);
+	return r;
+}
 
-	/*
-	 * The source has switched over: from here a broken link is recovered,
-	 * not fatal.  Precopy pages are usable once the bulk channel delivered
-	 * DONE (after PRECOPY_DIRTY); if the link broke before that, none of the
-	 * staged pages can be trusted: drop them, RESUME will ask for them again.
-	 */
+/*
+ * The source has switched over: from here a broken link is recovered, not
+ * fatal.  Precopy pages are usable once the bulk channel delivered DONE(0)
+ * (after PRECOPY_DIRTY); if the link broke before that, none of the staged
+ * pages can be trusted: drop them, RESUME will ask for them again.
+ */
+static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
+{
 	pthread_mutex_lock(&d->lock);
 	d->state_rx = 1;
 	while (!d->phase0_done && !d->failed && !d->broken)
@@ -967,33 +1372,85 @@ again:
 		__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
 		d->phase0_done = 1;
 	}
+	int failed = d->failed;
+	if (failed)
+		snprintf(err, errlen, "%s", d->why);
 	pthread_mutex_unlock(&d->lock);
 	d->t_phase0 = mig_now_ns();
-	if (d->failed) {
-		snprintf(err, errlen, "%s", d->why);
-		r = -EPROTO;
-		goto fail;
-	}
-	r = vm->load_state(vm->ctx, p + sizeof(sh), sh.blob_len);
+	return failed ? -EPROTO : 0;
+}
+
+/* Load the state (STATE's payload p) and start the postcopy threads. */
+static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_t errlen)
+{
+	struct mig_state_hdr sh;
+	memcpy(&sh, p, sizeof(sh));
+	int r = d->vm->load_state(d->vm->ctx, p + sizeof(sh), sh.blob_len);
 	if (r) {
 		snprintf(err, errlen, "cannot load the VM state sent by the source: %s",
 			 strerror(-r));
-		send_error(urg, MIG_ERR_STATE, err);
-		goto fail;
+		send_error(d->urg, MIG_ERR_STATE, err);
+		return r;
 	}
-	set_rcvtimeo(urg->fd, 0);
 	d->t_state = mig_now_ns();
-	start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
+	start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
 	uint64_t staged = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++)
 		staged += d->pst[i] == PG_STAGED;
 	if (staged) {
 		pthread_create(&d->stager, NULL, stager_thread, d);
 		d->stager_on = 1;
+	} else {
+		/* Nothing staged is valid (or there was no precopy): all of it goes. */
+		madvise(d->stage, d->vm->ram_size, MADV_DONTNEED);
 	}
 	pthread_create(&d->sup, NULL, supervisor_thread, d);
 	d->sup_on = 1;
 	return 0;
+}
+
+int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
+{
+	int r = incoming_alloc(d, vm, err, errlen);
+	if (!r)
+		r = incoming_first_pair(d, err, errlen);
+	if (r)
+		return r;
+	const uint8_t *p;
+	for (;;) {
+		uint32_t code;
+		start_rx(d, d->bulk, &d->rx_bulk, &d->rx_bulk_on);
+		r = receive_switch_over(d, &p, &code, err, errlen);
+		if (!r)
+			break;
+		if ((mig_link_error(r) || d->broken) && !d->failed) {
+			/*
+			 * The link broke before STATE arrived; the source may
+			 * already have paused its VM and sent it.  Wait for it to
+			 * reconnect and ask for the state again.
+			 */
+			r = incoming_reconnect(d, err, errlen);
+			if (r)
+				goto fail;
+			continue;
+		}
+		/* The bulk channel may have failed first: report the cause. */
+		pthread_mutex_lock(&d->lock);
+		if (d->failed)
+			snprintf(err, errlen, "%s", d->why);
+		pthread_mutex_unlock(&d->lock);
+		send_error(d->urg, code, err);
+		goto fail;
+	}
+	struct mig_state_hdr sh;
+	memcpy(&sh, p, sizeof(sh));
+	d->pause_rt = sh.pause_realtime_ns;
+	d->t_state_rx = mig_now_ns();
+	r = wait_bulk_done(d, err, errlen);
+	if (!r)
+		r = start_postcopy(d, p, err, errlen);
+	if (!r)
+		return 0;
 fail:
 	d->stop = 1;
 	kick_links(d);
@@ -1007,13 +1464,9 @@ void mig_dest_resumed(struct mig_dest *d)
 {
 	d->resume_rt = mig_realtime_ns();
 	__atomic_store_n(&d->t_resumed, mig_now_ns(), __ATOMIC_RELEASE);
-	struct mig_running m = {
-		.resume_realtime_ns = d->resume_rt,
-		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
-	};
 	pthread_mutex_lock(&d->req_lock);
 	if (d->link_ok)
-		mig_conn_send(d->urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
+		send_running(d, d->urg);
 	pthread_mutex_unlock(&d->req_lock);
 	/* Every page may have arrived already (a small or idle guest). */
 	try_complete(d);
@@ -1049,6 +1502,23 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 		d->req_sent++;
 	pthread_mutex_unlock(&d->req_lock);
 	return 0;
+}
+
+void mig_dest_abort(struct mig_dest *d, const char *why)
+{
+	pthread_mutex_lock(&d->lock);
+	int done = d->complete_sent || d->failed;
+	pthread_mutex_unlock(&d->lock);
+	if (done)
+		return;
+	pthread_mutex_lock(&d->req_lock);
+	if (d->link_ok && d->urg)
+		send_error(d->urg, MIG_ERR_INTERNAL, why);
+	pthread_mutex_unlock(&d->req_lock);
+	pthread_mutex_lock(&d->lock);
+	d->stop = 1;
+	pthread_mutex_unlock(&d->lock);
+	fail_dest(d, "%s", why);
 }
 
 int mig_dest_status(struct mig_dest *d)
@@ -1196,6 +1666,9 @@ void mig_dest_free(struct mig_dest *d)
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
 	kick_links(d);
+	stop_accepting(d);
+	if (d->watch_on)
+		pthread_join(d->watch, NULL);
 	if (d->sup_on)
 		pthread_join(d->sup, NULL);
 	if (d->rx_urg_on)

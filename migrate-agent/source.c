@@ -29,13 +29,13 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "migrate/auth.h"
 
 #define NHINTS		  16
 #define PUSH_BUF	  (256u << 10)
 #define PUSH_NBUF	  2
 #define PUSH_BATCH_FRAMES 64
 #define BULK_SNDBUF	  (256 << 10)
-#define FRAME_MAX	  (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
 
 struct src {
 	struct mig_source_vm *vm;
@@ -43,6 +43,10 @@ struct src {
 	struct sockaddr_in sa;
 	uint64_t session, nr_pages;
 	uint32_t features;
+	/* Learnt on the session's first urgent connection; proves every later one. */
+	uint8_t secret[MIG_SECRET_LEN];
+	int have_secret;
+	uint32_t attempt; /* connection attempts so far (HELLO.attempt) */
 	uint64_t *sent;
 	struct mig_conn urg, bulk;
 
@@ -50,7 +54,6 @@ struct src {
 	int broken;   /* link lost: recoverable after the switch-over */
 	int fatal;    /* protocol error or peer ERROR: not recoverable */
 	int complete; /* COMPLETE received */
-	int push_done;
 	char why[320];
 
 	pthread_mutex_t hint_lock;
@@ -68,12 +71,21 @@ struct src {
 	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
 	uint64_t req_addrs, req_in_flight, recoveries;
 	uint64_t sent_count; /* atomic */
-	uint64_t state_len;
 	uint64_t t_paused, t_saved, t_state_sent;
 	void *blob; /* the state, kept in case the link breaks before it arrived */
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
 	int recoveries_before_running;
+
+	/*
+	 * The watchdog (see watch_thread()).  link_lock guards link_up and the
+	 * connections' set-up: the watchdog touches urg/bulk only while up.
+	 */
+	pthread_mutex_t link_lock;
+	pthread_cond_t watch_cond;
+	int link_up, watch_stop, watch_on;
+	int dirty_on; /* dirty logging is on (precopy) */
+	pthread_t watch;
 };
 
 static void set_break(struct src *s, int fatal, const char *why)
@@ -96,7 +108,126 @@ static int stopped(struct src *s)
 	       __atomic_load_n(&s->fatal, __ATOMIC_ACQUIRE);
 }
 
+/* ---- Liveness: heartbeats out, silence in ---- */
+
+static void set_link_up(struct src *s, int up)
+{
+	pthread_mutex_lock(&s->link_lock);
+	s->link_up = up;
+	pthread_mutex_unlock(&s->link_lock);
+}
+
+/*
+ * The watchdog, for the whole migration: every heartbeat interval
+ * (idle_ms / 4, at most 1 s) a PING on the urgent channel if nothing else
+ * went out; and when nothing came from the destination and nothing could be
+ * sent to it for idle_ms, the link is broken: a stalled destination (its
+ * kernel still acknowledges, so TCP waits for ever) or a half-open link.
+ * Before the switch-over that fails the migration (the VM goes on here);
+ * after it, the usual recovery runs within recover_ms.
+ */
+static void *watch_thread(void *arg)
+{
+	struct src *s = arg;
+	uint64_t ms = (uint64_t)s->o->idle_ms / 4, idle = (uint64_t)s->o->idle_ms * 1000000ull;
+	uint64_t hb = (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
+	pthread_mutex_lock(&s->link_lock);
+	while (!s->watch_stop) {
+		uint64_t t = mig_now_ns() + hb;
+		struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull),
+				       .tv_nsec = (long)(t % 1000000000ull) };
+		pthread_cond_timedwait(&s->watch_cond, &s->link_lock, &ts);
+		if (s->watch_stop || !s->link_up)
+			continue;
+		uint64_t now = mig_now_ns();
+		mig_conn_ping_if_quiet(&s->urg, now, hb);
+		uint64_t heard = mig_conn_heard(&s->urg);
+		uint64_t sent = __atomic_load_n(&s->bulk.last_tx_ns, __ATOMIC_RELAXED);
+		if (sent > heard)
+			heard = sent;
+		if (now > heard && now - heard > idle) {
+			char why[160];
+			snprintf(why, sizeof(why),
+				 "destination silent for %d ms: stalled, or the link is down",
+				 s->o->idle_ms);
+			s->link_up = 0;
+			set_break(s, 0, why);
+		}
+	}
+	pthread_mutex_unlock(&s->link_lock);
+	return NULL;
+}
+
+static void start_watch(struct src *s)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->watch_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	set_link_up(s, 1);
+	s->watch_on = pthread_create(&s->watch, NULL, watch_thread, s) == 0;
+}
+
+static void stop_watch(struct src *s)
+{
+	if (!s->watch_on)
+		return;
+	pthread_mutex_lock(&s->link_lock);
+	s->watch_stop = 1;
+	pthread_cond_signal(&s->watch_cond);
+	pthread_mutex_unlock(&s->link_lock);
+	pthread_join(s->watch, NULL);
+	pthread_cond_destroy(&s->watch_cond);
+	s->watch_on = 0;
+}
+
+/* A failure on a link the watchdog (or a thread) broke: report that cause. */
+static void link_cause(struct src *s, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->broken || s->fatal)
+		snprintf(err, errlen, "%s", s->why);
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- Connection set-up ---- */
+
+/*
+ * AUTH after HELLO (wire.h): the session's first urgent connection learns
+ * the secret; every other connection answers the destination's challenge.
+ */
+static int authenticate(struct src *s, struct mig_conn *c, int channel, char *err, size_t errlen)
+{
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	int r = mig_conn_recv(c, &fh, &p, err, errlen);
+	if (r)
+		return r;
+	struct mig_auth a;
+	if (fh.type == MIG_MSG_ERROR) {
+		snprintf(err, errlen, "destination refused the %s channel", c->name);
+		return -ECONNREFUSED;
+	}
+	if (fh.type != MIG_MSG_AUTH) {
+		snprintf(err, errlen, "%s channel: expected AUTH, got %s", c->name,
+			 mig_msg_name(fh.type));
+		return -EPROTO;
+	}
+	memcpy(&a, p, sizeof(a));
+	if (!s->have_secret && channel == MIG_CHAN_URGENT && a.kind == MIG_AUTH_SECRET) {
+		memcpy(s->secret, a.data, sizeof(s->secret));
+		s->have_secret = 1;
+		return 0;
+	}
+	if (!s->have_secret || a.kind != MIG_AUTH_CHALLENGE) {
+		snprintf(err, errlen, "%s channel: unexpected AUTH kind %u", c->name, a.kind);
+		return -EPROTO;
+	}
+	struct mig_auth proof = { .kind = MIG_AUTH_PROOF };
+	mig_auth_proof(s->secret, a.data, s->session, (uint16_t)channel, proof.data);
+	return mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0);
+}
 
 static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
 		 size_t errlen)
@@ -110,6 +241,7 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 		.session_id = s->session,
 		.ram_size = s->vm->ram_size,
 		.features = s->features,
+		.attempt = s->attempt,
 	};
 	int r = mig_conn_send(c, MIG_MSG_HELLO, &h, sizeof(h), NULL, 0);
 	if (r) {
@@ -122,10 +254,9 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 	if (r)
 		return r;
 	if (fh.type == MIG_MSG_ERROR) {
-		struct mig_error e;
-		memcpy(&e, p, sizeof(e));
-		snprintf(err, errlen, "destination refused the %s channel: %.*s", c->name,
-			 (int)e.msg_len, (const char *)p + sizeof(e));
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
 		return -ECONNREFUSED;
 	}
 	if (fh.type != MIG_MSG_HELLO) {
@@ -140,13 +271,20 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 			 c->name);
 		return -EPROTO;
 	}
-	return 0;
+	return authenticate(s, c, channel, err, errlen);
+}
+
+static void set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 /* Connect both channels, retrying until deadline (monotonic ns). */
 static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
 {
 	for (;;) {
+		s->attempt++; /* both channels of this attempt carry it */
 		int ufd = mig_connect(&s->sa, 1000, err, errlen);
 		int bfd = ufd >= 0 ? mig_connect(&s->sa, 1000, err, errlen) : -1;
 		if (ufd >= 0 && bfd >= 0) {
@@ -160,11 +298,19 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
 			s->urg.spin_us = s->o->spin_us;
+			/* A destination that accepts but never answers is silent, not slow. */
+			set_rcvtimeo(ufd, s->o->idle_ms);
+			set_rcvtimeo(bfd, s->o->idle_ms);
 			int r = hello(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
 			if (!r)
 				r = hello(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
-			if (!r)
+			if (!r) {
+				set_rcvtimeo(ufd, 0);
+				set_rcvtimeo(bfd, 0);
+				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
+				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;
+			}
 			mig_conn_close(&s->urg);
 			mig_conn_close(&s->bulk);
 			if (r == -ECONNREFUSED || r == -EPROTO || r == -EPROTONOSUPPORT)
@@ -236,18 +382,30 @@ static void add_hint(struct src *s, uint64_t page)
 	pthread_mutex_unlock(&s->hint_lock);
 }
 
+/*
+ * Pages claimed as sent, by the source's one record of it (s->sent).  A
+ * COMPLETE is believed only when this is every page: a destination cannot
+ * have what was never sent.
+ */
+static uint64_t count_sent(struct src *s)
+{
+	uint64_t n = 0;
+	for (uint64_t w = 0; w < (s->nr_pages + 63) / 64; w++)
+		n += (uint64_t)__builtin_popcountll(__atomic_load_n(&s->sent[w], __ATOMIC_ACQUIRE));
+	return n;
+}
+
 static void *urgent_thread(void *arg)
 {
 	struct src *s = arg;
-	uint8_t *buf = malloc(FRAME_MAX);
+	uint8_t *buf = malloc(MIG_PAGE_FRAME_MAX);
 	char err[300];
 	while (!stopped(s)) {
 		struct mig_frame_hdr h;
 		const uint8_t *p;
 		int r = mig_conn_recv(&s->urg, &h, &p, err, sizeof(err));
 		if (r) {
-			int fatal = !(r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN ||
-				      r == -ETIMEDOUT || r == -EHOSTUNREACH || r == -ENETUNREACH);
+			int fatal = !mig_link_error(r);
 			set_break(s, fatal, err);
 			break;
 		}
@@ -289,6 +447,16 @@ static void *urgent_thread(void *arg)
 		} else if (h.type == MIG_MSG_LAYOUT) {
 			/* The acknowledgement of a LAYOUT sent again by recover(). */
 		} else if (h.type == MIG_MSG_COMPLETE) {
+			uint64_t unsent = s->nr_pages - count_sent(s);
+			if (unsent) {
+				snprintf(err, sizeof(err),
+					 "destination claimed COMPLETE although %llu of %llu pages "
+					 "were never sent: a broken or lying destination",
+					 (unsigned long long)unsent,
+					 (unsigned long long)s->nr_pages);
+				set_break(s, 1, err);
+				break;
+			}
 			memcpy(&s->dest, p, sizeof(s->dest));
 			s->t_complete = mig_now_ns();
 			pthread_mutex_lock(&s->lock);
@@ -297,10 +465,9 @@ static void *urgent_thread(void *arg)
 			mig_conn_kick(&s->bulk);
 			break;
 		} else if (h.type == MIG_MSG_ERROR) {
-			struct mig_error e;
-			memcpy(&e, p, sizeof(e));
-			snprintf(err, sizeof(err), "destination reported an error: %.*s",
-				 (int)e.msg_len, (const char *)p + sizeof(e));
+			char text[200]; /* escaped, possibly cut short */
+			mig_error_text(p, text, sizeof(text));
+			snprintf(err, sizeof(err), "destination reported an error: %s", text);
 			set_break(s, 1, err);
 			break;
 		} else {
@@ -383,6 +550,7 @@ static int reap(struct pusher *ps)
 		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
 	}
+	mig_conn_sent(&ps->s->bulk, mig_now_ns());
 	if ((size_t)res < ps->used[b]) {
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
@@ -424,6 +592,7 @@ static int flush(struct pusher *ps)
 			if (w <= 0)
 				return -EPIPE;
 			off += w;
+			mig_conn_sent(&ps->s->bulk, mig_now_ns());
 		}
 		ps->used[b] = 0;
 		return 0;
@@ -471,7 +640,7 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 
 static int push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 {
-	if (PUSH_BUF - ps->used[ps->cur] < FRAME_MAX) {
+	if (PUSH_BUF - ps->used[ps->cur] < MIG_PAGE_FRAME_MAX) {
 		int r = flush(ps);
 		if (r)
 			return r;
@@ -578,7 +747,6 @@ static void *push_thread(void *arg)
 		if (!r)
 			r = drain(&ps);
 		s->t_push_end = mig_now_ns();
-		s->push_done = 1;
 	}
 	if (r && !stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		set_break(s, 0, "bulk channel: send failed (connection lost)");
@@ -671,17 +839,20 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 
 /* ---- Recovery ---- */
 
-static int recover(struct src *s, char *err, size_t errlen)
+static int recover_link(struct src *s, char *err, size_t errlen)
 {
 	uint64_t deadline = mig_now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
 	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
 	       "%d ms\n",
 	       s->why, s->o->addr, s->o->recover_ms);
+	set_link_up(s, 0);
 	s->bytes_total_prev += s->urg.tx_bytes + s->bulk.tx_bytes;
 	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
 	int r = connect_pair(s, 1, deadline, err, errlen);
+	if (!r)
+		set_link_up(s, 1);
 	if (r) {
 		char e2[300];
 		snprintf(e2, sizeof(e2), "%s", err);
@@ -859,10 +1030,160 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 			snprintf(err, errlen, "internal: threads ended without a result");
 			return -EIO;
 		}
-		int r = recover(s, err, errlen);
+		int r = recover_link(s, err, errlen);
 		if (r)
 			return r;
 	}
+}
+
+/* A new source for vm and o; NULL with a message. */
+static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, char *err,
+			   size_t errlen)
+{
+	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
+		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
+			 (unsigned long long)vm->ram_size);
+		return NULL;
+	}
+	if (o->precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
+		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
+		return NULL;
+	}
+	struct src *s = calloc(1, sizeof(*s));
+	if (s)
+		s->sent = calloc((vm->ram_size / MIG_PAGE_SIZE + 63) / 64, 8);
+	if (!s || !s->sent) {
+		if (s)
+			free(s);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->vm = vm;
+	s->o = o;
+	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
+	s->features = o->compress ? MIG_FEAT_ZSTD : 0;
+	s->t_start = mig_now_ns();
+	s->urg.fd = s->bulk.fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->link_lock, NULL);
+	pthread_mutex_init(&s->hint_lock, NULL);
+	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
+	    mig_addr_parse(o->addr, &s->sa, err, errlen)) {
+		free(s->sent);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/*
+ * LAYOUT, last before the pause, and its acknowledgement: a destination
+ * that refuses it must be known while the VM can still go on here.
+ */
+static int send_layout(struct src *s, char *err, size_t errlen)
+{
+	struct mig_layout l = {
+		.ram_size = s->vm->ram_size,
+		.page_size = MIG_PAGE_SIZE,
+		.nr_regions = s->vm->nr_regions,
+	};
+	memcpy(l.regions, s->vm->regions, sizeof(l.regions));
+	int r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	if (r) {
+		snprintf(err, errlen, "cannot send LAYOUT: %s", strerror(-r));
+		return r;
+	}
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	r = mig_conn_recv(&s->urg, &h, &p, err, errlen);
+	if (!r && h.type == MIG_MSG_ERROR) {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		snprintf(err, errlen, "destination refused the migration: %s", text);
+		r = -ECONNREFUSED;
+	} else if (!r && h.type != MIG_MSG_LAYOUT) {
+		snprintf(err, errlen, "urgent channel: expected the LAYOUT acknowledgement, got %s",
+			 mig_msg_name(h.type));
+		r = -EPROTO;
+	}
+	return r;
+}
+
+/*
+ * The switch-over: pause, save the state, DONE(0) (after PRECOPY_DIRTY) on
+ * bulk and STATE on urgent.  From the pause the downtime runs.  On failure
+ * the VM has been resumed here (the destination has no whole state).
+ */
+static int switch_over(struct src *s, char *err, size_t errlen)
+{
+	struct mig_source_vm *vm = s->vm;
+	s->t_pause = mig_now_ns();
+	s->pause_rt = mig_realtime_ns();
+	int r = vm->pause(vm->ctx);
+	s->t_paused = mig_now_ns();
+	if (r) {
+		snprintf(err, errlen, "cannot pause the VM: %s", strerror(-r));
+		return r;
+	}
+	r = vm->save_state(vm->ctx, &s->blob, &s->blob_len);
+	s->t_saved = mig_now_ns();
+	if (r) {
+		snprintf(err, errlen, "cannot save the VM state: %s", strerror(-r));
+		vm->resume(vm->ctx);
+		return r;
+	}
+	if (s->o->precopy_rounds)
+		r = precopy_finish(s, err, errlen);
+	struct mig_done done0 = { .phase = 0 };
+	if (!r)
+		r = mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
+	if (!r)
+		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
+	s->t_state_sent = mig_now_ns();
+	/* Off the downtime path: turning the log off rewrites the memslot. */
+	if (s->dirty_on)
+		vm->dirty_stop(vm->ctx);
+	s->dirty_on = 0;
+	s->bytes_state = sizeof(sh) + s->blob_len;
+	if (r) {
+		if (!err[0])
+			snprintf(err, errlen, "cannot send the VM state: %s", strerror(-r));
+		link_cause(s, err, errlen);
+		vm->resume(vm->ctx);
+	}
+	return r;
+}
+
+/* Everything before the switch-over; on failure the VM goes on here. */
+static int before_switch(struct src *s, char *err, size_t errlen)
+{
+	int r =
+	    connect_pair(s, 0, mig_now_ns() + (uint64_t)s->o->connect_ms * 1000000ull, err, errlen);
+	if (r)
+		return r;
+	start_watch(s);
+	if (s->o->precopy_rounds) {
+		s->dirty_on = 1; /* precopy() turns it on; off on every way out */
+		r = precopy(s, err, errlen);
+	}
+	if (!r)
+		r = send_layout(s, err, errlen);
+	if (r)
+		link_cause(s, err, errlen);
+	return r;
+}
+
+static void src_free(struct src *s)
+{
+	if (s->dirty_on) /* a failed precopy, pause or state save: logging off */
+		s->vm->dirty_stop(s->vm->ctx);
+	stop_watch(s);
+	mig_conn_close(&s->urg);
+	mig_conn_close(&s->bulk);
+	free(s->blob);
+	free(s->sent);
+	free(s);
 }
 
 int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *switched, char *err,
@@ -870,144 +1191,30 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 {
 	struct mig_opts o = *opts;
 	mig_opts_defaults(&o);
-	struct src *s = calloc(1, sizeof(*s));
-	if (!s) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	int r;
 	*switched = 0;
 	err[0] = 0;
-	s->vm = vm;
-	s->o = &o;
-	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
-	s->features = o.compress ? MIG_FEAT_ZSTD : 0;
-	s->t_start = mig_now_ns();
-	s->session = mig_realtime_ns() ^ ((uint64_t)getpid() << 32);
-	s->urg.fd = s->bulk.fd = -1;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->hint_lock, NULL);
-	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
-		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
-			 (unsigned long long)vm->ram_size);
-		r = -EINVAL;
-		goto out;
-	}
-	if (o.precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
-		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
-		r = -EOPNOTSUPP;
-		goto out;
-	}
-	s->sent = calloc((s->nr_pages + 63) / 64, 8);
-	r = mig_addr_parse(o.addr, &s->sa, err, errlen);
-	if (r || !s->sent)
-		goto out;
-	r = connect_pair(s, 0, mig_now_ns() + (uint64_t)o.connect_ms * 1000000ull, err, errlen);
-	if (r)
-		goto out;
-	struct mig_layout l = {
-		.ram_size = vm->ram_size,
-		.page_size = MIG_PAGE_SIZE,
-		.nr_regions = vm->nr_regions,
-	};
-	memcpy(l.regions, vm->regions, sizeof(l.regions));
-	if (o.precopy_rounds) {
-		r = precopy(s, err, errlen);
-		if (r)
-			goto out;
-	}
-	/*
-	 * LAYOUT last before the pause, and acknowledged: a destination that
-	 * refuses it must be known while the VM can still go on here.
-	 */
-	r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
-	if (r) {
-		snprintf(err, errlen, "cannot send LAYOUT: %s", strerror(-r));
-		goto resume_precopy;
-	}
-	struct mig_frame_hdr ah;
-	const uint8_t *ap;
-	r = mig_conn_recv(&s->urg, &ah, &ap, err, errlen);
-	if (!r && ah.type == MIG_MSG_ERROR) {
-		struct mig_error e;
-		memcpy(&e, ap, sizeof(e));
-		snprintf(err, errlen, "destination refused the migration: %.*s", (int)e.msg_len,
-			 (const char *)ap + sizeof(e));
-		r = -ECONNREFUSED;
-	} else if (!r && ah.type != MIG_MSG_LAYOUT) {
-		snprintf(err, errlen, "urgent channel: expected the LAYOUT acknowledgement, got %s",
-			 mig_msg_name(ah.type));
-		r = -EPROTO;
-	}
-	if (r)
-		goto resume_precopy;
-
-	/* The switch-over: from here the downtime runs. */
-	s->t_pause = mig_now_ns();
-	s->pause_rt = mig_realtime_ns();
-	r = vm->pause(vm->ctx);
-	s->t_paused = mig_now_ns();
-	if (r) {
-		snprintf(err, errlen, "cannot pause the VM: %s", strerror(-r));
-		goto out;
-	}
-	void *blob = NULL;
-	size_t blob_len = 0;
-	r = vm->save_state(vm->ctx, &blob, &blob_len);
-	s->t_saved = mig_now_ns();
-	if (r) {
-		snprintf(err, errlen, "cannot save the VM state: %s", strerror(-r));
-		vm->resume(vm->ctx);
-		goto out;
-	}
-	if (o.precopy_rounds)
-		r = precopy_finish(s, err, errlen);
-	struct mig_done done0 = { .phase = 0 };
+	struct src *s = src_new(vm, &o, err, errlen);
+	if (!s)
+		return -EINVAL;
+	int r = before_switch(s, err, errlen);
 	if (!r)
-		r = mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
-	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = blob_len };
-	if (!r)
-		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), blob, blob_len);
-	s->blob = blob;
-	s->blob_len = blob_len;
-	s->t_state_sent = mig_now_ns();
-	/* Off the downtime path: turning the log off rewrites the memslot. */
-	if (o.precopy_rounds)
-		vm->dirty_stop(vm->ctx);
-	s->bytes_state = sizeof(sh) + blob_len;
-	s->state_len = blob_len;
-	if (r) {
-		if (!err[0])
-			snprintf(err, errlen, "cannot send the VM state: %s", strerror(-r));
-		/*
-		 * The destination has not got a whole state: it cannot run.  The
-		 * VM goes on here.
-		 */
-		vm->resume(vm->ctx);
-		goto out;
+		r = switch_over(s, err, errlen);
+	if (!r) {
+		*switched = 1;
+		s->t_push_start = mig_now_ns();
+		r = run_postcopy(s, err, errlen);
+		if (o.progress && r == 0)
+			mig_progress("migrate: complete 100%%  %llu pages  %llu demand  %llu "
+				     "pushed  %.1f ms",
+				     (unsigned long long)s->nr_pages,
+				     (unsigned long long)s->pages_demand,
+				     (unsigned long long)s->pages_pushed,
+				     (double)(s->t_complete - s->t_start) / 1e6);
+		if (o.progress)
+			mig_progress_end();
+		if (r == 0)
+			write_report(s);
 	}
-	*switched = 1;
-	s->t_push_start = mig_now_ns();
-	r = run_postcopy(s, err, errlen);
-	if (o.progress && r == 0)
-		mig_progress(
-		    "migrate: complete 100%%  %llu pages  %llu demand  %llu pushed  %.1f ms",
-		    (unsigned long long)s->nr_pages, (unsigned long long)s->pages_demand,
-		    (unsigned long long)s->pages_pushed,
-		    (double)(s->t_complete - s->t_start) / 1e6);
-	if (o.progress)
-		mig_progress_end();
-	if (r == 0)
-		write_report(s);
-	goto out;
-resume_precopy:
-	if (o.precopy_rounds)
-		vm->dirty_stop(vm->ctx);
-out:
-	mig_conn_close(&s->urg);
-	mig_conn_close(&s->bulk);
-	free(s->blob);
-	free(s->sent);
-	free(s);
+	src_free(s);
 	return r;
 }

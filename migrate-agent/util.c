@@ -11,6 +11,8 @@ void mig_opts_defaults(struct mig_opts *o)
 {
 	if (!o->recover_ms)
 		o->recover_ms = 10000;
+	if (!o->idle_ms)
+		o->idle_ms = o->recover_ms;
 	if (!o->connect_ms)
 		o->connect_ms = 10000;
 	if (!o->spin_us)
@@ -78,6 +80,29 @@ void mig_json_hist(FILE *f, const uint64_t *hist)
 		fprintf(f, "%s{\"lt_us\": %llu, \"n\": %llu}", i ? ", " : "",
 			i == MIG_HIST_BUCKETS - 1 ? 0ull : 2ull << i, (unsigned long long)hist[i]);
 	fputc(']', f);
+}
+
+void mig_escape(char *out, size_t outlen, const void *text, size_t len)
+{
+	const uint8_t *t = text;
+	size_t o = 0;
+	if (!outlen)
+		return;
+	for (size_t i = 0; i < len && o + 5 < outlen; i++) {
+		if (t[i] >= 0x20 && t[i] < 0x7f && t[i] != '\\')
+			out[o++] = (char)t[i];
+		else
+			o += (size_t)snprintf(out + o, outlen - o,
+					      t[i] == '\\' ? "\\\\" : "\\x%02x", t[i]);
+	}
+	out[o] = 0;
+}
+
+void mig_error_text(const uint8_t *payload, char *out, size_t outlen)
+{
+	struct mig_error e;
+	memcpy(&e, payload, sizeof(e));
+	mig_escape(out, outlen, payload + sizeof(e), e.msg_len);
 }
 
 int mig_page_is_zero(const void *page)

@@ -190,6 +190,10 @@ static int run_source(struct mig_opts *o)
 			switched ? " after the switch-over" : "", err);
 		if (!switched)
 			src_pause(NULL);
+		/* The migration failed: the "VM" runs on here, without dirty logging. */
+		if (dirty_on)
+			fprintf(stderr,
+				"memtest: source: dirty logging left on after the failure\n");
 		return 1;
 	}
 	fprintf(stderr, "memtest: source: migration complete\n");
@@ -346,6 +350,18 @@ static void *toucher_thread(void *arg)
 	return arg;
 }
 
+/* The destination's resident memory at the end, for the memory check. */
+static void print_rss(void)
+{
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6) || !strncmp(line, "VmHWM:", 6))
+			fprintf(stderr, "memtest: dest: %s", line);
+	if (f)
+		fclose(f);
+}
+
 static int run_dest(struct mig_opts *o)
 {
 	char err[400];
@@ -383,6 +399,9 @@ static int run_dest(struct mig_opts *o)
 	int r = mig_dest_incoming(dest, &vm, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: incoming migration failed: %s\n", err);
+		__atomic_store_n(&fault_stop, 1, __ATOMIC_RELEASE);
+		pthread_join(ft, NULL);
+		mig_dest_free(dest);
 		return 1;
 	}
 	mig_dest_resumed(dest);
@@ -408,6 +427,7 @@ static int run_dest(struct mig_opts *o)
 		}
 	}
 	uint32_t sum = mig_crc32c(0, ram, ram_size);
+	print_rss(); /* while the migration object lives, as in the VMM */
 	mig_dest_free(dest);
 	if (!have_state || sum != expect_sum) {
 		fprintf(stderr, "memtest: dest: CHECKSUM MISMATCH: 0x%08x, source had 0x%08x\n",

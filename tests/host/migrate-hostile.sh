@@ -3,6 +3,7 @@
 # stream; the destination must reject it with a clear message naming the
 # problem and exit non-zero.  The reverse case: a hostile destination asks
 # for a page outside RAM; the source must refuse it.
+# timeout: 240
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
@@ -15,7 +16,7 @@ expect() { # case expected-message-regex
 		> /dev/null 2> "$work/$1.err" &
 	local dpid=$!
 	wait_listen "$port"
-	timeout 10 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$port" --mem 16 2> "$work/$1.evil" ||
+	timeout 60 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$port" --mem 16 2> "$work/$1.evil" ||
 		{ cat "$work/$1.evil" >&2; fail "$1: the adversary could not run"; }
 	wait "$dpid"
 	local rc=$?
@@ -42,10 +43,10 @@ expect bad-zstd "does not decompress"
 if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
 	for c in out-of-ram bad-checksum bad-version; do
 		port=$(free_port)
-		timeout 20 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &
+		timeout 120 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &
 		dpid=$!
 		wait_listen "$port"
-		timeout 10 "$BIN/mig-evil" "$c" "tcp:127.0.0.1:$port" --mem 16 2> /dev/null
+		timeout 60 "$BIN/mig-evil" "$c" "tcp:127.0.0.1:$port" --mem 16 2> /dev/null
 		wait "$dpid"
 		rc=$?
 		[ "$rc" != 0 ] && [ "$rc" -lt 124 ] || { cat "$work/vmm-$c.err" >&2; fail "vmm $c: exit status $rc"; }
@@ -54,6 +55,27 @@ if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
 		grep -q "guest exited" "$work/vmm-$c.err" && fail "vmm $c: a guest ran"
 		echo "vmm $c: rejected: $(grep 'incoming migration failed' "$work/vmm-$c.err" | tail -n1)"
 	done
+	# A well-formed migration whose state the guest cannot run (a
+	# non-canonical RIP): the guest crashes at the destination, which must
+	# tell the source it failed, never COMPLETE.
+	"$BIN/vmm" run --image "$GUEST" --mem 16M --cmdline "workload=random iters=100000 quiet=1" \
+		--save-after 300 "$work/snap" > /dev/null 2> "$work/snap.err" ||
+		{ cat "$work/snap.err" >&2; fail "bad-state: no snapshot"; }
+	port=$(free_port)
+	"$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-bs.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$port"
+	timeout 60 "$BIN/mig-evil" bad-state "tcp:127.0.0.1:$port" --snapshot "$work/snap" \
+		2> "$work/bs-e.err"
+	erc=$?
+	wait_status "$dpid" "bad-state: the destination"
+	rc=$?
+	cat "$work/bs-e.err" "$work/vmm-bs.err"
+	[ "$erc" = 0 ] || fail "bad-state: COMPLETE for a crashed guest (status $erc)"
+	[ "$rc" = 1 ] || fail "bad-state: destination exit status $rc"
+	grep -q "incoming migration failed: the guest failed" "$work/vmm-bs.err" ||
+		fail "bad-state: no clear message"
 fi
 
 port=$(free_port)
@@ -65,4 +87,40 @@ wait_listen "$port"
 grep -q "PAGE_REQUEST address .* outside guest RAM" "$work/src.err" ||
 	{ cat "$work/src.err" >&2; fail "evil-request: no clear message at the source"; }
 echo "evil-request: rejected: $(tail -n1 "$work/src.err")"
+# Peer text is escaped before it is printed: no terminal escapes, no forged
+# log lines.
+start_memtest_dest ansi
+timeout 60 "$BIN/mig-evil" ansi-error "tcp:127.0.0.1:$dport" --mem 4 2> /dev/null
+wait_status "$dpid" "ansi: the destination"
+rc=$?
+cat -v "$work/ansi-d.err"
+[ "$rc" = 1 ] || fail "ansi: destination exit status $rc"
+grep -q "source reported an error: .x1b" "$work/ansi-d.err" || fail "ansi: no escaped message"
+grep -q $'\x1b' "$work/ansi-d.err" && fail "ansi: a raw escape sequence reached the log"
+grep -q "^memtest: dest: checksum ok 0xdeadbeef" "$work/ansi-d.err" && fail "ansi: a forged log line"
+
+# A destination that claims COMPLETE right after STATE: the source must not
+# believe it (it has not sent the pages), and must say so.
+port=$(free_port)
+"$BIN/mig-evil" lying-complete "tcp:127.0.0.1:$port" 2> "$work/lie-e.err" &
+pids+=($!)
+wait_listen "$port"
+timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M --recover-ms 1000 \
+	2> "$work/lie-s.err"
+rc=$?
+cat "$work/lie-s.err"
+[ "$rc" = 1 ] || fail "lying-complete: source exit status $rc (0: it believed the lie)"
+grep -q "COMPLETE.*never sent" "$work/lie-s.err" || fail "lying-complete: no clear message"
+
+# A third party that replays the session id while the link is healthy: it
+# is refused, and the live migration completes with the right memory.
+start_memtest_dest intruder --metrics "$work/intruder-d.json"
+timeout 120 "$BIN/mig-evil" intruder "tcp:127.0.0.1:$dport" --mem 4 2> "$work/intruder-e.err"
+erc=$?
+wait_status "$dpid" "intruder: the destination"
+rc=$?
+cat "$work/intruder-e.err" "$work/intruder-d.err"
+[ "$erc" = 0 ] || fail "intruder: accepted, or the live link was disturbed (status $erc)"
+[ "$rc" = 0 ] && grep -q "checksum ok" "$work/intruder-d.err" || fail "intruder: destination status $rc"
+check_json "$work/intruder-d.json" '.recoveries == 0' "intruder: counted as a recovery"
 echo "migrate-hostile: all cases rejected"

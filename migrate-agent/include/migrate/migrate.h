@@ -21,6 +21,7 @@ struct mig_opts {
 	int precopy_rounds;  /* source: full passes while the VM runs (0: pure postcopy) */
 	int compress;	     /* source: zstd-compress pushed pages when it pays */
 	int recover_ms;	     /* how long a broken link may stay broken (default 10000) */
+	int idle_ms;	     /* a peer silent this long is stalled: link broken (recover_ms) */
 	int connect_ms;	     /* source: how long to retry the first connection (10000) */
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
@@ -130,6 +131,15 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off);
  * failure the VM must not run on: pages are missing.
  */
 int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen);
+
+/*
+ * Give up the incoming migration (thread safe, e.g. from a signal-handling
+ * thread): the source gets ERROR with why, mig_dest_incoming() and
+ * mig_dest_wait() return -ECANCELED with why.  Used when the process is
+ * told to stop, and when the guest crashed at the destination: a crashed
+ * guest is a failed migration, never COMPLETE.
+ */
+void mig_dest_abort(struct mig_dest *d, const char *why);
 
 /* Non-blocking: 1 once every page arrived, -1 once failed, 0 while running. */
 int mig_dest_status(struct mig_dest *d);

@@ -20,7 +20,9 @@
  *             the background push (like QEMU's postcopy-preempt channel).
  *     bulk    (MIG_CHAN_BULK): HELLO, then the background push of pages.
  *   The first frame on each connection, in each direction, must be HELLO;
- *   nothing else is accepted before it.
+ *   nothing else is accepted before it.  Then AUTH (see struct mig_auth):
+ *   the first urgent connection of a session receives the session's secret,
+ *   every other connection must prove it knows it.
  *
  * Addresses
  *   A page is named by its byte offset in the guest RAM object (0 ..
@@ -36,7 +38,7 @@
 /* ---- Constants ---- */
 
 #define MIG_MAGIC	  0x474d4350u /* "PCMG" read as little-endian bytes */
-#define MIG_VERSION	  1u
+#define MIG_VERSION	  2u	      /* 2: AUTH and PING */
 #define MIG_PAGE_SIZE	  4096u
 #define MIG_MAX_PAYLOAD	  (16u << 20) /* STATE and RESUME are the big ones */
 #define MIG_MAX_REQ_PAGES 512u	      /* addresses in one PAGE_REQUEST */
@@ -44,6 +46,8 @@
 #define MIG_MAX_ERROR_MSG 256u
 #define MIG_MAX_RAM_SIZE  (1ull << 40)
 #define MIG_ZSTD_MAX_LEN  MIG_PAGE_SIZE /* compressed pages are smaller, or sent raw */
+/* The largest PAGE frame, header included. */
+#define MIG_PAGE_FRAME_MAX (24u + 16u + MIG_PAGE_SIZE)
 
 enum mig_msg_type {
 	MIG_MSG_HELLO = 1,
@@ -57,7 +61,9 @@ enum mig_msg_type {
 	MIG_MSG_ERROR = 9,
 	MIG_MSG_PRECOPY_DIRTY = 10,
 	MIG_MSG_DONE = 11,
-	MIG_MSG_MAX = 11,
+	MIG_MSG_AUTH = 12,
+	MIG_MSG_PING = 13,
+	MIG_MSG_MAX = 13,
 };
 
 enum mig_channel {
@@ -116,9 +122,14 @@ _Static_assert(sizeof(struct mig_frame_hdr) == 24, "frame header is 24 bytes");
  * Contract: version must equal MIG_VERSION (no negotiation: a peer with
  * another version is refused with an ERROR naming both); page_size must be
  * MIG_PAGE_SIZE; the source states ram_size and session_id, the destination
- * echoes them (0 before it knows).  A reconnection after a broken link sets
- * MIG_HELLO_RECOVER and must carry the session_id of the first connection.
- * features: the sender's capabilities; what is used is the AND of both.
+ * states its own ram_size and echoes the session_id.  A reconnection after a
+ * broken link sets MIG_HELLO_RECOVER and must carry the session_id of the
+ * first connection.  features: the sender's capabilities; what is used is
+ * the AND of both.  attempt: the source numbers its connection attempts
+ * (urgent and bulk of one attempt carry the same number, later attempts
+ * higher ones); the destination pairs channels of one attempt only, the
+ * latest, so a channel left over from a failed attempt is never paired
+ * with one of the next.
  */
 struct mig_hello {
 	uint32_t version;
@@ -129,7 +140,7 @@ struct mig_hello {
 	uint64_t session_id;
 	uint64_t ram_size;
 	uint32_t features;
-	uint32_t reserved; /* zero */
+	uint32_t attempt;
 };
 _Static_assert(sizeof(struct mig_hello) == 40, "HELLO is 40 bytes");
 
@@ -185,6 +196,9 @@ struct mig_page {
 	uint32_t data_len;
 };
 _Static_assert(sizeof(struct mig_page) == 16, "PAGE header is 16 bytes");
+_Static_assert(MIG_PAGE_FRAME_MAX ==
+		   sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE,
+	       "MIG_PAGE_FRAME_MAX");
 
 /*
  * PAGE_REQUEST, destination -> source, urgent channel.
@@ -301,6 +315,40 @@ struct mig_error {
 };
 _Static_assert(sizeof(struct mig_error) == 8, "ERROR header is 8 bytes");
 
+/*
+ * AUTH, right after the HELLO exchange, before anything else on the
+ * connection.  The destination draws a random secret per incoming
+ * migration (MIG_SECRET_LEN bytes) and sends it with kind SECRET on the
+ * first urgent connection of the session, the one that made the session:
+ * only that connection learns it, and it never crosses the wire again.
+ * Every later connection of the session (its bulk channel, any reconnection)
+ * gets kind CHALLENGE, data a fresh random nonce, and must answer with kind
+ * PROOF, data HMAC-SHA256(secret, "PCMG-AUTH" nonce session_id channel)
+ * (session_id 8 bytes and channel 2 bytes, little-endian; see
+ * mig_auth_proof()).  A wrong proof gets ERROR and the connection is closed;
+ * it never affects the session's live link.
+ * Contract: kind known, reserved zero.
+ */
+#define MIG_SECRET_LEN 32
+enum mig_auth_kind {
+	MIG_AUTH_SECRET = 1,	/* destination -> source, first urgent connection */
+	MIG_AUTH_CHALLENGE = 2, /* destination -> source, every other connection */
+	MIG_AUTH_PROOF = 3,	/* source -> destination, the answer to a challenge */
+};
+struct mig_auth {
+	uint32_t kind;
+	uint32_t reserved; /* zero */
+	uint8_t data[MIG_SECRET_LEN];
+};
+_Static_assert(sizeof(struct mig_auth) == 40, "AUTH is 40 bytes");
+
+/*
+ * PING, either direction, urgent channel, empty payload: a heartbeat, sent
+ * when the channel was otherwise quiet for a while (docs/migration.md,
+ * liveness).  Receivers consume it silently; any traffic proves the peer
+ * alive.
+ */
+
 /* ---- Checksums and framing ---- */
 
 /* CRC32C (Castagnoli), the iSCSI/ext4 one: crc32c(0, "123456789", 9) == 0xe3069283. */
@@ -322,8 +370,12 @@ struct mig_wire_ctx {
 	uint64_t ram_size;
 	uint32_t features;
 	int hello_seen;
-	int peer_role; /* the role the peer must claim, enum mig_role */
+	int peer_role;	      /* the role the peer must claim, enum mig_role */
+	uint32_t frame_limit; /* nonzero: no longer payload (before the handshake) */
 };
+
+/* What an unauthenticated peer may send in one frame: HELLO, AUTH, ERROR. */
+#define MIG_HANDSHAKE_FRAME_LIMIT (sizeof(struct mig_error) + MIG_MAX_ERROR_MSG)
 
 /*
  * Check a received header: magic, header CRC, known type, zero flags,
