@@ -2,7 +2,7 @@
 #
 #   make deps         install the Debian packages the project needs (root)
 #   make              user-space programs: host, sanitized and static flavours
-#   make kernel       the patched node kernel (cached by content hash)
+#   make kernel       the patched node kernels, normal and debug (cached by content hash)
 #   make guest-image  the node initramfs (busybox + static programs + tests)
 #   make test         everything above, then host and in-node tests
 #   make demo         the main job: see README.md
@@ -73,8 +73,10 @@ node-programs: $(addprefix $(B)/node/bin/,$(HOST_PROGRAMS) $(NODE_PROGRAMS)) $(N
 deps:
 	@scripts/deps.sh
 
+# Both node kernels: normal, and debug (DEBUG_VM, KASAN, lockdep: config-debug).
 kernel:
-	@scripts/build-kernel.sh
+	@scripts/build-kernel.sh normal
+	@scripts/build-kernel.sh debug
 
 guest-image: node-programs
 	@scripts/mkinitramfs.sh

@@ -25,7 +25,7 @@ for applet in $("$busybox" --list); do
 	[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 install -m 0755 guest-image/init "$root/init"
-install -m 0755 guest-image/run-node-tests guest-image/must-pass "$root/usr/bin/"
+install -m 0755 guest-image/run-node-tests guest-image/must-pass tests/splat-scan "$root/usr/bin/"
 
 count=0
 if [ -d build/node/bin ]; then
@@ -39,9 +39,11 @@ fi
 if [ -d build/node/extra ]; then
 	cp -a build/node/extra/. "$root/usr/share/postcopy/"
 fi
-if [ -x build/kernel/uffd-selftest ]; then
-	install -m 0755 build/kernel/uffd-selftest "$root/usr/share/postcopy/uffd-selftest"
-fi
+for t in uffd-selftest rap-selftest; do
+	if [ -x "build/kernel/$t" ]; then
+		install -m 0755 "build/kernel/$t" "$root/usr/share/postcopy/$t"
+	fi
+done
 tests=0
 for t in tests/node/*.sh; do
 	[ -e "$t" ] || continue

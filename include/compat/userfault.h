@@ -64,6 +64,10 @@
 #ifndef USERFAULTFD_RANGE_REGISTER
 #define USERFAULTFD_RANGE_REGISTER ((__u64)1)
 #endif
+/* Set instead: release this fd's claim on [start, end). */
+#ifndef USERFAULTFD_RANGE_UNREGISTER
+#define USERFAULTFD_RANGE_UNREGISTER ((__u64)2)
+#endif
 
 /* ---- Upstream UFFDIO_MOVE (Linux 6.8+) ---- */
 

@@ -2,7 +2,9 @@
 # passing: a command's exit status comes back from the node; a node that
 # hangs is killed at its time limit; a node whose kernel panics is reported
 # as such; a patch that does not apply stops the kernel build naming it.
-# timeout: 180
+# (The broken-patch case extracts the whole kernel tarball: minutes on a
+# busy machine, hence the limit.)
+# timeout: 600
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 work=$(mktemp -d /tmp/harness.XXXXXX)

@@ -8,13 +8,24 @@
  * vCPU thread sleeps in the fault, no exit to user space); the handler reads
  * the fault address from the userfaultfd, moves a page holding the expected
  * data in with remap_anon_pages() and wakes it; the guest continues and
- * reports exactly the data moved in.  Exit 77 without /dev/kvm.
+ * reports exactly the data moved in.
+ *
+ * Then the same guest on MADV_USERFAULT memory that nobody claims, with and
+ * without an in-kernel irqchip (with one, KVM would try an asynchronous page
+ * fault): each missing page ends KVM_RUN with EFAULT and exit reason
+ * KVM_EXIT_MEMORY_FAULT naming the guest page; the VMM moves the page in and
+ * runs the vCPU again, and the guest goes on.  A KVM_RUN that does not come
+ * back in time is a live-lock: the test interrupts it and fails.
+ * Exit 77 without /dev/kvm.
  */
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
 #include <sys/ioctl.h>
+#include <time.h>
 
 #include "kt.h"
 
@@ -29,6 +40,25 @@ static const uint8_t guest_code[] = {
 	0xe6, REPORT_PORT, 0xa0, 0x23, 0x91,	    0xe6, REPORT_PORT, 0xf4,
 };
 static const uint32_t read_offsets[] = { 0x0000, 0x0abc, 0x1123 };
+
+/* The same reads, then out 0x11 (done) instead of hlt: with an in-kernel
+ * irqchip hlt never exits to user space. */
+#define DONE_PORT 0x11
+static const uint8_t guest_code_done[] = {
+	0xa0, 0x00, 0x80, 0xe6, REPORT_PORT, 0xa0, 0xbc,      0x8a, 0xe6, 0x10,
+	0xa0, 0x23, 0x91, 0xe6, 0x10,	     0xe6, DONE_PORT, 0xeb, 0xfe,
+};
+
+/* Linux 6.8's KVM_EXIT_MEMORY_FAULT, which the series brings to 6.1. */
+#ifndef KVM_EXIT_MEMORY_FAULT
+#define KVM_EXIT_MEMORY_FAULT 39
+#endif
+#ifndef KVM_CAP_MEMORY_FAULT_INFO
+#define KVM_CAP_MEMORY_FAULT_INFO 232
+#endif
+struct memory_fault_exit {
+	uint64_t flags, gpa, size;
+};
 
 struct vcpu {
 	int fd;
@@ -94,19 +124,19 @@ static int setup_vcpu(int kvm, int vm, struct vcpu *v)
 	return 0;
 }
 
-int main(void)
+/*
+ * Guest RAM claimed by an article userfaultfd: faults block in KVM until the
+ * page is moved in and woken.  Non-zero if the vCPU may be stuck for good.
+ */
+static int test_claimed(int kvm)
 {
 	struct kvm_userspace_memory_region region;
 	long ps = page_size();
 	struct vcpu v = { 0 };
 	uint8_t *code, *data, *staging;
-	int kvm, vm, uffd, faults = 0;
+	int vm, uffd, faults = 0;
 	pthread_t th;
 
-	kt_name = "kvm-userfault";
-	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	if (kvm < 0)
-		kt_skip("no /dev/kvm");
 	vm = ioctl(kvm, KVM_CREATE_VM, 0);
 	if (vm < 0)
 		kt_fatal("KVM_CREATE_VM");
@@ -170,7 +200,7 @@ int main(void)
 	if (faults != DATA_PAGES || kt_failures) {
 		/* The vCPU may be stuck in a fault nobody will resolve. */
 		CHECK(faults == DATA_PAGES, "%d faults, want %d", faults, DATA_PAGES);
-		exit(kt_done());
+		return 1;
 	}
 	pthread_join(th, NULL);
 
@@ -181,5 +211,168 @@ int main(void)
 		CHECK(v.out[i] == data_byte(read_offsets[i]), "byte %d: %#x, want %#x", i, v.out[i],
 		      data_byte(read_offsets[i]));
 	close(uffd);
+	return 0;
+}
+
+/* ---- unclaimed MADV_USERFAULT guest RAM ---- */
+
+static void on_sigusr1(int sig)
+{
+	(void)sig;
+}
+
+struct watchdog {
+	pthread_t vcpu_thread;
+	volatile int armed;
+	int fired;
+};
+
+/* Interrupt a KVM_RUN that has not returned in 90 s (SIGUSR1: EINTR). */
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *w = arg;
+
+	for (int ms = 0; ms < 90000 && __atomic_load_n(&w->armed, __ATOMIC_ACQUIRE); ms += 10)
+		usleep(10000);
+	if (__atomic_load_n(&w->armed, __ATOMIC_ACQUIRE)) {
+		w->fired = 1;
+		while (__atomic_load_n(&w->armed, __ATOMIC_ACQUIRE)) {
+			pthread_kill(w->vcpu_thread, SIGUSR1);
+			usleep(100000);
+		}
+	}
+	return NULL;
+}
+
+/* KVM_RUN once under the watchdog; -1 with errno as KVM_RUN left it. */
+static int run_guarded(int vcpu_fd, int *livelock)
+{
+	struct watchdog w = { .vcpu_thread = pthread_self(), .armed = 1 };
+	pthread_t th;
+	int r, err;
+
+	if (pthread_create(&th, NULL, watchdog_main, &w))
+		kt_fatal("pthread_create");
+	r = ioctl(vcpu_fd, KVM_RUN, 0);
+	err = errno;
+	__atomic_store_n(&w.armed, 0, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	*livelock = w.fired;
+	errno = err;
+	return r;
+}
+
+static void test_unclaimed(int kvm, int with_irqchip)
+{
+	const char *how = with_irqchip ? "in-kernel irqchip" : "no irqchip";
+	struct kvm_userspace_memory_region region;
+	struct memory_fault_exit mf;
+	uint8_t *code, *data, *staging;
+	long ps = page_size();
+	struct vcpu v = { 0 };
+	int vm, moved = 0, livelock = 0, done = 0;
+
+	vm = ioctl(kvm, KVM_CREATE_VM, 0);
+	if (vm < 0)
+		kt_fatal("KVM_CREATE_VM");
+	if (with_irqchip && ioctl(vm, KVM_CREATE_IRQCHIP, 0) < 0)
+		kt_fatal("KVM_CREATE_IRQCHIP");
+	code = anon_map(ps);
+	memcpy(code, guest_code_done, sizeof(guest_code_done));
+	region = (struct kvm_userspace_memory_region){ .slot = 0,
+						       .guest_phys_addr = CODE_GPA,
+						       .memory_size = ps,
+						       .userspace_addr = (uintptr_t)code };
+	data = anon_map(DATA_PAGES * ps);
+	CHECK(madvise(data, DATA_PAGES * ps, MADV_USERFAULT) == 0, "%s: MADV_USERFAULT", how);
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION code");
+	region = (struct kvm_userspace_memory_region){ .slot = 1,
+						       .guest_phys_addr = DATA_GPA,
+						       .memory_size = DATA_PAGES * ps,
+						       .userspace_addr = (uintptr_t)data };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION data");
+	if (setup_vcpu(kvm, vm, &v))
+		kt_fatal("vcpu setup");
+	if (with_irqchip) {
+		struct kvm_regs regs;
+
+		/* Interrupts on: KVM may now try an asynchronous page fault. */
+		if (ioctl(v.fd, KVM_GET_REGS, &regs) < 0)
+			kt_fatal("KVM_GET_REGS");
+		regs.rflags |= 0x200;
+		if (ioctl(v.fd, KVM_SET_REGS, &regs) < 0)
+			kt_fatal("KVM_SET_REGS");
+	}
+
+	for (int exits = 0; exits < 16 && !done; exits++) {
+		if (run_guarded(v.fd, &livelock) == 0) {
+			if (v.run->exit_reason == KVM_EXIT_IO && v.run->io.port == DONE_PORT) {
+				done = 1;
+			} else if (v.run->exit_reason == KVM_EXIT_IO &&
+				   v.run->io.port == REPORT_PORT && v.nout < (int)sizeof(v.out)) {
+				v.out[v.nout++] = *((uint8_t *)v.run + v.run->io.data_offset);
+			} else {
+				CHECK(0, "%s: unexpected exit %u", how, v.run->exit_reason);
+				break;
+			}
+			continue;
+		}
+		if (livelock) {
+			CHECK(0,
+			      "%s: KVM_RUN did not come back in 90 s: the guest retries a "
+			      "page nobody will provide",
+			      how);
+			break;
+		}
+		memcpy(&mf, (uint8_t *)v.run + offsetof(struct kvm_run, hw), sizeof(mf));
+		CHECK(errno == EFAULT && v.run->exit_reason == KVM_EXIT_MEMORY_FAULT,
+		      "%s: KVM_RUN fails with EFAULT and KVM_EXIT_MEMORY_FAULT (exit %u)", how,
+		      v.run->exit_reason);
+		if (errno != EFAULT || v.run->exit_reason != KVM_EXIT_MEMORY_FAULT ||
+		    moved == DATA_PAGES)
+			break;
+		CHECK(mf.gpa == DATA_GPA + (uint64_t)moved * ps && mf.size == (uint64_t)ps &&
+			  mf.flags == 0,
+		      "%s: it names guest page %#llx+%llu (want %#llx+%ld)", how,
+		      (unsigned long long)mf.gpa, (unsigned long long)mf.size,
+		      (unsigned long long)(DATA_GPA + moved * ps), ps);
+		staging = anon_map(ps);
+		for (long i = 0; i < ps; i++)
+			staging[i] = data_byte((uint32_t)(moved * ps + i));
+		CHECK(rap(data + moved * ps, staging, ps, 0) == ps, "%s: move page %d in", how,
+		      moved);
+		munmap(staging, ps);
+		moved++;
+	}
+	CHECK(done && moved == DATA_PAGES, "%s: the guest finished after %d pages were moved in",
+	      how, moved);
+	CHECK(v.nout == 3, "%s: guest reported %d bytes, want 3", how, v.nout);
+	for (int i = 0; i < 3 && i < v.nout; i++)
+		CHECK(v.out[i] == data_byte(read_offsets[i]), "%s: byte %d: %#x, want %#x", how, i,
+		      v.out[i], data_byte(read_offsets[i]));
+	close(v.fd);
+	close(vm);
+	munmap(code, ps);
+	munmap(data, DATA_PAGES * ps);
+}
+
+int main(void)
+{
+	struct sigaction sa = { .sa_handler = on_sigusr1 };
+	int kvm;
+
+	kt_name = "kvm-userfault";
+	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0)
+		kt_skip("no /dev/kvm");
+	sigaction(SIGUSR1, &sa, NULL);
+	if (test_claimed(kvm))
+		return kt_done();
+	CHECK(ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_MEMORY_FAULT_INFO) == 1,
+	      "KVM_CAP_MEMORY_FAULT_INFO");
+	test_unclaimed(kvm, 0);
+	test_unclaimed(kvm, 1);
 	return kt_done();
 }

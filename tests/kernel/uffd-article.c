@@ -4,8 +4,10 @@
  * it back, read fault addresses, write (start | 1, end) claims and (start,
  * end) wakes) beside the ioctl protocol.
  *
- * Handshake (right and wrong version, short writes, read before it), the
- * exclusion with UFFDIO_API both ways, bad writes (sizes, alignment, empty
+ * Handshake (right and wrong version then a retry, short writes, read before
+ * it), the exclusion with UFFDIO_API both ways, what an ioctl-protocol user
+ * sees of the fd (F_GETFL, fdinfo, write()'s EBADF, as in 6.1), releasing a
+ * claim (USERFAULTFD_RANGE_UNREGISTER), bad writes (sizes, alignment, empty
  * ranges, memory without MADV_USERFAULT, holes), overlapping claims of two
  * fds, several pairs per write, O_NONBLOCK and poll; then faults: one fault
  * resolved with remap_anon_pages() and woken, a second thread faulting while
@@ -242,26 +244,39 @@ static void test_handshake(void)
 	CHECK(write(fd, pair, 24) == -1 && errno == EINVAL, "24-byte write: EINVAL");
 	close(fd);
 
-	/* A wrong version: answered with all ones, then the fd is dead. */
+	/*
+	 * A wrong version is answered with all ones; as in the 2014 code the
+	 * client may then try another version.
+	 */
 	fd = new_uffd(O_CLOEXEC);
 	v = 0xbb;
 	CHECK(write(fd, &v, 8) == 8, "wrong version accepted for an answer");
+	errno = 0;
+	CHECK(write(fd, pair, 16) == -1 && errno == EPROTO, "write before the answer: EPROTO");
 	CHECK(read(fd, &v, 8) == 8 && v == USERFAULTFD_UNKNOWN_PROTOCOL,
 	      "answer to a wrong version is all ones");
 	errno = 0;
-	CHECK(read(fd, &v, 8) == -1 && errno == EPROTO, "then read: EPROTO");
-	errno = 0;
-	CHECK(write(fd, pair, 16) == -1 && errno == EPROTO, "then write: EPROTO");
-	errno = 0;
-	CHECK(ioctl(fd, UFFDIO_API, &api) == -1 && errno == EINVAL, "then UFFDIO_API: EINVAL");
+	CHECK(read(fd, &v, 8) == -1 && errno == EINVAL, "then read: EINVAL, no handshake yet");
+	v = USERFAULTFD_PROTOCOL;
+	CHECK(write(fd, &v, 8) == 8, "retry with the right version");
+	v = 0;
+	CHECK(read(fd, &v, 8) == 8 && v == USERFAULTFD_PROTOCOL,
+	      "answer to the retry: the version");
+	CHECK(fcntl(fd, F_GETFL) >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR,
+	      "an article fd is O_RDWR in F_GETFL");
+	close(fd);
+	fd = new_uffd(O_CLOEXEC);
+	v = 0xbb;
+	CHECK(write(fd, &v, 8) == 8 && read(fd, &v, 8) == 8, "wrong version, answered");
+	CHECK(ioctl(fd, UFFDIO_API, &api) == 0, "then UFFDIO_API is fine too");
 	close(fd);
 
-	/* The ioctl protocol first: no write(). */
+	/* The ioctl protocol first: no write(), EBADF as on a read-only fd. */
 	fd = new_uffd(O_CLOEXEC);
 	CHECK(ioctl(fd, UFFDIO_API, &api) == 0, "UFFDIO_API");
 	v = USERFAULTFD_PROTOCOL;
 	errno = 0;
-	CHECK(write(fd, &v, 8) == -1 && errno == EINVAL, "handshake after UFFDIO_API: EINVAL");
+	CHECK(write(fd, &v, 8) == -1 && errno == EBADF, "handshake after UFFDIO_API: EBADF");
 	close(fd);
 
 	/* O_NONBLOCK. */
@@ -323,6 +338,116 @@ static void test_claims(void)
 	munmap(m, 8 * ps);
 	munmap(plain, 2 * ps);
 	munmap(hole, 4 * ps);
+}
+
+/* The fdinfo "flags:" line of @fd (octal), -1 if none. */
+static long fdinfo_flags(int fd)
+{
+	char path[64], line[128];
+	long flags = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "flags: %lo", &flags) == 1)
+			break;
+	fclose(f);
+	return flags;
+}
+
+/*
+ * What an ioctl-protocol user sees of the fd is what 6.1 gave: read-only in
+ * F_GETFL and fdinfo, write() failing with EBADF.  Through userfaultfd(2) and
+ * through /dev/userfaultfd (when the node has it).
+ */
+static void check_ioctl_fd(int fd, const char *how)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	uint64_t v = USERFAULTFD_PROTOCOL;
+
+	CHECK((fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY, "%s: F_GETFL is O_RDONLY (%#x)", how,
+	      fcntl(fd, F_GETFL));
+	CHECK(fdinfo_flags(fd) >= 0 && (fdinfo_flags(fd) & O_ACCMODE) == O_RDONLY,
+	      "%s: fdinfo flags read-only (%lo)", how, fdinfo_flags(fd));
+	CHECK(ioctl(fd, UFFDIO_API, &api) == 0, "%s: UFFDIO_API", how);
+	errno = 0;
+	CHECK(write(fd, &v, 8) == -1 && errno == EBADF, "%s: write() after UFFDIO_API: EBADF", how);
+	CHECK((fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY, "%s: still O_RDONLY", how);
+	CHECK(fcntl(fd, F_SETFL, O_NONBLOCK) == 0 && (fcntl(fd, F_GETFL) & O_NONBLOCK) &&
+		  (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY,
+	      "%s: F_SETFL O_NONBLOCK keeps O_RDONLY", how);
+	close(fd);
+}
+
+static void test_ioctl_abi(void)
+{
+	int dev, fd;
+
+	check_ioctl_fd(new_uffd(O_CLOEXEC), "userfaultfd(2)");
+	check_ioctl_fd(new_uffd(O_CLOEXEC | O_NONBLOCK), "userfaultfd(O_NONBLOCK)");
+	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (dev < 0) {
+		printf("uffd-article: no /dev/userfaultfd (%s): that path not checked\n",
+		       strerror(errno));
+		return;
+	}
+	fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC);
+	CHECK(fd >= 0, "USERFAULTFD_IOC_NEW");
+	if (fd >= 0)
+		check_ioctl_fd(fd, "/dev/userfaultfd");
+	close(dev);
+}
+
+/* Release [start, end) of @fd's claim (USERFAULTFD_RANGE_UNREGISTER). */
+static long uffd_release(int fd, void *start, void *end)
+{
+	uint64_t pair[2] = { (uintptr_t)start | USERFAULTFD_RANGE_UNREGISTER, (uintptr_t)end };
+
+	return write(fd, pair, sizeof(pair));
+}
+
+/*
+ * USERFAULTFD_RANGE_UNREGISTER releases a claim: a fault waiting there is
+ * woken and fails (-EFAULT for a kernel access), the rest of the claim
+ * stays, another fd may claim the released part, and releasing what this fd
+ * does not claim does nothing.
+ */
+static void test_release(void)
+{
+	int a = article_uffd(O_CLOEXEC), b = article_uffd(O_CLOEXEC), c = article_uffd(O_CLOEXEC);
+	uint8_t *m = uf_region(a, 4);
+	uint64_t pair[2];
+	struct toucher t;
+
+	toucher_start(&t, m + ps, TOUCH_KERNEL);
+	CHECK(read_fault(a, 5000) == (uintptr_t)(m + ps), "kernel access to page 1 waits");
+	CHECK(uffd_release(a, m + ps, m + 2 * ps) == 16, "release page 1");
+	CHECK(toucher_wait(&t, 5000) && t.err == EFAULT, "the waiting access fails: EFAULT (%d)",
+	      t.err);
+	CHECK(uffd_range(b, m + ps, m + 2 * ps, 1) == 16, "another fd claims page 1");
+	errno = 0;
+	CHECK(uffd_range(b, m, m + ps, 1) == -1 && errno == EBUSY, "page 0 is still claimed");
+	toucher_start(&t, m + 3 * ps, TOUCH_READ);
+	CHECK(read_fault(a, 5000) == (uintptr_t)(m + 3 * ps) && resolve(a, m + 3 * ps, 5),
+	      "faults on page 3 still come to fd a");
+	CHECK(toucher_wait(&t, 5000) && value_ok(&t, 5), "and are resolved");
+	CHECK(uffd_release(a, m, m + 4 * ps) == 16, "release all of fd a's claim");
+	CHECK(uffd_release(a, m, m + 4 * ps) == 16, "releasing again does nothing");
+	errno = 0;
+	CHECK(uffd_range(c, m, m + 4 * ps, 1) == -1 && errno == EBUSY,
+	      "fd b's page 1 was not released by fd a");
+	CHECK(uffd_range(c, m, m + ps, 1) == 16, "a third fd claims page 0 now");
+	pair[0] = (uintptr_t)m | 3;
+	pair[1] = (uintptr_t)(m + ps);
+	errno = 0;
+	CHECK(write(a, pair, 16) == -1 && errno == EINVAL, "claim and release at once: EINVAL");
+	close(a);
+	close(b);
+	close(c);
+	munmap(m, 4 * ps);
 }
 
 /* ---- fault cases ---- */
@@ -539,7 +664,9 @@ int main(void)
 	close(fd);
 
 	test_handshake();
+	test_ioctl_abi();
 	test_claims();
+	test_release();
 	test_one_fault();
 	test_two_threads();
 	test_close_pending();
