@@ -7,3 +7,4 @@ $(eval $(call node_program,gup-locked,tests/kernel/gup-locked.c,))
 $(eval $(call node_program,kvm-userfault,tests/kernel/kvm-userfault.c,))
 # The VMM's userfault back end against pages remap_anon_pages() refuses.
 $(eval $(call node_program,rap-vmm-ebusy,tests/kernel/rap-vmm-ebusy.c $(VMM_LIB_SRCS),))
+$(eval $(call node_program,rap-races,tests/kernel/rap-races.c,))
