@@ -5,3 +5,8 @@ $(eval $(call node_program,remap-anon-pages,tests/kernel/remap-anon-pages.c,))
 $(eval $(call node_program,uffd-article,tests/kernel/uffd-article.c,))
 $(eval $(call node_program,gup-locked,tests/kernel/gup-locked.c,))
 $(eval $(call node_program,kvm-userfault,tests/kernel/kvm-userfault.c,))
+$(eval $(call node_program,rap-thp,tests/kernel/rap-thp.c,))
+$(eval $(call node_program,rap-rmap,tests/kernel/rap-rmap.c,))
+$(eval $(call node_program,rap-races,tests/kernel/rap-races.c,))
+# The VMM's userfault back end against pages remap_anon_pages() refuses.
+$(eval $(call node_program,rap-vmm-ebusy,tests/kernel/rap-vmm-ebusy.c $(VMM_LIB_SRCS),))

@@ -8,7 +8,8 @@
  * MADV_USERFAULT memory (EFAULT).  A missing page claimed by an article
  * userfaultfd: the call blocks in the fault with mmap_lock released (an
  * mmap/munmap completes meanwhile), returns once the page is moved in and
- * woken, and reports that it dropped the lock.
+ * woken, and reports that it dropped the lock.  FOLL_NOWAIT on a claimed
+ * missing page obtains nothing and must say so (EAGAIN), not succeed.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -34,6 +35,7 @@ struct gup_test {
 #define GUP_LOCKED_TEST		   _IOWR('g', 7, struct gup_test)
 #define GUP_TEST_FLAG_LOCK_DROPPED 0x2
 #define FOLL_WRITE		   0x01
+#define FOLL_NOWAIT		   0x20
 
 #define GUP_TEST_PATH "/sys/kernel/debug/gup_test"
 
@@ -158,6 +160,43 @@ static void test_userfault(void)
 	munmap(staging, ps);
 }
 
+/*
+ * FOLL_NOWAIT: a fault that would have to wait is not waited for, so
+ * get_user_pages_locked() returns 0 pages with mmap_lock still held.  The
+ * test interface must report that as a failure (EAGAIN), not as success with
+ * the requested size left in .size; a partial result counts what it got.
+ */
+static void test_nowait(void)
+{
+	int fd = article_uffd(O_CLOEXEC | O_NONBLOCK);
+	uint8_t *m = anon_map(2 * ps);
+	struct gup_test g;
+	uint64_t addr;
+	int ret;
+
+	CHECK(fd >= 0, "article userfaultfd");
+	if (fd < 0)
+		return;
+	m[0] = 7; /* page 0 present, page 1 missing */
+	madvise(m, 2 * ps, MADV_USERFAULT);
+	CHECK(uffd_range(fd, m, m + 2 * ps, 1) == 16, "claim");
+
+	ret = gup_locked(&g, m + ps, ps, FOLL_NOWAIT);
+	CHECK(ret == -EAGAIN,
+	      "FOLL_NOWAIT, only a claimed missing page: EAGAIN (ret %d, size %llu)", ret,
+	      (unsigned long long)g.size);
+	ret = gup_locked(&g, m, 2 * ps, FOLL_NOWAIT);
+	CHECK(ret == 0 && g.size == (uint64_t)ps,
+	      "FOLL_NOWAIT, present then missing: one page (ret %d, size %llu)", ret,
+	      (unsigned long long)g.size);
+	CHECK(!(g.test_flags & GUP_TEST_FLAG_LOCK_DROPPED), "FOLL_NOWAIT keeps mmap_lock");
+	CHECK(read(fd, &addr, sizeof(addr)) == -1 && errno == EAGAIN,
+	      "FOLL_NOWAIT queued no fault for the handler");
+	CHECK(resident(m + ps) == 0, "the missing page is still missing");
+	close(fd);
+	munmap(m, 2 * ps);
+}
+
 int main(void)
 {
 	kt_name = "gup-locked";
@@ -174,5 +213,6 @@ int main(void)
 
 	test_plain();
 	test_userfault();
+	test_nowait();
 	return kt_done();
 }

@@ -128,6 +128,70 @@ static inline uint64_t pfn_of(void *addr)
 	return entry & ((1ULL << 55) - 1);
 }
 
+#define HUGE (2UL << 20) /* a pmd-mapped transparent huge page */
+
+/* Fill @len bytes with a pattern derived from @seed and the offset. */
+static inline void fill_pattern(uint8_t *p, size_t len, uint8_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+}
+
+/* Does [p, p + len) hold fill_pattern(p, len, seed)'s bytes? */
+static inline int has_pattern(const uint8_t *p, size_t len, uint8_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != (uint8_t)(seed + i * 7))
+			return 0;
+	return 1;
+}
+
+/*
+ * The "FIELD: N kB" line of the /proc/self/smaps entry of the vma holding
+ * @addr (e.g. "AnonHugePages"), in kB; -1 if there is no such vma or field.
+ */
+static inline long smaps_kb(const void *addr, const char *field)
+{
+	char line[256], name[64];
+	unsigned long lo, hi;
+	long kb = -1, v;
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+		else if (in && sscanf(line, "%63[^:]: %ld kB", name, &v) == 2 &&
+			 !strcmp(name, field)) {
+			kb = v;
+			break;
+		}
+	}
+	fclose(f);
+	return kb;
+}
+
+/* The "FIELD: N kB" line of /proc/self/status (e.g. "VmPTE"), -1 if none. */
+static inline long status_kb(const char *field)
+{
+	char line[256], name[64];
+	long kb = -1, v;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63[^:]: %ld kB", name, &v) == 2 && !strcmp(name, field)) {
+			kb = v;
+			break;
+		}
+	fclose(f);
+	return kb;
+}
+
 /* A new article-protocol userfaultfd after a correct handshake, or -1. */
 static inline int article_uffd(int flags)
 {

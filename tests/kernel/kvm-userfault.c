@@ -8,7 +8,11 @@
  * vCPU thread sleeps in the fault, no exit to user space); the handler reads
  * the fault address from the userfaultfd, moves a page holding the expected
  * data in with remap_anon_pages() and wakes it; the guest continues and
- * reports exactly the data moved in.
+ * reports exactly the data moved in.  Then the first page is moved *out*
+ * of the halted guest's RAM (remap_anon_pages() with guest RAM as source):
+ * KVM must drop its mapping (mmu notifier), so the resumed guest's next read
+ * of that page faults to the handler again and sees the new page moved in,
+ * not the old one.
  *
  * Then the same guest on MADV_USERFAULT memory that nobody claims, with and
  * without an in-kernel irqchip (with one, KVM would try an asynchronous page
@@ -34,10 +38,13 @@
 #define DATA_PAGES  2
 #define REPORT_PORT 0x10
 
-/* mov al, [0x8000]; out; mov al, [0x8abc]; out; mov al, [0x9123]; out; hlt */
+/*
+ * mov al, [0x8000]; out; mov al, [0x8abc]; out; mov al, [0x9123]; out; hlt;
+ * then, resumed: mov al, [0x8000]; out; hlt
+ */
 static const uint8_t guest_code[] = {
-	0xa0, 0x00,	   0x80, 0xe6, REPORT_PORT, 0xa0, 0xbc,	       0x8a,
-	0xe6, REPORT_PORT, 0xa0, 0x23, 0x91,	    0xe6, REPORT_PORT, 0xf4,
+	0xa0, 0x00, 0x80, 0xe6,	       REPORT_PORT, 0xa0, 0xbc, 0x8a, 0xe6, REPORT_PORT, 0xa0,
+	0x23, 0x91, 0xe6, REPORT_PORT, 0xf4,	    0xa0, 0x00, 0x80, 0xe6, REPORT_PORT, 0xf4,
 };
 static const uint32_t read_offsets[] = { 0x0000, 0x0abc, 0x1123 };
 
@@ -122,6 +129,40 @@ static int setup_vcpu(int kvm, int vm, struct vcpu *v)
 	if (ioctl(v->fd, KVM_SET_SREGS, &sregs) < 0 || ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
 		return -1;
 	return 0;
+}
+
+/*
+ * The guest has read page 0.  Move it out of guest RAM, resume the guest and
+ * check that its next read faults again and sees the page moved in then.
+ */
+static void move_out_and_back(struct vcpu *v, int uffd, uint8_t *data, long ps)
+{
+	uint8_t *out = anon_map(ps), *fresh = anon_map(ps);
+	struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+	uint64_t addr = 0;
+	pthread_t th;
+
+	CHECK(rap(out, data, ps, 0) == ps, "move page 0 out of the guest's RAM");
+	CHECK(out[0] == data_byte(0), "the moved-out page is the guest's");
+	__atomic_store_n(&v->state, 0, __ATOMIC_RELEASE);
+	if (pthread_create(&th, NULL, vcpu_main, v))
+		kt_fatal("pthread_create");
+	if (poll(&pfd, 1, 60000) != 1 || read(uffd, &addr, 8) != 8) {
+		CHECK(0, "the resumed guest's read of the moved-out page faults again");
+		exit(kt_done()); /* the vCPU may still run on the stale mapping, or wait */
+	}
+	CHECK(addr == (uintptr_t)data, "fault at the moved-out page (%#llx)",
+	      (unsigned long long)addr);
+	memset(fresh, 0x5a, ps);
+	CHECK(rap(data, fresh, ps, 0) == ps, "move a new page in");
+	CHECK(uffd_range(uffd, data, data + ps, 0) == 16, "wake");
+	pthread_join(th, NULL);
+	CHECK(v->state == 1 && v->nout == 4, "the guest halted again after one more byte (%d)",
+	      v->nout);
+	CHECK(v->out[3] == 0x5a, "it read the new page (%#x), not the moved-out one (%#x)",
+	      v->out[3], data_byte(0));
+	munmap(out, ps);
+	munmap(fresh, ps);
 }
 
 /*
@@ -210,6 +251,8 @@ static int test_claimed(int kvm)
 	for (int i = 0; i < 3 && i < v.nout; i++)
 		CHECK(v.out[i] == data_byte(read_offsets[i]), "byte %d: %#x, want %#x", i, v.out[i],
 		      data_byte(read_offsets[i]));
+	if (!kt_failures)
+		move_out_and_back(&v, uffd, data, ps);
 	close(uffd);
 	return 0;
 }

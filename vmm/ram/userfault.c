@@ -8,7 +8,9 @@
  *   faults: read() returns 64-bit page-aligned fault addresses;
  *   install: remap_anon_pages(dst, src, 4096, 0) (syscall 451) moves the
  *   caller's page into place; then wake: write {start, end}.
- * Zero pages are installed by moving a freshly zeroed page.
+ * Zero pages are installed by moving a freshly zeroed page.  A staging page
+ * the kernel will not move (EBUSY: swapped, KSM, shared, pinned) is copied
+ * into a fresh page first, so a migration never fails on it.
  * A stock kernel fails the protocol write (EINVAL) or MADV_USERFAULT.
  */
 #include <errno.h>
@@ -134,12 +136,37 @@ static int userfault_wake(struct ram *ram, uint64_t off, uint64_t len)
 	return write_range(ram->fd, start, start + len);
 }
 
+/*
+ * remap_anon_pages() refuses (EBUSY) a source page that is not this
+ * process's alone: swapped out or in the swap cache, KSM-merged, shared
+ * with a fork child, pinned.  Only its contents matter here: copy them into
+ * a fresh private page, which is exclusive and present, and move that one.
+ * The caller's page is left as it was.
+ */
+static int install_copy(struct ram *ram, uint64_t off, const void *page)
+{
+	uint8_t *fresh =
+	    mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	long r;
+
+	if (fresh == MAP_FAILED)
+		return -ENOMEM;
+	memcpy(fresh, page, PAGE_SIZE);
+	r = syscall(__NR_remap_anon_pages, ram->host + off, fresh, PAGE_SIZE, 0UL);
+	r = r < 0 ? -errno : 0;
+	munmap(fresh, PAGE_SIZE);
+	return (int)r;
+}
+
 static int userfault_install(struct ram *ram, uint64_t off, void *page)
 {
 	long r = syscall(__NR_remap_anon_pages, ram->host + off, page, PAGE_SIZE, 0UL);
 
+	r = r < 0 ? -errno : 0;
+	if (r == -EBUSY)
+		r = install_copy(ram, off, page);
 	if (r < 0)
-		return -errno;
+		return (int)r;
 	return userfault_wake(ram, off, PAGE_SIZE);
 }
 

@@ -1,0 +1,4 @@
+# timeout: 180
+# remap_anon_pages() against lockless rmap walkers (kernel-patches 0003.1):
+# page_idle never walks a moved page through its old anon_vma.
+must-pass rap-rmap
