@@ -395,88 +395,119 @@ static uint64_t count_sent(struct src *s)
 	return n;
 }
 
+/*
+ * Answer a PAGE_REQUEST: each page not sent yet goes out now on the urgent
+ * channel (buf: room for one frame); one already claimed by the push is on
+ * its way, so the push is told to flush instead.  0, or -1 when the link
+ * broke (the page is lost in flight: RESUME will tell).
+ */
+static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
+{
+	struct mig_page_request q;
+	memcpy(&q, p, sizeof(q));
+	for (uint32_t k = 0; k < q.count; k++) {
+		uint64_t addr;
+		memcpy(&addr, p + sizeof(q) + 8 * k, 8);
+		uint64_t i = addr / MIG_PAGE_SIZE;
+		s->req_addrs++;
+		if (bit_test_and_set(s->sent, i)) {
+			s->req_in_flight++;
+			__atomic_store_n(&s->flush_now, 1, __ATOMIC_RELEASE);
+			continue;
+		}
+		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
+		size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
+		pthread_mutex_lock(&s->urg.tx_lock);
+		int r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -EPIPE;
+		pthread_mutex_unlock(&s->urg.tx_lock);
+		if (r) {
+			set_break(s, 0, "urgent channel: send failed");
+			return -1;
+		}
+		s->pages_demand++;
+		add_hint(s, i);
+	}
+	return 0;
+}
+
+/*
+ * COMPLETE: believed only when the source's own record says every page was
+ * sent.  1 (done) or -1 (a broken or lying destination: fatal).
+ */
+static int take_complete(struct src *s, const uint8_t *p)
+{
+	uint64_t unsent = s->nr_pages - count_sent(s);
+	if (unsent) {
+		char err[200];
+		snprintf(err, sizeof(err),
+			 "destination claimed COMPLETE although %llu of %llu pages were never "
+			 "sent: a broken or lying destination",
+			 (unsigned long long)unsent, (unsigned long long)s->nr_pages);
+		set_break(s, 1, err);
+		return -1;
+	}
+	memcpy(&s->dest, p, sizeof(s->dest));
+	s->t_complete = mig_now_ns();
+	pthread_mutex_lock(&s->lock);
+	s->complete = 1;
+	pthread_mutex_unlock(&s->lock);
+	mig_conn_kick(&s->bulk);
+	return 1;
+}
+
+/* One checked frame from the destination: 0 to go on, 1 when the urgent thread is done. */
+static int urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t *p,
+			uint8_t *buf)
+{
+	char err[300];
+	switch (h->type) {
+	case MIG_MSG_PAGE_REQUEST:
+		return serve_request(s, p, buf) ? 1 : 0;
+	case MIG_MSG_RUNNING:
+		/* Repeated after a recovery: the first one counts. */
+		if (!s->running_seen) {
+			memcpy(&s->running, p, sizeof(s->running));
+			s->t_running = mig_now_ns();
+			s->running_seen = 1;
+		}
+		return 0;
+	case MIG_MSG_LAYOUT:
+		return 0; /* the acknowledgement of a LAYOUT sent again by recover_link() */
+	case MIG_MSG_COMPLETE:
+		take_complete(s, p);
+		return 1;
+	case MIG_MSG_ERROR: {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		snprintf(err, sizeof(err), "destination reported an error: %s", text);
+		set_break(s, 1, err);
+		return 1;
+	}
+	}
+	snprintf(err, sizeof(err), "urgent channel: unexpected %s from destination",
+		 mig_msg_name(h->type));
+	set_break(s, 1, err);
+	return 1;
+}
+
 static void *urgent_thread(void *arg)
 {
 	struct src *s = arg;
 	uint8_t *buf = malloc(MIG_PAGE_FRAME_MAX);
 	char err[300];
-	while (!stopped(s)) {
+	while (buf && !stopped(s)) {
 		struct mig_frame_hdr h;
 		const uint8_t *p;
 		int r = mig_conn_recv(&s->urg, &h, &p, err, sizeof(err));
 		if (r) {
-			int fatal = !mig_link_error(r);
-			set_break(s, fatal, err);
+			set_break(s, !mig_link_error(r), err);
 			break;
 		}
-		if (h.type == MIG_MSG_PAGE_REQUEST) {
-			struct mig_page_request q;
-			memcpy(&q, p, sizeof(q));
-			for (uint32_t k = 0; k < q.count; k++) {
-				uint64_t addr;
-				memcpy(&addr, p + sizeof(q) + 8 * k, 8);
-				uint64_t i = addr / MIG_PAGE_SIZE;
-				s->req_addrs++;
-				if (bit_test_and_set(s->sent, i)) {
-					/* On its way in the bulk stream: hurry it up. */
-					s->req_in_flight++;
-					__atomic_store_n(&s->flush_now, 1, __ATOMIC_RELEASE);
-					continue;
-				}
-				__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
-				size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
-				pthread_mutex_lock(&s->urg.tx_lock);
-				r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0
-											: -EPIPE;
-				pthread_mutex_unlock(&s->urg.tx_lock);
-				if (r) {
-					/* Lost in flight: RESUME will tell. */
-					set_break(s, 0, "urgent channel: send failed");
-					break;
-				}
-				s->pages_demand++;
-				add_hint(s, i);
-			}
-		} else if (h.type == MIG_MSG_RUNNING) {
-			/* Repeated after a recovery: the first one counts. */
-			if (!s->running_seen) {
-				memcpy(&s->running, p, sizeof(s->running));
-				s->t_running = mig_now_ns();
-				s->running_seen = 1;
-			}
-		} else if (h.type == MIG_MSG_LAYOUT) {
-			/* The acknowledgement of a LAYOUT sent again by recover(). */
-		} else if (h.type == MIG_MSG_COMPLETE) {
-			uint64_t unsent = s->nr_pages - count_sent(s);
-			if (unsent) {
-				snprintf(err, sizeof(err),
-					 "destination claimed COMPLETE although %llu of %llu pages "
-					 "were never sent: a broken or lying destination",
-					 (unsigned long long)unsent,
-					 (unsigned long long)s->nr_pages);
-				set_break(s, 1, err);
-				break;
-			}
-			memcpy(&s->dest, p, sizeof(s->dest));
-			s->t_complete = mig_now_ns();
-			pthread_mutex_lock(&s->lock);
-			s->complete = 1;
-			pthread_mutex_unlock(&s->lock);
-			mig_conn_kick(&s->bulk);
+		if (urgent_frame(s, &h, p, buf))
 			break;
-		} else if (h.type == MIG_MSG_ERROR) {
-			char text[200]; /* escaped, possibly cut short */
-			mig_error_text(p, text, sizeof(text));
-			snprintf(err, sizeof(err), "destination reported an error: %s", text);
-			set_break(s, 1, err);
-			break;
-		} else {
-			snprintf(err, sizeof(err), "urgent channel: unexpected %s from destination",
-				 mig_msg_name(h.type));
-			set_break(s, 1, err);
-			break;
-		}
 	}
+	if (!buf)
+		set_break(s, 1, "urgent channel: out of memory");
 	free(buf);
 	return NULL;
 }
