@@ -30,21 +30,23 @@
 
 #define pr_vmm(...) fprintf(stderr, "vmm: " __VA_ARGS__)
 
-static struct {
+/*
+ * The migration of one `vmm run`: created by migrate_prepare(), kept in
+ * migrate_vmm_opts.glue, freed by migrate_finish().  lock/cond guard
+ * finishing and ctl_client.
+ */
+struct migrate_glue {
 	struct vm *vm;
 	struct migrate_vmm_opts *o;
 	struct mig_dest *dest;
+	struct mig_dest_vm dest_vm;
 	pthread_t watch, ctl, timer;
 	int watch_on, ctl_on, timer_on;
 	int ctl_fd, ctl_client;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int finishing;
-	int dest_failed;
-} g = { .ctl_fd = -1,
-	.ctl_client = -1,
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.cond = PTHREAD_COND_INITIALIZER };
+};
 
 static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out)
 {
@@ -115,7 +117,8 @@ static _Thread_local uint8_t *bounce;
 
 static int dst_install(void *ctx, uint64_t off, const void *data)
 {
-	struct ram *ram = vm_ram(g.vm);
+	struct migrate_glue *gl = ctx;
+	struct ram *ram = vm_ram(gl->vm);
 	int r;
 	if (!data) {
 		r = ram_install_zero(ram, off);
@@ -135,39 +138,55 @@ static int dst_install(void *ctx, uint64_t off, const void *data)
 
 static int dst_install_run(void *ctx, uint64_t off, void *data, uint64_t n)
 {
-	return ram_install_run(vm_ram(g.vm), off, data, n);
+	struct migrate_glue *gl = ctx;
+	return ram_install_run(vm_ram(gl->vm), off, data, n);
 }
 
 static int dst_load(void *ctx, const void *blob, size_t len)
 {
+	struct migrate_glue *gl = ctx;
 	char why[256] = "";
-	int r = vm_state_load(g.vm, blob, len, why, sizeof(why));
+	int r = vm_state_load(gl->vm, blob, len, why, sizeof(why));
 
 	if (r < 0)
 		fprintf(stderr, "vmm: cannot load the migrated state: %s\n", why);
 	return r;
 }
 
+/*
+ * The destination's page source: the migration.  The RAM owns it (and
+ * destroys it in ram_exit(), after migrate_finish()); it is only asked for
+ * pages while the fault thread runs, which migrate_finish() stops first.
+ */
+struct glue_source {
+	struct ram_source src;
+	struct migrate_glue *gl;
+};
+
+static void src_destroy(struct ram_source *s)
+{
+	free(s);
+}
+
 static int src_request(struct ram_source *s, struct ram *ram, uint64_t off)
 {
-	int r = mig_dest_fault(g.dest, off);
+	struct migrate_glue *gl = ((struct glue_source *)s)->gl;
+	int r = mig_dest_fault(gl->dest, off);
 	if (r == 1)
 		return ram->ops->wake(ram, off, MIG_PAGE_SIZE);
 	return r < 0 ? r : RAM_SOURCE_PENDING;
 }
 
-static struct ram_source mig_ram_source = { .request = src_request };
-
-static void write_dest_metrics(void)
+static void write_dest_metrics(struct migrate_glue *gl)
 {
-	if (!g.o->metrics)
+	if (!gl->o->metrics)
 		return;
-	FILE *f = strcmp(g.o->metrics, "-") ? fopen(g.o->metrics, "w") : stdout;
+	FILE *f = strcmp(gl->o->metrics, "-") ? fopen(gl->o->metrics, "w") : stdout;
 	if (!f) {
-		pr_vmm("cannot write %s: %s\n", g.o->metrics, strerror(errno));
+		pr_vmm("cannot write %s: %s\n", gl->o->metrics, strerror(errno));
 		return;
 	}
-	mig_dest_report(g.dest, f);
+	mig_dest_report(gl->dest, f);
 	if (f != stdout)
 		fclose(f);
 }
@@ -179,27 +198,28 @@ static void write_dest_metrics(void)
  */
 static void *watch_thread(void *arg)
 {
+	struct migrate_glue *gl = arg;
 	char err[400];
-	if (mig_dest_wait(g.dest, err, sizeof(err))) {
+	if (mig_dest_wait(gl->dest, err, sizeof(err))) {
 		pr_vmm("incoming migration failed: %s\n", err);
-		write_dest_metrics();
+		write_dest_metrics(gl);
 		fflush(NULL);
 		_exit(1);
 	}
-	write_dest_metrics();
+	write_dest_metrics(gl);
 	pr_vmm("incoming migration complete: all %llu pages arrived\n",
-	       (unsigned long long)vm_ram(g.vm)->nr_pages);
+	       (unsigned long long)vm_ram(gl->vm)->nr_pages);
 	return arg;
 }
 
-static struct mig_opts lib_opts(const char *addr)
+static struct mig_opts lib_opts(struct migrate_glue *gl, const char *addr)
 {
 	struct mig_opts m = {
 		.addr = addr,
-		.precopy_rounds = g.o->precopy_rounds,
-		.compress = g.o->compress,
-		.recover_ms = g.o->recover_ms,
-		.metrics = g.o->metrics,
+		.precopy_rounds = gl->o->precopy_rounds,
+		.compress = gl->o->compress,
+		.recover_ms = gl->o->recover_ms,
+		.metrics = gl->o->metrics,
 		.progress = isatty(2),
 	};
 	return m;
@@ -213,6 +233,7 @@ static struct mig_opts lib_opts(const char *addr)
  * arrived.
  */
 struct incoming_signals {
+	struct migrate_glue *gl;
 	pthread_t thread;
 	int stop_fd[2];
 	unsigned signo; /* the signal that stopped the migration, 0 if none */
@@ -221,6 +242,7 @@ struct incoming_signals {
 static void *incoming_signal_thread(void *arg)
 {
 	struct incoming_signals *is = arg;
+	struct migrate_glue *gl = is->gl;
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -236,7 +258,7 @@ static void *incoming_signal_thread(void *arg)
 		snprintf(why, sizeof(why), "stopped by signal %u before the migration completed",
 			 si.ssi_signo);
 		is->signo = si.ssi_signo;
-		mig_dest_abort(g.dest, why);
+		mig_dest_abort(gl->dest, why);
 	}
 	if (sfd >= 0)
 		close(sfd);
@@ -266,27 +288,35 @@ static void unwatch_incoming_signals(struct incoming_signals *is)
 	close(is->stop_fd[1]);
 }
 
-static int prepare_incoming(struct vm *vm)
+static int prepare_incoming(struct migrate_glue *gl)
 {
+	struct vm *vm = gl->vm;
 	char err[400];
 	struct ram *ram = vm_ram(vm);
-	struct mig_opts m = lib_opts(g.o->incoming);
+	struct mig_opts m = lib_opts(gl, gl->o->incoming);
 	if (!ram->ops) {
 		pr_vmm("--incoming needs lazy RAM\n");
 		return -EINVAL;
 	}
-	g.dest = mig_dest_listen(&m, err, sizeof(err));
-	if (!g.dest) {
+	gl->dest = mig_dest_listen(&m, err, sizeof(err));
+	if (!gl->dest) {
 		pr_vmm("%s\n", err);
 		return -EADDRINUSE;
 	}
-	int r = ram_start_faults(ram, &mig_ram_source, g.o->busy_poll);
+	struct glue_source *src = malloc(sizeof(*src));
+	if (!src)
+		return -ENOMEM;
+	*src = (struct glue_source){ .src = { .request = src_request, .destroy = src_destroy },
+				     .gl = gl };
+	int r = ram_start_faults(ram, &src->src, gl->o->busy_poll);
 	if (r < 0) {
+		if (ram->source != &src->src) /* else the RAM destroys it */
+			free(src);
 		pr_vmm("cannot start the fault thread: %s\n", strerror(-r));
 		return r;
 	}
-	static struct mig_dest_vm dvm;
-	dvm = (struct mig_dest_vm){
+	gl->dest_vm = (struct mig_dest_vm){
+		.ctx = gl,
 		.ram_size = ram->size,
 		.nr_regions = 1,
 		.regions = { { .gpa = 0, .size = ram->size } },
@@ -294,21 +324,21 @@ static int prepare_incoming(struct vm *vm)
 		.install_run = dst_install_run,
 		.load_state = dst_load,
 	};
-	pr_vmm("waiting for an incoming migration on %s\n", g.o->incoming);
-	struct incoming_signals is;
+	pr_vmm("waiting for an incoming migration on %s\n", gl->o->incoming);
+	struct incoming_signals is = { .gl = gl };
 	r = watch_incoming_signals(&is);
 	if (r) {
 		pr_vmm("cannot watch for signals: %s\n", strerror(-r));
 		return r;
 	}
-	r = mig_dest_incoming(g.dest, &dvm, err, sizeof(err));
+	r = mig_dest_incoming(gl->dest, &gl->dest_vm, err, sizeof(err));
 	unwatch_incoming_signals(&is);
 	if (r) {
 		pr_vmm("incoming migration failed: %s\n", err);
-		write_dest_metrics();
+		write_dest_metrics(gl);
 		ram_stop_faults(ram);
-		mig_dest_free(g.dest);
-		g.dest = NULL;
+		mig_dest_free(gl->dest);
+		gl->dest = NULL;
 		return r;
 	}
 	return 0;
@@ -318,23 +348,26 @@ static int prepare_incoming(struct vm *vm)
 
 static int s_pause(void *ctx)
 {
-	return vm_pause(g.vm);
+	struct migrate_glue *gl = ctx;
+	return vm_pause(gl->vm);
 }
 
 static int s_resume(void *ctx)
 {
-	return vm_resume(g.vm);
+	struct migrate_glue *gl = ctx;
+	return vm_resume(gl->vm);
 }
 
 static int s_save(void *ctx, void **blob, size_t *len)
 {
-	ssize_t n = vm_state_size(g.vm);
+	struct migrate_glue *gl = ctx;
+	ssize_t n = vm_state_size(gl->vm);
 	if (n < 0)
 		return (int)n;
 	void *b = malloc((size_t)n);
 	if (!b)
 		return -ENOMEM;
-	ssize_t w = vm_state_save(g.vm, b, (size_t)n);
+	ssize_t w = vm_state_save(gl->vm, b, (size_t)n);
 	if (w < 0) {
 		free(b);
 		return (int)w;
@@ -346,13 +379,14 @@ static int s_save(void *ctx, void **blob, size_t *len)
 
 static int s_stopped(void *ctx)
 {
-	return __atomic_load_n(&g.vm->stopped, __ATOMIC_ACQUIRE);
+	struct migrate_glue *gl = ctx;
+	return __atomic_load_n(&gl->vm->stopped, __ATOMIC_ACQUIRE);
 }
 
 /* Dirty logging on memslot 0 (all of guest RAM, vmm/vm.c). */
-static int dirty_flags(uint32_t flags)
+static int dirty_flags(struct migrate_glue *gl, uint32_t flags)
 {
-	struct ram *ram = vm_ram(g.vm);
+	struct ram *ram = vm_ram(gl->vm);
 	struct kvm_userspace_memory_region r = {
 		.slot = 0,
 		.flags = flags,
@@ -360,28 +394,29 @@ static int dirty_flags(uint32_t flags)
 		.memory_size = ram->size,
 		.userspace_addr = (uintptr_t)ram->host,
 	};
-	return ioctl(g.vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -errno : 0;
+	return ioctl(gl->vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -errno : 0;
 }
 
 static int s_dirty_start(void *ctx)
 {
-	return dirty_flags(KVM_MEM_LOG_DIRTY_PAGES);
+	return dirty_flags(ctx, KVM_MEM_LOG_DIRTY_PAGES);
 }
 
 static int s_dirty_stop(void *ctx)
 {
-	return dirty_flags(0);
+	return dirty_flags(ctx, 0);
 }
 
 static int s_dirty_fetch(void *ctx, uint64_t *bitmap)
 {
-	struct ram *ram = vm_ram(g.vm);
+	struct migrate_glue *gl = ctx;
+	struct ram *ram = vm_ram(gl->vm);
 	size_t words = (ram->nr_pages + 63) / 64;
 	uint64_t *tmp = calloc(words, 8);
 	if (!tmp)
 		return -ENOMEM;
 	struct kvm_dirty_log l = { .slot = 0, .dirty_bitmap = tmp };
-	int r = ioctl(g.vm->vm_fd, KVM_GET_DIRTY_LOG, &l) < 0 ? -errno : 0;
+	int r = ioctl(gl->vm->vm_fd, KVM_GET_DIRTY_LOG, &l) < 0 ? -errno : 0;
 	for (size_t w = 0; !r && w < words; w++)
 		bitmap[w] |= tmp[w];
 	free(tmp);
@@ -389,10 +424,12 @@ static int s_dirty_fetch(void *ctx, uint64_t *bitmap)
 }
 
 /* Migrate out; returns 0 on success (the VM is then stopped here). */
-static int migrate_out(const char *to, const struct mig_opts *m, char *err, size_t errlen)
+static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig_opts *m, char *err,
+		       size_t errlen)
 {
-	struct ram *ram = vm_ram(g.vm);
+	struct ram *ram = vm_ram(gl->vm);
 	struct mig_source_vm svm = {
+		.ctx = gl,
 		.ram = ram->host,
 		.ram_size = ram->size,
 		.nr_regions = 1,
@@ -410,14 +447,14 @@ static int migrate_out(const char *to, const struct mig_opts *m, char *err, size
 	int r = mig_source_run(&svm, m, &switched, err, errlen);
 	if (r == 0) {
 		pr_vmm("migration to %s complete: the VM runs there now\n", to);
-		vm_stop(g.vm, -EINTR);
+		vm_stop(gl->vm, -EINTR);
 		return 0;
 	}
 	if (switched) {
 		pr_vmm("migration failed after the switch-over: %s; the VM cannot run here "
 		       "either (its memory is split)\n",
 		       err);
-		vm_stop(g.vm, -EIO);
+		vm_stop(gl->vm, -EIO);
 	} else {
 		pr_vmm("migration failed, the VM goes on here: %s\n", err);
 	}
@@ -511,13 +548,14 @@ static void *ctl_beat_thread(void *arg)
 }
 
 /* Run one migration for a control client, with heartbeats; 0 on success. */
-static int ctl_migrate(int c, const char *to, const struct mig_opts *m, char *err, size_t errlen)
+static int ctl_migrate(struct migrate_glue *gl, int c, const char *to, const struct mig_opts *m,
+		       char *err, size_t errlen)
 {
 	struct ctl_beat b = { .client = c,
 			      .lock = PTHREAD_MUTEX_INITIALIZER,
 			      .cond = PTHREAD_COND_INITIALIZER };
 	int beating = pthread_create(&b.thread, NULL, ctl_beat_thread, &b) == 0;
-	int r = migrate_out(to, m, err, errlen);
+	int r = migrate_out(gl, to, m, err, errlen);
 	if (beating) {
 		pthread_mutex_lock(&b.lock);
 		b.stop = 1;
@@ -529,20 +567,20 @@ static int ctl_migrate(int c, const char *to, const struct mig_opts *m, char *er
 }
 
 /* Serve one control connection; 1 once serving ends (the VM migrated away, or the VMM exits). */
-static int ctl_serve(int c)
+static int ctl_serve(struct migrate_glue *gl, int c)
 {
 	char line[CTL_LINE_MAX], reply[600];
 	char to[256] = "", metrics[512] = "", err[400] = "";
-	struct mig_opts m = lib_opts(NULL);
+	struct mig_opts m = lib_opts(gl, NULL);
 	/* While the request is awaited, migrate_finish() may cut it short. */
-	pthread_mutex_lock(&g.lock);
-	int finishing = g.finishing;
-	g.ctl_client = finishing ? -1 : c;
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_lock(&gl->lock);
+	int finishing = gl->finishing;
+	gl->ctl_client = finishing ? -1 : c;
+	pthread_mutex_unlock(&gl->lock);
 	int r = finishing ? -1 : ctl_read_line(c, line);
-	pthread_mutex_lock(&g.lock);
-	g.ctl_client = -1;
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_lock(&gl->lock);
+	gl->ctl_client = -1;
+	pthread_mutex_unlock(&gl->lock);
 	if (r)
 		return finishing; /* an idle or empty client: dropped */
 	if (ctl_parse(line, &m, to, sizeof(to), metrics, sizeof(metrics))) {
@@ -553,7 +591,7 @@ static int ctl_serve(int c)
 	m.addr = to;
 	if (metrics[0])
 		m.metrics = metrics;
-	r = ctl_migrate(c, to, &m, err, sizeof(err));
+	r = ctl_migrate(gl, c, to, &m, err, sizeof(err));
 	snprintf(reply, sizeof(reply), r ? "error %s\n" : "ok\n", err);
 	ctl_say(c, reply);
 	return r == 0;
@@ -561,14 +599,15 @@ static int ctl_serve(int c)
 
 static void *ctl_thread(void *arg)
 {
+	struct migrate_glue *gl = arg;
 	for (;;) {
-		int c = accept4(g.ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+		int c = accept4(gl->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			break;
 		}
-		int migrated = ctl_serve(c);
+		int migrated = ctl_serve(gl, c);
 		close(c);
 		if (migrated)
 			break;
@@ -578,43 +617,44 @@ static void *ctl_thread(void *arg)
 
 static void *timer_thread(void *arg)
 {
+	struct migrate_glue *gl = arg;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t ns = (uint64_t)ts.tv_nsec + g.o->migrate_after_ms * 1000000ull;
+	uint64_t ns = (uint64_t)ts.tv_nsec + gl->o->migrate_after_ms * 1000000ull;
 	ts.tv_sec += (time_t)(ns / 1000000000ull);
 	ts.tv_nsec = (long)(ns % 1000000000ull);
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&gl->lock);
 	int r = 0;
-	while (!g.finishing && r != ETIMEDOUT)
-		r = pthread_cond_timedwait(&g.cond, &g.lock, &ts);
-	int go = !g.finishing;
-	pthread_mutex_unlock(&g.lock);
+	while (!gl->finishing && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&gl->cond, &gl->lock, &ts);
+	int go = !gl->finishing;
+	pthread_mutex_unlock(&gl->lock);
 	if (go) {
-		struct mig_opts m = lib_opts(g.o->migrate_to);
+		struct mig_opts m = lib_opts(gl, gl->o->migrate_to);
 		char err[400];
-		migrate_out(g.o->migrate_to, &m, err, sizeof(err));
+		migrate_out(gl, gl->o->migrate_to, &m, err, sizeof(err));
 	}
 	return arg;
 }
 
-static int start_control(void)
+static int start_control(struct migrate_glue *gl)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(g.o->control) >= sizeof(sa.sun_path)) {
+	if (strlen(gl->o->control) >= sizeof(sa.sun_path)) {
 		pr_vmm("--control: path too long\n");
 		return -ENAMETOOLONG;
 	}
-	strcpy(sa.sun_path, g.o->control);
-	unlink(g.o->control);
-	g.ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (g.ctl_fd < 0 || bind(g.ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(g.ctl_fd, 4) < 0) {
+	strcpy(sa.sun_path, gl->o->control);
+	unlink(gl->o->control);
+	gl->ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (gl->ctl_fd < 0 || bind(gl->ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(gl->ctl_fd, 4) < 0) {
 		int e = errno;
-		pr_vmm("cannot open the control socket %s: %s\n", g.o->control, strerror(e));
+		pr_vmm("cannot open the control socket %s: %s\n", gl->o->control, strerror(e));
 		return -e;
 	}
-	pthread_create(&g.ctl, NULL, ctl_thread, NULL);
-	g.ctl_on = 1;
+	pthread_create(&gl->ctl, NULL, ctl_thread, gl);
+	gl->ctl_on = 1;
 	return 0;
 }
 
@@ -622,8 +662,6 @@ static int start_control(void)
 
 int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 {
-	g.vm = vm;
-	g.o = o;
 	if (o->incoming && (o->migrate_to || o->control)) {
 		pr_vmm("--incoming cannot be combined with --migrate-to or --control\n");
 		return -EINVAL;
@@ -632,25 +670,33 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 		pr_vmm("--migrate-to and --migrate-after go together\n");
 		return -EINVAL;
 	}
-	return o->incoming ? prepare_incoming(vm) : 0;
+	struct migrate_glue *gl = calloc(1, sizeof(*gl));
+	if (!gl)
+		return -ENOMEM;
+	*gl = (struct migrate_glue){ .vm = vm, .o = o, .ctl_fd = -1, .ctl_client = -1 };
+	pthread_mutex_init(&gl->lock, NULL);
+	pthread_cond_init(&gl->cond, NULL);
+	o->glue = gl;
+	return o->incoming ? prepare_incoming(gl) : 0;
 }
 
 int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
 {
+	struct migrate_glue *gl = o->glue;
 	if (o->incoming) {
-		mig_dest_resumed(g.dest);
-		pthread_create(&g.watch, NULL, watch_thread, NULL);
-		g.watch_on = 1;
+		mig_dest_resumed(gl->dest);
+		pthread_create(&gl->watch, NULL, watch_thread, gl);
+		gl->watch_on = 1;
 		return 0;
 	}
 	if (o->control) {
-		int r = start_control();
+		int r = start_control(gl);
 		if (r)
 			return r;
 	}
 	if (o->migrate_to) {
-		pthread_create(&g.timer, NULL, timer_thread, NULL);
-		g.timer_on = 1;
+		pthread_create(&gl->timer, NULL, timer_thread, gl);
+		gl->timer_on = 1;
 	}
 	return 0;
 }
@@ -662,11 +708,11 @@ int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
  * stop by a signal: the migration failed, and the source must hear so
  * rather than a COMPLETE.
  */
-static void stop_incoming_with_vm(struct vm *vm)
+static void stop_incoming_with_vm(struct migrate_glue *gl, struct vm *vm)
 {
 	int status = 0;
 	char why[160];
-	if (mig_dest_status(g.dest) != 0 || vm_wait(vm, 0, &status) != 1)
+	if (mig_dest_status(gl->dest) != 0 || vm_wait(vm, 0, &status) != 1)
 		return;
 	if (status >= 128) {
 		snprintf(why, sizeof(why), "the destination VMM was stopped by signal %d",
@@ -680,38 +726,43 @@ static void stop_incoming_with_vm(struct vm *vm)
 		return;
 	}
 	pr_vmm("%s: the migration failed\n", why);
-	mig_dest_abort(g.dest, why);
+	mig_dest_abort(gl->dest, why);
 }
 
 int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 {
-	pthread_mutex_lock(&g.lock);
-	g.finishing = 1;
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
-	if (g.timer_on)
-		pthread_join(g.timer, NULL);
-	if (g.ctl_fd >= 0) {
-		shutdown(g.ctl_fd, SHUT_RDWR);
+	struct migrate_glue *gl = o->glue;
+	if (!gl)
+		return 0;
+	pthread_mutex_lock(&gl->lock);
+	gl->finishing = 1;
+	pthread_cond_broadcast(&gl->cond);
+	pthread_mutex_unlock(&gl->lock);
+	if (gl->timer_on)
+		pthread_join(gl->timer, NULL);
+	if (gl->ctl_fd >= 0) {
+		shutdown(gl->ctl_fd, SHUT_RDWR);
 		/* A client that connected and says nothing must not keep us here. */
-		pthread_mutex_lock(&g.lock);
-		if (g.ctl_client >= 0)
-			shutdown(g.ctl_client, SHUT_RDWR);
-		pthread_mutex_unlock(&g.lock);
-		if (g.ctl_on)
-			pthread_join(g.ctl, NULL);
-		close(g.ctl_fd);
+		pthread_mutex_lock(&gl->lock);
+		if (gl->ctl_client >= 0)
+			shutdown(gl->ctl_client, SHUT_RDWR);
+		pthread_mutex_unlock(&gl->lock);
+		if (gl->ctl_on)
+			pthread_join(gl->ctl, NULL);
+		close(gl->ctl_fd);
 		unlink(o->control);
 	}
-	if (g.watch_on) {
-		stop_incoming_with_vm(vm);
-		pthread_join(g.watch, NULL);
+	if (gl->watch_on) {
+		stop_incoming_with_vm(gl, vm);
+		pthread_join(gl->watch, NULL);
 	}
-	if (g.dest) {
+	if (gl->dest) {
 		/* The fault thread calls into the library: stop it first. */
 		ram_stop_faults(vm_ram(vm));
-		mig_dest_free(g.dest);
-		g.dest = NULL;
+		mig_dest_free(gl->dest);
+		gl->dest = NULL;
 	}
+	o->glue = NULL;
+	free(gl);
 	return 0;
 }
