@@ -57,6 +57,15 @@ static inline uint64_t rdtsc(void)
 	return ((uint64_t)hi << 32) | lo;
 }
 
+/* The privilege level this code runs at (0 or 3): the low bits of CS. */
+static inline uint32_t current_ring(void)
+{
+	uint16_t cs;
+
+	__asm__ volatile("mov %%cs, %0" : "=r"(cs));
+	return cs & 3;
+}
+
 static inline void cpu_relax(void)
 {
 	__asm__ volatile("pause" ::: "memory");
@@ -458,6 +467,9 @@ static void __attribute__((noreturn)) run_cpu0(const char *cmdline, uint64_t mem
 	put_dec(c->seed);
 	puts_serial(c->secs ? " secs=" : " iters=");
 	put_dec(c->secs ? c->secs : c->iters);
+	/* Under PVM only ring 3 runs natively: show which one this is. */
+	puts_serial(" ring=");
+	put_dec(current_ring());
 	putc_serial('\n');
 	report(0, GUEST_REPORT_START, 0, 0, 0, sh.pages);
 
