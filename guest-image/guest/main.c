@@ -16,6 +16,8 @@
  *   cold=N       hotset: one cold touch every N operations (default 64)
  *   verify=0|1   hash every word of the region at the end (default 1)
  *   quiet=1      no per-iteration serial lines
+ *   mark=N       print iteration N's serial line even when quiet (a cheap
+ *                "now" for a host that only sees the serial port)
  *
  * Output: serial lines "guest: ..." and reports on GUEST_PORT_REPORT, the
  * last one "done" with the final checksum, then the status on
@@ -127,7 +129,7 @@ static void put_hex(uint64_t v)
 
 struct config {
 	int workload;
-	uint64_t mem, seed, iters, secs, ops, ws, hot, cold;
+	uint64_t mem, seed, iters, secs, ops, ws, hot, cold, mark;
 	int verify, quiet;
 };
 
@@ -246,6 +248,8 @@ static int parse_cmdline(const char *s, struct config *c)
 				c->verify = n != 0;
 			else if (word_eq(k, eq, "quiet"))
 				c->quiet = n != 0;
+			else if (word_eq(k, eq, "mark"))
+				c->mark = n;
 			else
 				bad = 1;
 		}
@@ -415,7 +419,7 @@ static uint64_t run_part(uint32_t cpu)
 		it++;
 		if (cpu == 0) {
 			report(0, GUEST_REPORT_PROGRESS, it, p.ops, p.sum, 0);
-			if (!c->quiet) {
+			if (!c->quiet || it == c->mark) {
 				puts_serial("guest: iter ");
 				put_dec(it);
 				puts_serial(" checksum=");
