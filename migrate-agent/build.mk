@@ -5,7 +5,7 @@ BASE_CFLAGS += -Imigrate-agent/include
 
 # The library, for the VMM to link (with $(MIG_LIBS)).
 MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c \
-	migrate-agent/source.c migrate-agent/dest.c
+	migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c
 MIG_LIBS := -luring -lzstd
 
 # The CLI that attaches to a source VMM's control socket.

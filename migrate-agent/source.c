@@ -29,6 +29,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "stamps.h"
 
 #define NHINTS		  16
 #define PUSH_BUF	  (256u << 10)
@@ -70,7 +71,8 @@ struct src {
 	uint64_t sent_count; /* atomic */
 	uint64_t state_len;
 	uint64_t t_paused, t_saved, t_state_sent;
-	void *blob; /* the state, kept in case the link breaks before it arrived */
+	struct mig_stamps *stamps; /* per-request steps (bench) */
+	void *blob;		   /* the state, kept in case the link breaks before it arrived */
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
 	int recoveries_before_running;
@@ -252,12 +254,14 @@ static void *urgent_thread(void *arg)
 			break;
 		}
 		if (h.type == MIG_MSG_PAGE_REQUEST) {
+			uint64_t t_rx = mig_now_ns();
 			struct mig_page_request q;
 			memcpy(&q, p, sizeof(q));
 			for (uint32_t k = 0; k < q.count; k++) {
 				uint64_t addr;
 				memcpy(&addr, p + sizeof(q) + 8 * k, 8);
 				uint64_t i = addr / MIG_PAGE_SIZE;
+				mig_stamp(s->stamps, i, MIG_STEP_REQ_RX, t_rx);
 				s->req_addrs++;
 				if (bit_test_and_set(s->sent, i)) {
 					/* On its way in the bulk stream: hurry it up. */
@@ -276,6 +280,7 @@ static void *urgent_thread(void *arg)
 					set_break(s, 0, "urgent channel: send failed");
 					break;
 				}
+				mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
 				s->pages_demand++;
 				add_hint(s, i);
 			}
@@ -818,6 +823,11 @@ static void report(struct src *s, FILE *f)
 	mig_json_hist(f, d->lat_hist);
 	fprintf(f, "},\n");
 	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)d->blocktime_ns / 1e6);
+	struct mig_stamp_event ev[] = { { "pause", s->t_pause },
+					{ "paused", s->t_paused },
+					{ "state_saved", s->t_saved },
+					{ "state_sent", s->t_state_sent } };
+	mig_stamps_report(s->stamps, f, ev, 4, 0);
 	fprintf(f, "  \"push_MiB_per_s\": %.1f\n}\n",
 		push_s > 0 ? (double)(s->pages_pushed * MIG_PAGE_SIZE) / push_s / 1048576.0 : 0.0);
 }
@@ -899,6 +909,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 		goto out;
 	}
 	s->sent = calloc((s->nr_pages + 63) / 64, 8);
+	s->stamps = mig_stamps_new(s->nr_pages);
 	r = mig_addr_parse(o.addr, &s->sa, err, errlen);
 	if (r || !s->sent)
 		goto out;
@@ -1008,6 +1019,7 @@ out:
 	mig_conn_close(&s->bulk);
 	free(s->blob);
 	free(s->sent);
+	mig_stamps_free(s->stamps);
 	free(s);
 	return r;
 }
