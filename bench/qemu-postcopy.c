@@ -53,8 +53,8 @@ struct opts {
 	long start_after_ms;
 	long precopy_ms;
 	long timeout_s;
-	bool trace;
-	bool kvm; /* --accel kvm: domain type kvm, qboot, -cpu qemu64 */
+	const char *trace; /* comma-separated QEMU trace events, or NULL */
+	bool kvm;	   /* --accel kvm: domain type kvm, qboot, -cpu qemu64 */
 };
 
 /* What the run found; printed as JSON at the end. */
@@ -288,6 +288,27 @@ static const char kvm_os_cpu[] =
     "  <cpu mode='custom' match='exact' check='none'>"
     "<model fallback='forbid'>qemu64</model></cpu>\n";
 
+/* -D names the log back end's file; one -trace per event of --trace. */
+static void trace_args(struct sbuf *b, const struct opts *o, const char *side)
+{
+	const char *p = o->trace;
+
+	sb_printf(b,
+		  "    <qemu:arg value='-msg'/><qemu:arg value='timestamp=on'/>\n"
+		  "    <qemu:arg value='-D'/><qemu:arg value='%s/trace-%s.log'/>\n",
+		  o->workdir, side);
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (n)
+			sb_printf(b,
+				  "    <qemu:arg value='-trace'/>"
+				  "<qemu:arg value='enable=%.*s'/>\n",
+				  (int)n, p);
+		p += n + (p[n] == ',');
+	}
+}
+
 static char *domain_xml(const struct opts *o, const char *side)
 {
 	struct sbuf b = { 0 };
@@ -314,19 +335,7 @@ static char *domain_xml(const struct opts *o, const char *side)
 		/* -D names the log back end's file.  (QEMU 7.2 has no property
 		 * for the postcopy-blocktime capability and libvirt does not set
 		 * it: bench/run computes the blocktime from these events.) */
-		sb_printf(
-		    &b,
-		    "    <qemu:arg value='-msg'/><qemu:arg value='timestamp=on'/>\n"
-		    "    <qemu:arg value='-D'/><qemu:arg value='%s/trace-%s.log'/>\n"
-		    "    <qemu:arg value='-trace'/>"
-		    "<qemu:arg value='enable=postcopy_ram_fault_thread_request'/>\n"
-		    "    <qemu:arg value='-trace'/><qemu:arg "
-		    "value='enable=postcopy_place_page*'/>\n"
-		    "    <qemu:arg value='-trace'/><qemu:arg value='enable=postcopy_start*'/>\n"
-		    "    <qemu:arg value='-trace'/>"
-		    "<qemu:arg value='enable=loadvm_postcopy_handle_run*'/>\n"
-		    "    <qemu:arg value='-trace'/><qemu:arg value='enable=migrate_set_state'/>\n",
-		    o->workdir, side);
+		trace_args(&b, o, side);
 	sb_printf(&b, "  </qemu:commandline>\n</domain>\n");
 	return b.s;
 }
@@ -449,12 +458,13 @@ static void print_result(const struct opts *o)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: qemu-postcopy --src URI --dst qemu+unix:///system?socket=PATH "
-			"--guest FILE --mem MIB --cmdline STR\n"
-			"                     --workdir DIR --port N [--start-text STR] "
-			"[--start-after-ms 500]\n"
-			"                     [--precopy-ms 500] [--timeout-s 300] [--trace]\n"
-			"                     [--accel kvm|tcg]\n");
+	fprintf(stderr,
+		"usage: qemu-postcopy --src URI --dst qemu+unix:///system?socket=PATH "
+		"--guest FILE --mem MIB --cmdline STR\n"
+		"                     --workdir DIR --port N [--start-text STR] "
+		"[--start-after-ms 500]\n"
+		"                     [--precopy-ms 500] [--timeout-s 300] [--trace EV,EV]\n"
+		"                     [--accel kvm|tcg]\n");
 	exit(2);
 }
 
@@ -472,7 +482,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "start-text", required_argument, NULL, 'S' },
 		{ "precopy-ms", required_argument, NULL, 'P' },
 		{ "timeout-s", required_argument, NULL, 't' },
-		{ "trace", no_argument, NULL, 'T' },
+		{ "trace", required_argument, NULL, 'T' },
 		{ "accel", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -519,7 +529,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->timeout_s = atol(optarg);
 			break;
 		case 'T':
-			o->trace = true;
+			o->trace = optarg;
 			break;
 		case 'A':
 			if (strcmp(optarg, "kvm") && strcmp(optarg, "tcg"))
@@ -534,9 +544,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	    o->port <= 0 || o->port > 65535 || optind != argc)
 		usage();
 	if (strchr(o->cmdline, '<') || strchr(o->cmdline, '&') || strchr(o->cmdline, '\'') ||
-	    strchr(o->guest, '<') || strchr(o->workdir, '<') || strchr(o->workdir, '\'')) {
-		fprintf(stderr,
-			"qemu-postcopy: no XML metacharacters in --cmdline/--guest/--workdir\n");
+	    strchr(o->guest, '<') || strchr(o->workdir, '<') || strchr(o->workdir, '\'') ||
+	    (o->trace && (strchr(o->trace, '<') || strchr(o->trace, '\'')))) {
+		fprintf(stderr, "qemu-postcopy: no XML metacharacters in "
+				"--cmdline/--guest/--workdir/--trace\n");
 		exit(2);
 	}
 }

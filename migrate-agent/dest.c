@@ -1053,10 +1053,10 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 	struct mig_page_request q = { .count = 1 };
 	uint64_t addr = i * MIG_PAGE_SIZE;
 	pthread_mutex_lock(&d->req_lock);
+	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
 	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
 	pthread_mutex_unlock(&d->req_lock);
-	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
 	return 0;
 }
 

@@ -272,6 +272,7 @@ static void *urgent_thread(void *arg)
 				__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
 				size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
 				pthread_mutex_lock(&s->urg.tx_lock);
+				mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
 				r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0
 											: -EPIPE;
 				pthread_mutex_unlock(&s->urg.tx_lock);
@@ -280,7 +281,6 @@ static void *urgent_thread(void *arg)
 					set_break(s, 0, "urgent channel: send failed");
 					break;
 				}
-				mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
 				s->pages_demand++;
 				add_hint(s, i);
 			}

@@ -12,10 +12,10 @@
 
 struct mig_stamps {
 	uint64_t nr_pages;
-	uint32_t *index; /* per page: record number + 1, 0 = none */
+	uint32_t *index;		/* per page: record number + 1, 0 = none */
 	uint64_t (*rec)[MIG_STEPS + 1]; /* page, then one time per step */
 	uint32_t nrec, dropped;
-	uint64_t *map_ns; /* per page: install time, 0 = not installed */
+	uint64_t *map_ns;   /* per page: install time, 0 = not installed */
 	uint8_t *map_flags; /* kind | zero << 2 */
 };
 

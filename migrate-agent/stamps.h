@@ -12,6 +12,11 @@
  * MIG_STAMPS_MAX records per side (a run has a few thousand demand faults);
  * the rest are counted as dropped.
  *
+ * The two "written" steps are stamped just before the send() call: after
+ * it, the sender may be preempted while the peer already reads the frame.
+ * So each interval between consecutive steps is one side's work, or one
+ * send() + loopback + the peer thread's wake-up.
+ *
  * Threads: any thread may stamp; a step is written once (the first stamp
  * wins), so no lock is needed.  Reports are written after the migration.
  */
@@ -25,9 +30,9 @@
 
 enum mig_step {
 	MIG_STEP_FAULT,	    /* dest: the fault reached the agent (mig_dest_fault) */
-	MIG_STEP_REQ_SENT,  /* dest: its PAGE_REQUEST was written to the socket */
+	MIG_STEP_REQ_SENT,  /* dest: its PAGE_REQUEST is being written (before send) */
 	MIG_STEP_REQ_RX,    /* source: the PAGE_REQUEST was read */
-	MIG_STEP_PAGE_SENT, /* source: the demand PAGE was written */
+	MIG_STEP_PAGE_SENT, /* source: the demand PAGE is being written (before send) */
 	MIG_STEP_PAGE_RX,   /* dest: the demand PAGE was read */
 	MIG_STEP_INSTALLED, /* dest: the install returned (the vCPU is woken) */
 	MIG_STEPS
