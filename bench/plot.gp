@@ -77,11 +77,16 @@ if (which eq 'bysize') {
 
 if (which eq 'pagemap') {
 	# data: four blocks (index 0 pushed, 1 zero, 2 precopy, 3 demand): ms MiB
-	set title sprintf("Page map: %s, %s MiB guest (median run): each installed page, guest address against time since the destination's vCPUs started", configs, size)
+	if (exists("datafile")) {
+		set title sprintf("Page map: %s: each installed page, guest address against time since the destination's vCPUs started", configs)
+	} else {
+		set title sprintf("Page map: %s, %s MiB guest (median run): each installed page, guest address against time since the destination's vCPUs started", configs, size)
+		datafile = datadir.'/pagemap_'.configs.'_'.size.'.dat'
+	}
 	set xlabel "time since the vCPUs started at the destination (ms; < 0: installed during the switch-over)"
 	set ylabel "guest address (MiB)"
 	set key outside right top
-	f = datadir.'/pagemap_'.configs.'_'.size.'.dat'
+	f = datafile
 	plot f index 0 using 1:2 with dots lc rgb '#4a90d9' title 'pushed', \
 	     f index 1 using 1:2 with dots lc rgb '#b0b0b0' title 'zero (pushed as a marker)', \
 	     f index 2 using 1:2 with dots lc rgb '#2ca02c' title 'precopy', \
