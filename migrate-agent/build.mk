@@ -5,8 +5,8 @@ BASE_CFLAGS += -Imigrate-agent/include
 
 # The library, for the VMM to link (with $(MIG_LIBS)).
 MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c \
-	migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c
-MIG_LIBS := -luring -lzstd
+	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c
+MIG_LIBS := -luring -lzstd -lcrypto
 
 # The CLI that attaches to a source VMM's control socket.
 $(eval $(call program,migrate-agent,migrate-agent/cli.c,))
@@ -15,8 +15,10 @@ $(eval $(call program,migrate-agent,migrate-agent/cli.c,))
 # as extra prerequisites of its three link rules, libraries by full path (the
 # node flavour is static), so $$^ carries them in link order.
 MIG_VMM_SRCS := $(MIG_LIB_SRCS) migrate-agent/vmm-glue.c
-MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so)
-MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-name=libzstd.a)
+MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
+	$(shell $(CC) -print-file-name=libcrypto.so)
+MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-name=libzstd.a) \
+	$(shell $(CC) -print-file-name=libcrypto.a)
 ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
 $(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
 $(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
@@ -38,5 +40,5 @@ $(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent/include -o $@ migrate-agent/fuzz/wire-fuzz.c \
 		migrate-agent/wire.c -lzstd
-$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))
+$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/auth.c,-lzstd -lcrypto))
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))

@@ -33,7 +33,10 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "migrate/auth.h"
 #include "stamps.h"
+
+#define MAX_HANDSHAKES_ 8 /* see MAX_HANDSHAKES */
 
 enum {
 	PG_MISSING,
@@ -72,8 +75,20 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, all_present, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_urg, rx_bulk, sup, stager;
-	int rx_urg_on, rx_bulk_on, sup_on, stager_on;
+	pthread_t rx_urg, rx_bulk, sup, stager, watch;
+	int rx_urg_on, rx_bulk_on, sup_on, stager_on, watch_on;
+
+	/*
+	 * The session and its secret; connections being authenticated; an
+	 * authenticated pair not yet taken.  All under lock (cond signals).
+	 */
+	int session_set;
+	uint8_t secret[MIG_SECRET_LEN];
+	pthread_t acceptor;
+	int acceptor_on, handshakes, hs_fd[MAX_HANDSHAKES_];
+	int hs_failed; /* a malformed first connection: why in hs_why */
+	char hs_why[300];
+	struct mig_conn *pend_urg, *pend_bulk;
 
 	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
 	    dedup, pages_zero;
@@ -86,6 +101,14 @@ struct mig_dest {
 
 static void fail_dest(struct mig_dest *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
+static struct timespec mono_in_ms(unsigned ms)
+{
+	uint64_t t = mig_now_ns() + ms * 1000000ull;
+	return (struct timespec){ .tv_sec = (time_t)(t / 1000000000ull),
+				  .tv_nsec = (long)(t % 1000000000ull) };
+}
 
 static void kick_links(struct mig_dest *d)
 {
@@ -142,21 +165,37 @@ static void fill_complete(struct mig_dest *d, struct mig_complete *m)
 	m->recoveries = d->recoveries;
 }
 
+/*
+ * Every page present by the one record of presence, d->pst?  The counter
+ * d->received only says when to look: completion is never derived from a
+ * count (a count can be wrong; the record cannot be both PRESENT and not).
+ */
+static int all_pages_present(struct mig_dest *d)
+{
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_PRESENT)
+			return 0;
+	return 1;
+}
+
 /* Send COMPLETE if every page is here and it was not sent yet. */
 static void try_complete(struct mig_dest *d)
 {
 	/* Not before RUNNING: the source measures the downtime with it. */
 	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) ||
-	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE))
+	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) || !all_pages_present(d))
 		return;
 	struct mig_complete m;
 	fill_complete(d, &m);
 	pthread_mutex_lock(&d->req_lock);
 	int sent = 0;
-	if (d->link_ok && !d->complete_sent)
+	if (d->link_ok && !d->complete_sent) {
+		/* Set first: the source may close the link as soon as it has it. */
+		__atomic_store_n(&d->complete_sent, 1, __ATOMIC_RELEASE);
 		sent = mig_conn_send(d->urg, MIG_MSG_COMPLETE, &m, sizeof(m), NULL, 0) == 0;
-	if (sent)
-		d->complete_sent = 1;
+		if (!sent)
+			__atomic_store_n(&d->complete_sent, 0, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&d->req_lock);
 	if (sent) {
 		pthread_mutex_lock(&d->lock);
@@ -507,7 +546,21 @@ static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *
 	*on = 1;
 }
 
-/* ---- Accepting a pair of channels ---- */
+/* ---- Accepting connections: one handshake per connection, concurrently ---- */
+
+/*
+ * Every accepted connection gets its own short-lived handshake thread
+ * (HELLO, then AUTH) with a deadline of HANDSHAKE_MS, at most MAX_HANDSHAKES
+ * at a time (more are closed at once), each allowed frames of at most
+ * MIG_HANDSHAKE_FRAME_LIMIT bytes: an unauthenticated peer costs one
+ * thread and one receive buffer for a few seconds, and never touches the
+ * session.  An authenticated connection is offered as the pending urgent or
+ * bulk channel (a newer one replaces an older one); accept_pair() takes a
+ * complete pair.  Before any session exists, a malformed first connection
+ * fails the incoming migration (it is what the operator pointed at us).
+ */
+#define MAX_HANDSHAKES MAX_HANDSHAKES_
+#define HANDSHAKE_MS   3000
 
 static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 {
@@ -518,6 +571,7 @@ static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 		return NULL;
 	}
 	c->wire.ram_size = d->vm->ram_size;
+	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
 	return c;
 }
 
@@ -536,123 +590,291 @@ static void set_rcvtimeo(int fd, int ms)
 }
 
 /*
- * Accept connections until both channels of one session said HELLO, or the
- * deadline.  recover: only a RECOVER HELLO of d->session is welcome (others
- * are refused and the wait goes on); otherwise the first HELLO sets the
- * session, and anything malformed fails the incoming migration.
+ * Which session a HELLO belongs to (under d->lock): 1 when it makes the
+ * session (the first urgent HELLO without RECOVER: it learns the secret),
+ * 0 when it must prove the secret, -EPROTO when it cannot belong.
  */
-static int accept_pair(struct mig_dest *d, int recover, uint64_t deadline, struct mig_conn **urg,
-		       struct mig_conn **bulk, char *err, size_t errlen)
+static int classify_hello(struct mig_dest *d, const struct mig_hello *m, char *why, size_t len)
 {
-	*urg = *bulk = NULL;
-	while (!*urg || !*bulk) {
-		int64_t left = deadline ? (int64_t)(deadline - mig_now_ns()) / 1000000 : -1;
-		if (deadline && left <= 0) {
-			snprintf(err, errlen, "no source connected within the deadline");
-			goto fail;
+	if (!d->session_set) {
+		if (m->flags & MIG_HELLO_RECOVER) {
+			snprintf(why, len, "recovery HELLO for an unknown session %llx",
+				 (unsigned long long)m->session_id);
+			return -EPROTO;
 		}
+		if (m->channel != MIG_CHAN_URGENT) {
+			snprintf(why, len, "a session starts with its urgent channel");
+			return -EPROTO;
+		}
+		d->session_set = 1;
+		d->session = m->session_id;
+		d->features &= m->features;
+		return 1;
+	}
+	if (m->session_id != d->session) {
+		snprintf(why, len, "connection is not part of session %llx",
+			 (unsigned long long)d->session);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Challenge c for the session secret; 0 when its proof is right. */
+static int challenge(struct mig_dest *d, struct mig_conn *c, uint16_t channel, char *why,
+		     size_t len)
+{
+	struct mig_auth a = { .kind = MIG_AUTH_CHALLENGE };
+	uint8_t want[MIG_SECRET_LEN];
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = mig_random_bytes(a.data, sizeof(a.data), why, len);
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+	if (!r)
+		r = mig_conn_recv(c, &h, &p, why, len);
+	if (r)
+		return r;
+	struct mig_auth proof;
+	if (h.type != MIG_MSG_AUTH ||
+	    (memcpy(&proof, p, sizeof(proof)), proof.kind) != MIG_AUTH_PROOF) {
+		snprintf(why, len, "expected the proof of the session secret, got %s",
+			 mig_msg_name(h.type));
+		return -EPROTO;
+	}
+	mig_auth_proof(d->secret, a.data, d->session, channel, want);
+	if (!mig_auth_equal(want, proof.data)) {
+		snprintf(why, len, "wrong proof of the session secret");
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* HELLO and AUTH on a new connection; 0 when it is an authenticated channel. */
+static int handshake(struct mig_dest *d, struct mig_conn *c, char *why, size_t len)
+{
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = mig_conn_recv(c, &h, &p, why, len);
+	if (r)
+		return r;
+	if (h.type != MIG_MSG_HELLO) {
+		snprintf(why, len, "expected HELLO first, got %s", mig_msg_name(h.type));
+		return -EPROTO;
+	}
+	struct mig_hello m;
+	memcpy(&m, p, sizeof(m));
+	pthread_mutex_lock(&d->lock);
+	int owner = classify_hello(d, &m, why, len);
+	uint32_t features = d->features;
+	pthread_mutex_unlock(&d->lock);
+	if (owner < 0)
+		return owner;
+	c->wire.features = features;
+	struct mig_hello back = {
+		.version = MIG_VERSION,
+		.role = MIG_ROLE_DEST,
+		.channel = m.channel,
+		.page_size = MIG_PAGE_SIZE,
+		.flags = m.flags & MIG_HELLO_RECOVER,
+		.session_id = m.session_id,
+		.ram_size = d->vm->ram_size,
+		.features = features,
+	};
+	r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
+	if (!r && owner) {
+		struct mig_auth a = { .kind = MIG_AUTH_SECRET };
+		memcpy(a.data, d->secret, sizeof(a.data));
+		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+	} else if (!r) {
+		r = challenge(d, c, m.channel, why, len);
+	}
+	if (r)
+		return r;
+	c->wire.frame_limit = 0;
+	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
+	if (m.channel == MIG_CHAN_URGENT)
+		c->spin_us = d->o.spin_us;
+	mig_conn_set_liveness(c, d->o.idle_ms);
+	set_rcvtimeo(c->fd, 0);
+	return 0;
+}
+
+/* An authenticated channel is pending: a newer one replaces an older one. */
+static void offer(struct mig_dest *d, struct mig_conn *c)
+{
+	pthread_mutex_lock(&d->lock);
+	struct mig_conn **slot = !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
+	struct mig_conn *old = *slot;
+	*slot = c;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	free_conn(old);
+}
+
+struct hs_arg {
+	struct mig_dest *d;
+	int fd, slot;
+};
+
+static void *handshake_thread(void *arg)
+{
+	struct hs_arg *a = arg;
+	struct mig_dest *d = a->d;
+	char why[300];
+	struct mig_conn *c = new_conn(d, a->fd, "incoming");
+	int r = c ? 0 : -ENOMEM;
+	if (c) {
+		set_rcvtimeo(c->fd, HANDSHAKE_MS);
+		r = handshake(d, c, why, sizeof(why));
+	}
+	pthread_mutex_lock(&d->lock);
+	d->hs_fd[a->slot] = -1;
+	/* Before any session: a malformed first connection fails the migration. */
+	if (r && c && !d->session_set && r != -ETIMEDOUT && r != -ECONNRESET && !d->hs_failed) {
+		snprintf(d->hs_why, sizeof(d->hs_why), "%s", why);
+		d->hs_failed = r;
+	}
+	d->handshakes--;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	if (r && c) {
+		send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL, why);
+		if (d->session_set)
+			pr_mig("refused a connection: %s\n", why);
+		free_conn(c);
+	} else if (c) {
+		offer(d, c);
+	}
+	mig_wire_thread_cleanup();
+	free(a);
+	return NULL;
+}
+
+/* Start a handshake thread for fd, or close fd when too many are running. */
+static void start_handshake(struct mig_dest *d, int fd)
+{
+	struct hs_arg *a = malloc(sizeof(*a));
+	pthread_mutex_lock(&d->lock);
+	int slot = -1;
+	for (int k = 0; k < MAX_HANDSHAKES && slot < 0; k++)
+		if (d->hs_fd[k] < 0)
+			slot = k;
+	if (a && slot >= 0) {
+		d->hs_fd[slot] = fd;
+		d->handshakes++;
+	}
+	pthread_mutex_unlock(&d->lock);
+	pthread_t t;
+	if (a && slot >= 0) {
+		*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot };
+		if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
+			pthread_detach(t);
+			return;
+		}
+		pthread_mutex_lock(&d->lock);
+		d->hs_fd[slot] = -1;
+		d->handshakes--;
+		pthread_mutex_unlock(&d->lock);
+	}
+	free(a);
+	close(fd);
+}
+
+static void *acceptor_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
-		int n = poll(&pfd, 1, deadline ? (int)(left < 200 ? left : 200) : 200);
-		if (d->stop) {
-			snprintf(err, errlen, "stopped");
-			goto fail;
-		}
-		if (n <= 0)
+		if (poll(&pfd, 1, 100) <= 0)
 			continue;
 		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		set_rcvtimeo(fd, 5000);
-		struct mig_conn *c = new_conn(d, fd, "incoming");
-		if (!c)
-			continue;
-		struct mig_frame_hdr h;
-		const uint8_t *p;
-		char why[300];
-		int r = mig_conn_recv(c, &h, &p, why, sizeof(why));
-		struct mig_hello m;
-		if (!r && h.type != MIG_MSG_HELLO) {
-			snprintf(why, sizeof(why), "expected HELLO first, got %s",
-				 mig_msg_name(h.type));
-			r = -EPROTO;
-		}
-		if (!r) {
-			memcpy(&m, p, sizeof(m));
-			if (recover &&
-			    (!(m.flags & MIG_HELLO_RECOVER) || m.session_id != d->session)) {
-				snprintf(why, sizeof(why),
-					 "connection is not a recovery of session %llx",
-					 (unsigned long long)d->session);
-				r = -EPROTO;
-			} else if (!recover && (m.flags & MIG_HELLO_RECOVER)) {
-				snprintf(why, sizeof(why),
-					 "recovery HELLO for an unknown session %llx",
-					 (unsigned long long)m.session_id);
-				r = -EPROTO;
-			} else if ((*urg || *bulk) && m.session_id != d->session) {
-				snprintf(why, sizeof(why), "second channel from another session");
-				r = -EPROTO;
-			} else if ((m.channel == MIG_CHAN_URGENT && *urg) ||
-				   (m.channel == MIG_CHAN_BULK && *bulk)) {
-				snprintf(why, sizeof(why), "channel %u opened twice", m.channel);
-				r = -EPROTO;
-			}
-		}
-		if (r) {
-			send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL,
-				   why);
-			free_conn(c);
-			if (recover) {
-				pr_mig("refused a connection during recovery: %s\n", why);
-				continue;
-			}
-			snprintf(err, errlen, "%s", why);
-			goto fail;
-		}
-		d->session = m.session_id;
-		d->features &= m.features;
-		c->wire.features = d->features;
-		struct mig_hello back = {
-			.version = MIG_VERSION,
-			.role = MIG_ROLE_DEST,
-			.channel = m.channel,
-			.page_size = MIG_PAGE_SIZE,
-			.flags = m.flags & MIG_HELLO_RECOVER,
-			.session_id = d->session,
-			.ram_size = d->vm->ram_size,
-			.features = d->features,
-		};
-		mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
-		if (m.channel == MIG_CHAN_URGENT) {
-			c->name = "urgent";
-			c->spin_us = d->o.spin_us;
-			*urg = c;
-		} else {
-			c->name = "bulk";
-			*bulk = c;
-		}
+		if (fd >= 0)
+			start_handshake(d, fd);
 	}
-	set_rcvtimeo((*urg)->fd, 0);
-	set_rcvtimeo((*bulk)->fd, 0);
-	return 0;
-fail:
-	free_conn(*urg);
-	free_conn(*bulk);
-	*urg = *bulk = NULL;
-	return -EPROTO;
+	return NULL;
+}
+
+/* Stop accepting; end the handshakes in progress and wait for them. */
+static void stop_accepting(struct mig_dest *d)
+{
+	if (d->acceptor_on)
+		pthread_join(d->acceptor, NULL);
+	d->acceptor_on = 0;
+	pthread_mutex_lock(&d->lock);
+	for (int k = 0; k < MAX_HANDSHAKES; k++)
+		if (d->hs_fd[k] >= 0)
+			shutdown(d->hs_fd[k], SHUT_RDWR);
+	while (d->handshakes)
+		pthread_cond_wait(&d->cond, &d->lock);
+	free_conn(d->pend_urg);
+	free_conn(d->pend_bulk);
+	d->pend_urg = d->pend_bulk = NULL;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Take an authenticated pair of channels, waiting until deadline (0:
+ * forever, until stopped).  0 with *urg and *bulk, or a negative errno
+ * with a message.
+ */
+static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
+		       struct mig_conn **bulk, char *err, size_t errlen)
+{
+	int r = 0;
+	pthread_mutex_lock(&d->lock);
+	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->hs_failed) {
+		if (!deadline) {
+			pthread_cond_wait(&d->cond, &d->lock);
+			continue;
+		}
+		struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+				       .tv_nsec = (long)(deadline % 1000000000ull) };
+		if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) == ETIMEDOUT)
+			break;
+	}
+	if (d->pend_urg && d->pend_bulk) {
+		*urg = d->pend_urg;
+		*bulk = d->pend_bulk;
+		d->pend_urg = d->pend_bulk = NULL;
+	} else if (d->hs_failed) {
+		snprintf(err, errlen, "%s", d->hs_why);
+		r = d->hs_failed;
+	} else {
+		snprintf(err, errlen,
+			 d->stop ? "stopped" : "no source connected within the deadline");
+		r = d->stop ? -ECANCELED : -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return r;
 }
 
 /* ---- Supervisor: breaks and recovery ---- */
 
-static int recover(struct mig_dest *d)
+/*
+ * RESUME on a recovered urgent channel: the bitmap of pages this side has,
+ * read from the page record (present, being installed, or staged and still
+ * valid).  flags: MIG_RESUME_NEED_STATE when the state never arrived.
+ */
+static int send_resume(struct mig_dest *d, struct mig_conn *urg, uint32_t flags)
 {
-	char err[320];
-	uint64_t t0 = mig_now_ns();
-	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
-	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
-	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
-	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
-	/* Stop the receivers and retire the old connections. */
+	size_t bytes = (d->nr_pages + 7) / 8;
+	uint8_t *bm = calloc(1, bytes);
+	if (!bm)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
+			bm[i / 8] |= 1 << (i % 8);
+	}
+	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = flags };
+	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
+	free(bm);
+	return r;
+}
+
+/* Stop the receivers and retire the broken connections. */
+static void retire_links(struct mig_dest *d)
+{
 	pthread_mutex_lock(&d->req_lock);
 	d->link_ok = 0;
 	pthread_mutex_unlock(&d->req_lock);
@@ -663,50 +885,39 @@ static int recover(struct mig_dest *d)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_urg_on = d->rx_bulk_on = 0;
 	pthread_mutex_lock(&d->req_lock);
-	d->bytes_rx_prev += d->urg->rx_bytes + d->bulk->rx_bytes;
+	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	free_conn(d->urg);
 	free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
+}
 
-	struct mig_conn *urg, *bulk;
-	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (accept_pair(d, 1, deadline, &urg, &bulk, err, sizeof(err))) {
-		char cause[sizeof(d->why)];
-		pthread_mutex_lock(&d->lock);
-		snprintf(cause, sizeof(cause), "%s", d->why);
-		pthread_mutex_unlock(&d->lock);
-		fail_dest(d,
-			  "source did not reconnect within %d ms after the link broke (%s); "
-			  "stopping: %llu pages never arrived, the VM must not run on",
-			  d->o.recover_ms, cause,
-			  (unsigned long long)(d->nr_pages -
-					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
-		return -ETIMEDOUT;
+/*
+ * Wait until deadline for a reconnection that takes RESUME (flags as for
+ * send_resume()); a reconnection that fails before RESUME went out is
+ * dropped and the wait goes on.  0 with the pair in urg and bulk, or
+ * -ETIMEDOUT.
+ */
+static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct mig_conn **urg,
+		     struct mig_conn **bulk)
+{
+	char err[320];
+	for (;;) {
+		if (accept_pair(d, deadline, urg, bulk, err, sizeof(err)))
+			return -ETIMEDOUT;
+		int r = send_resume(d, *urg, flags);
+		if (!r)
+			return 0;
+		pr_mig("the reconnected source went away before RESUME (%s); waiting on\n",
+		       strerror(-r));
+		free_conn(*urg);
+		free_conn(*bulk);
 	}
-	/* RESUME: every page present or staged counts as received. */
-	size_t bytes = (d->nr_pages + 7) / 8;
-	uint8_t *bm = calloc(1, bytes);
-	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
-		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
-			bm[i / 8] |= 1 << (i % 8);
-	}
-	struct mig_resume rs = { .nr_pages = d->nr_pages };
-	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
-	free(bm);
-	if (r) {
-		free_conn(urg);
-		free_conn(bulk);
-		pthread_mutex_lock(&d->lock);
-		snprintf(d->why, sizeof(d->why), "could not send RESUME");
-		pthread_mutex_unlock(&d->lock);
-		return 0; /* still broken: the next round waits again */
-	}
-	pthread_mutex_lock(&d->req_lock);
-	d->urg = urg;
-	d->bulk = bulk;
-	d->link_ok = 1;
+}
+
+/* On a recovered link: repeat every outstanding request, and RUNNING.  Under req_lock. */
+static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
+{
 	uint64_t again = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_REQUESTED)
@@ -724,6 +935,37 @@ static int recover(struct mig_dest *d)
 		};
 		mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
 	}
+	return again;
+}
+
+static int recover(struct mig_dest *d)
+{
+	uint64_t t0 = mig_now_ns();
+	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
+	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
+	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
+	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
+	retire_links(d);
+	struct mig_conn *urg, *bulk;
+	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
+	if (reconnect(d, deadline, 0, &urg, &bulk)) {
+		char cause[sizeof(d->why)];
+		pthread_mutex_lock(&d->lock);
+		snprintf(cause, sizeof(cause), "%s", d->why);
+		pthread_mutex_unlock(&d->lock);
+		fail_dest(d,
+			  "source did not reconnect within %d ms after the link broke (%s); "
+			  "stopping: %llu pages never arrived, the VM must not run on",
+			  d->o.recover_ms, cause,
+			  (unsigned long long)(d->nr_pages -
+					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
+		return -ETIMEDOUT;
+	}
+	pthread_mutex_lock(&d->req_lock);
+	d->urg = urg;
+	d->bulk = bulk;
+	d->link_ok = 1;
+	uint64_t again = repeat_requests(d, urg);
 	pthread_mutex_unlock(&d->req_lock);
 	pthread_mutex_lock(&d->lock);
 	d->broken = 0;
@@ -752,17 +994,78 @@ static void *supervisor_thread(void *arg)
 				return NULL;
 			continue;
 		}
-		/* A source reconnecting before this side noticed the break. */
-		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
-		if (poll(&pfd, 1, 100) > 0 && !d->complete_sent) {
-			pthread_mutex_lock(&d->lock);
-			if (!d->broken && !d->failed)
-				snprintf(d->why, sizeof(d->why),
-					 "the source opened a new connection");
+		/*
+		 * The source reconnected (authenticated) before this side noticed
+		 * the break: it knows the old link is dead.
+		 */
+		pthread_mutex_lock(&d->lock);
+		if (d->pend_urg && d->pend_bulk && !d->broken && !d->failed && !d->complete_sent) {
+			snprintf(d->why, sizeof(d->why), "the source reconnected");
 			d->broken = 1;
+		} else {
+			struct timespec ts = mono_in_ms(100);
+			pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+}
+
+/* ---- Liveness: heartbeats out, silence in ---- */
+
+/*
+ * The watchdog: every heartbeat interval (idle_ms / 4, at most 1 s) it
+ * sends PING on the urgent channel if nothing else went out meanwhile, and
+ * it declares the link broken when nothing at all came from the source for
+ * idle_ms: a stalled source (SIGSTOP, a hung host) or a half-open link,
+ * which TCP alone would not notice for minutes.  The break then takes the
+ * usual way: recovery, within recover_ms, or a clear failure.
+ */
+static uint64_t heartbeat_ns(const struct mig_opts *o)
+{
+	uint64_t ms = (uint64_t)o->idle_ms / 4;
+	return (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
+}
+
+/* One look at the link (under req_lock): 1 when the source has gone silent. */
+static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb)
+{
+	if (!d->link_ok || !d->urg || !d->bulk)
+		return 0;
+	mig_conn_ping_if_quiet(d->urg, now, hb);
+	uint64_t heard = mig_conn_heard(d->urg);
+	if (mig_conn_heard(d->bulk) > heard)
+		heard = mig_conn_heard(d->bulk);
+	return now > heard && now - heard > (uint64_t)d->o.idle_ms * 1000000ull;
+}
+
+static void *watch_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	uint64_t hb = heartbeat_ns(&d->o);
+	pthread_mutex_lock(&d->lock);
+	while (!d->stop && !d->failed && !d->complete_sent) {
+		struct timespec ts = mono_in_ms((unsigned)(hb / 1000000));
+		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		if (d->broken || d->stop)
+			continue;
+		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_lock(&d->req_lock);
+		int silent = watch_link(d, mig_now_ns(), hb);
+		pthread_mutex_unlock(&d->req_lock);
+		pthread_mutex_lock(&d->lock);
+		if (silent && !d->broken && !d->failed) {
+			snprintf(d->why, sizeof(d->why),
+				 "source silent for %d ms: stalled, or the link is down",
+				 d->o.idle_ms);
+			d->broken = 1;
+			pthread_cond_broadcast(&d->cond);
 			pthread_mutex_unlock(&d->lock);
+			kick_links(d);
+			pthread_mutex_lock(&d->lock);
 		}
 	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
 }
 
 /* ---- Public API ---- */
@@ -781,7 +1084,15 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->lat_lock, NULL);
-	pthread_cond_init(&d->cond, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
+	pthread_cond_init(&d->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (mig_random_bytes(d->secret, sizeof(d->secret), err, errlen)) {
+		free(d);
+		return NULL;
+	}
 	if (mig_addr_parse(o->addr, &d->sa, err, errlen) < 0) {
 		free(d);
 		return NULL;
@@ -843,33 +1154,28 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
+	/*
+	 * Staged pages may have been dirtied since (their PRECOPY_DIRTY may be
+	 * lost): forget them.  Installed pages stay installed: RESUME lists them.
+	 */
 	for (uint64_t i = 0; i < d->nr_pages; i++)
-		d->pst[i] = PG_MISSING;
+		if (d->pst[i] == PG_STAGED)
+			d->pst[i] = PG_MISSING;
 	d->phase0_done = 0;
 	d->broken = 0;
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (accept_pair(d, 1, deadline, &urg, &bulk, err, errlen)) {
+	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &urg, &bulk)) {
 		snprintf(err, errlen,
 			 "source did not reconnect within %d ms after the link broke (%s)",
 			 d->o.recover_ms, cause);
 		return -ETIMEDOUT;
 	}
-	size_t bytes = (d->nr_pages + 7) / 8;
-	uint8_t *bm = calloc(1, bytes);
-	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = MIG_RESUME_NEED_STATE };
-	int r = bm ? mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes) : -ENOMEM;
-	free(bm);
 	pthread_mutex_lock(&d->req_lock);
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
 	pthread_mutex_unlock(&d->req_lock);
-	if (r) {
-		snprintf(err, errlen, "cannot send RESUME to the reconnected source: %s",
-			 strerror(-r));
-		return r;
-	}
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
 	return 0;
@@ -893,12 +1199,21 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		return -ENOMEM;
 	}
 	struct mig_conn *urg, *bulk;
-	r = accept_pair(d, 0, 0, &urg, &bulk, err, errlen);
+	for (int k = 0; k < MAX_HANDSHAKES; k++)
+		d->hs_fd[k] = -1;
+	if (pthread_create(&d->acceptor, NULL, acceptor_thread, d)) {
+		snprintf(err, errlen, "cannot start the acceptor thread");
+		return -EAGAIN;
+	}
+	d->acceptor_on = 1;
+	r = accept_pair(d, 0, &urg, &bulk, err, errlen);
 	if (r)
 		return r;
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
+	if (pthread_create(&d->watch, NULL, watch_thread, d) == 0)
+		d->watch_on = 1;
 	struct mig_frame_hdr h;
 	const uint8_t *p;
 again:
@@ -907,9 +1222,9 @@ again:
 	 * LAYOUT (after any precopy), acknowledged by echoing it, then STATE
 	 * right after the source paused.  (Busy-polling for STATE was tried:
 	 * on two shared cores it steals the CPU the source needs to pause, and
-	 * the downtime grew fivefold.)  A stalled source times out.
+	 * the downtime grew fivefold.)  A stalled source is caught by the
+	 * watchdog (idle_ms), which breaks the link: recovered below.
 	 */
-	set_rcvtimeo(urg->fd, 300000);
 	r = mig_conn_recv(urg, &h, &p, err, errlen);
 	if (!r && h.type != MIG_MSG_LAYOUT) {
 		snprintf(err, errlen, "urgent channel: expected LAYOUT, got %s",
@@ -988,7 +1303,6 @@ again:
 		send_error(urg, MIG_ERR_STATE, err);
 		goto fail;
 	}
-	set_rcvtimeo(urg->fd, 0);
 	d->t_state = mig_now_ns();
 	start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
 	uint64_t staged = 0;
@@ -1210,6 +1524,9 @@ void mig_dest_free(struct mig_dest *d)
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
 	kick_links(d);
+	stop_accepting(d);
+	if (d->watch_on)
+		pthread_join(d->watch, NULL);
 	if (d->sup_on)
 		pthread_join(d->sup, NULL);
 	if (d->rx_urg_on)

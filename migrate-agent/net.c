@@ -140,7 +140,29 @@ int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, u
 		return -ENOMEM;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->last_rx_ns = c->last_tx_ns = mig_now_ns();
 	return 0;
+}
+
+void mig_conn_set_liveness(struct mig_conn *c, int idle_ms)
+{
+	int one = 1, idle_s = idle_ms / 2000 > 0 ? idle_ms / 2000 : 1, intvl = 1, cnt = 3;
+	unsigned int user_timeout = (unsigned int)idle_ms;
+	setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+	setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(c->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+	/* A send blocked that long (the peer reads nothing) fails: -ETIMEDOUT. */
+	struct timeval tv = { .tv_sec = idle_ms / 1000, .tv_usec = (idle_ms % 1000) * 1000 };
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns)
+{
+	uint64_t last = __atomic_load_n(&c->last_tx_ns, __ATOMIC_RELAXED);
+	if (now > last && now - last >= quiet_ns)
+		mig_conn_send(c, MIG_MSG_PING, NULL, 0, NULL, 0);
 }
 
 void mig_conn_close(struct mig_conn *c)
@@ -167,7 +189,7 @@ static int write_all(int fd, struct iovec *iov, int n)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
 		}
 		while (n > 0 && (size_t)w >= iov->iov_len) {
 			w -= iov->iov_len;
@@ -200,6 +222,7 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 	};
 	int r = write_all(c->fd, iov, 3);
 	if (r == 0) {
+		mig_conn_sent(c, mig_now_ns());
 		c->tx_bytes += sizeof(h) + l1 + l2;
 		c->tx_hdr += sizeof(h);
 	}
@@ -261,14 +284,33 @@ static int fill(struct mig_conn *c, size_t need)
 			return c->rend == c->rstart ? -ECONNRESET : -EPIPE;
 		c->rend += n;
 		c->rx_bytes += n;
+		__atomic_store_n(&c->last_rx_ns, mig_now_ns(), __ATOMIC_RELAXED);
 	}
 	return 0;
 }
 
+static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
+		    size_t errlen);
+
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen)
 {
+	int r;
+	do
+		r = recv_one(c, h, payload, err, errlen);
+	while (r == 0 && h->type == MIG_MSG_PING);
+	return r;
+}
+
+static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
+		    size_t errlen)
+{
 	int r = fill(c, sizeof(*h));
+	if (r == -EAGAIN || r == -EWOULDBLOCK) {
+		snprintf(err, errlen, "%s channel: peer silent (nothing received in time)",
+			 c->name);
+		return -ETIMEDOUT;
+	}
 	if (r) {
 		if (r == -EPIPE)
 			snprintf(err, errlen, "%s channel: connection closed inside a frame header",
@@ -287,7 +329,19 @@ int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **p
 		snprintf(err, errlen, "%s channel: rejected frame: %s", c->name, why);
 		return r;
 	}
+	if (c->wire.frame_limit && h->len > c->wire.frame_limit) {
+		snprintf(err, errlen,
+			 "%s channel: rejected %s frame of %u bytes before the handshake completed "
+			 "(limit %u)",
+			 c->name, mig_msg_name(h->type), h->len, c->wire.frame_limit);
+		return -EMSGSIZE;
+	}
 	r = fill(c, sizeof(*h) + h->len);
+	if (r == -EAGAIN || r == -EWOULDBLOCK) {
+		snprintf(err, errlen, "%s channel: peer silent inside a %s frame", c->name,
+			 mig_msg_name(h->type));
+		return -ETIMEDOUT;
+	}
 	if (r) {
 		if (r == -ECONNRESET || r == -EPIPE) {
 			r = -EPIPE;

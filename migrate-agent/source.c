@@ -29,6 +29,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "migrate/auth.h"
 #include "stamps.h"
 
 #define NHINTS		  16
@@ -44,6 +45,9 @@ struct src {
 	struct sockaddr_in sa;
 	uint64_t session, nr_pages;
 	uint32_t features;
+	/* Learnt on the session's first urgent connection; proves every later one. */
+	uint8_t secret[MIG_SECRET_LEN];
+	int have_secret;
 	uint64_t *sent;
 	struct mig_conn urg, bulk;
 
@@ -76,6 +80,16 @@ struct src {
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
 	int recoveries_before_running;
+
+	/*
+	 * The watchdog (see watch_thread()).  link_lock guards link_up and the
+	 * connections' set-up: the watchdog touches urg/bulk only while up.
+	 */
+	pthread_mutex_t link_lock;
+	pthread_cond_t watch_cond;
+	int link_up, watch_stop, watch_on;
+	int dirty_on; /* dirty logging is on (precopy) */
+	pthread_t watch;
 };
 
 static void set_break(struct src *s, int fatal, const char *why)
@@ -98,7 +112,126 @@ static int stopped(struct src *s)
 	       __atomic_load_n(&s->fatal, __ATOMIC_ACQUIRE);
 }
 
+/* ---- Liveness: heartbeats out, silence in ---- */
+
+static void set_link_up(struct src *s, int up)
+{
+	pthread_mutex_lock(&s->link_lock);
+	s->link_up = up;
+	pthread_mutex_unlock(&s->link_lock);
+}
+
+/*
+ * The watchdog, for the whole migration: every heartbeat interval
+ * (idle_ms / 4, at most 1 s) a PING on the urgent channel if nothing else
+ * went out; and when nothing came from the destination and nothing could be
+ * sent to it for idle_ms, the link is broken: a stalled destination (its
+ * kernel still acknowledges, so TCP waits for ever) or a half-open link.
+ * Before the switch-over that fails the migration (the VM goes on here);
+ * after it, the usual recovery runs within recover_ms.
+ */
+static void *watch_thread(void *arg)
+{
+	struct src *s = arg;
+	uint64_t ms = (uint64_t)s->o->idle_ms / 4, idle = (uint64_t)s->o->idle_ms * 1000000ull;
+	uint64_t hb = (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
+	pthread_mutex_lock(&s->link_lock);
+	while (!s->watch_stop) {
+		uint64_t t = mig_now_ns() + hb;
+		struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull),
+				       .tv_nsec = (long)(t % 1000000000ull) };
+		pthread_cond_timedwait(&s->watch_cond, &s->link_lock, &ts);
+		if (s->watch_stop || !s->link_up)
+			continue;
+		uint64_t now = mig_now_ns();
+		mig_conn_ping_if_quiet(&s->urg, now, hb);
+		uint64_t heard = mig_conn_heard(&s->urg);
+		uint64_t sent = __atomic_load_n(&s->bulk.last_tx_ns, __ATOMIC_RELAXED);
+		if (sent > heard)
+			heard = sent;
+		if (now > heard && now - heard > idle) {
+			char why[160];
+			snprintf(why, sizeof(why),
+				 "destination silent for %d ms: stalled, or the link is down",
+				 s->o->idle_ms);
+			s->link_up = 0;
+			set_break(s, 0, why);
+		}
+	}
+	pthread_mutex_unlock(&s->link_lock);
+	return NULL;
+}
+
+static void start_watch(struct src *s)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->watch_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	set_link_up(s, 1);
+	s->watch_on = pthread_create(&s->watch, NULL, watch_thread, s) == 0;
+}
+
+static void stop_watch(struct src *s)
+{
+	if (!s->watch_on)
+		return;
+	pthread_mutex_lock(&s->link_lock);
+	s->watch_stop = 1;
+	pthread_cond_signal(&s->watch_cond);
+	pthread_mutex_unlock(&s->link_lock);
+	pthread_join(s->watch, NULL);
+	pthread_cond_destroy(&s->watch_cond);
+	s->watch_on = 0;
+}
+
+/* A failure on a link the watchdog (or a thread) broke: report that cause. */
+static void link_cause(struct src *s, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->broken || s->fatal)
+		snprintf(err, errlen, "%s", s->why);
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- Connection set-up ---- */
+
+/*
+ * AUTH after HELLO (wire.h): the session's first urgent connection learns
+ * the secret; every other connection answers the destination's challenge.
+ */
+static int authenticate(struct src *s, struct mig_conn *c, int channel, char *err, size_t errlen)
+{
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	int r = mig_conn_recv(c, &fh, &p, err, errlen);
+	if (r)
+		return r;
+	struct mig_auth a;
+	if (fh.type == MIG_MSG_ERROR) {
+		snprintf(err, errlen, "destination refused the %s channel", c->name);
+		return -ECONNREFUSED;
+	}
+	if (fh.type != MIG_MSG_AUTH) {
+		snprintf(err, errlen, "%s channel: expected AUTH, got %s", c->name,
+			 mig_msg_name(fh.type));
+		return -EPROTO;
+	}
+	memcpy(&a, p, sizeof(a));
+	if (!s->have_secret && channel == MIG_CHAN_URGENT && a.kind == MIG_AUTH_SECRET) {
+		memcpy(s->secret, a.data, sizeof(s->secret));
+		s->have_secret = 1;
+		return 0;
+	}
+	if (!s->have_secret || a.kind != MIG_AUTH_CHALLENGE) {
+		snprintf(err, errlen, "%s channel: unexpected AUTH kind %u", c->name, a.kind);
+		return -EPROTO;
+	}
+	struct mig_auth proof = { .kind = MIG_AUTH_PROOF };
+	mig_auth_proof(s->secret, a.data, s->session, (uint16_t)channel, proof.data);
+	return mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0);
+}
 
 static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
 		 size_t errlen)
@@ -142,7 +275,13 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 			 c->name);
 		return -EPROTO;
 	}
-	return 0;
+	return authenticate(s, c, channel, err, errlen);
+}
+
+static void set_rcvtimeo(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 /* Connect both channels, retrying until deadline (monotonic ns). */
@@ -162,11 +301,19 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
 			s->urg.spin_us = s->o->spin_us;
+			/* A destination that accepts but never answers is silent, not slow. */
+			set_rcvtimeo(ufd, s->o->idle_ms);
+			set_rcvtimeo(bfd, s->o->idle_ms);
 			int r = hello(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
 			if (!r)
 				r = hello(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
-			if (!r)
+			if (!r) {
+				set_rcvtimeo(ufd, 0);
+				set_rcvtimeo(bfd, 0);
+				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
+				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;
+			}
 			mig_conn_close(&s->urg);
 			mig_conn_close(&s->bulk);
 			if (r == -ECONNREFUSED || r == -EPROTO || r == -EPROTONOSUPPORT)
@@ -238,6 +385,19 @@ static void add_hint(struct src *s, uint64_t page)
 	pthread_mutex_unlock(&s->hint_lock);
 }
 
+/*
+ * Pages claimed as sent, by the source's one record of it (s->sent).  A
+ * COMPLETE is believed only when this is every page: a destination cannot
+ * have what was never sent.
+ */
+static uint64_t count_sent(struct src *s)
+{
+	uint64_t n = 0;
+	for (uint64_t w = 0; w < (s->nr_pages + 63) / 64; w++)
+		n += (uint64_t)__builtin_popcountll(__atomic_load_n(&s->sent[w], __ATOMIC_ACQUIRE));
+	return n;
+}
+
 static void *urgent_thread(void *arg)
 {
 	struct src *s = arg;
@@ -294,6 +454,16 @@ static void *urgent_thread(void *arg)
 		} else if (h.type == MIG_MSG_LAYOUT) {
 			/* The acknowledgement of a LAYOUT sent again by recover(). */
 		} else if (h.type == MIG_MSG_COMPLETE) {
+			uint64_t unsent = s->nr_pages - count_sent(s);
+			if (unsent) {
+				snprintf(err, sizeof(err),
+					 "destination claimed COMPLETE although %llu of %llu pages "
+					 "were never sent: a broken or lying destination",
+					 (unsigned long long)unsent,
+					 (unsigned long long)s->nr_pages);
+				set_break(s, 1, err);
+				break;
+			}
 			memcpy(&s->dest, p, sizeof(s->dest));
 			s->t_complete = mig_now_ns();
 			pthread_mutex_lock(&s->lock);
@@ -388,6 +558,7 @@ static int reap(struct pusher *ps)
 		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
 	}
+	mig_conn_sent(&ps->s->bulk, mig_now_ns());
 	if ((size_t)res < ps->used[b]) {
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
@@ -429,6 +600,7 @@ static int flush(struct pusher *ps)
 			if (w <= 0)
 				return -EPIPE;
 			off += w;
+			mig_conn_sent(&ps->s->bulk, mig_now_ns());
 		}
 		ps->used[b] = 0;
 		return 0;
@@ -682,11 +854,14 @@ static int recover(struct src *s, char *err, size_t errlen)
 	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
 	       "%d ms\n",
 	       s->why, s->o->addr, s->o->recover_ms);
+	set_link_up(s, 0);
 	s->bytes_total_prev += s->urg.tx_bytes + s->bulk.tx_bytes;
 	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
 	int r = connect_pair(s, 1, deadline, err, errlen);
+	if (!r)
+		set_link_up(s, 1);
 	if (r) {
 		char e2[300];
 		snprintf(e2, sizeof(e2), "%s", err);
@@ -893,9 +1068,13 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
 	s->features = o.compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
-	s->session = mig_realtime_ns() ^ ((uint64_t)getpid() << 32);
+	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen)) {
+		free(s);
+		return -EIO;
+	}
 	s->urg.fd = s->bulk.fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
 	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
 		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
@@ -916,6 +1095,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	r = connect_pair(s, 0, mig_now_ns() + (uint64_t)o.connect_ms * 1000000ull, err, errlen);
 	if (r)
 		goto out;
+	start_watch(s);
 	struct mig_layout l = {
 		.ram_size = vm->ram_size,
 		.page_size = MIG_PAGE_SIZE,
@@ -923,9 +1103,10 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	};
 	memcpy(l.regions, vm->regions, sizeof(l.regions));
 	if (o.precopy_rounds) {
+		s->dirty_on = 1; /* precopy() turns it on; off on every way out */
 		r = precopy(s, err, errlen);
 		if (r)
-			goto out;
+			goto resume_precopy;
 	}
 	/*
 	 * LAYOUT last before the pause, and acknowledged: a destination that
@@ -983,8 +1164,9 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	s->blob_len = blob_len;
 	s->t_state_sent = mig_now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
-	if (o.precopy_rounds)
+	if (s->dirty_on)
 		vm->dirty_stop(vm->ctx);
+	s->dirty_on = 0;
 	s->bytes_state = sizeof(sh) + blob_len;
 	s->state_len = blob_len;
 	if (r) {
@@ -1012,9 +1194,11 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 		write_report(s);
 	goto out;
 resume_precopy:
-	if (o.precopy_rounds)
-		vm->dirty_stop(vm->ctx);
+	link_cause(s, err, errlen);
 out:
+	if (s->dirty_on) /* a failed precopy, pause or state save: logging off */
+		vm->dirty_stop(vm->ctx);
+	stop_watch(s);
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
 	free(s->blob);

@@ -11,6 +11,8 @@ void mig_opts_defaults(struct mig_opts *o)
 {
 	if (!o->recover_ms)
 		o->recover_ms = 10000;
+	if (!o->idle_ms)
+		o->idle_ms = o->recover_ms;
 	if (!o->connect_ms)
 		o->connect_ms = 10000;
 	if (!o->spin_us)

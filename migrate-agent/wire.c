@@ -156,6 +156,8 @@ static const char *const msg_names[] = {
 	[MIG_MSG_ERROR] = "ERROR",
 	[MIG_MSG_PRECOPY_DIRTY] = "PRECOPY_DIRTY",
 	[MIG_MSG_DONE] = "DONE",
+	[MIG_MSG_AUTH] = "AUTH",
+	[MIG_MSG_PING] = "PING",
 };
 
 const char *mig_msg_name(unsigned type)
@@ -202,6 +204,10 @@ static uint32_t max_len(unsigned type)
 		return sizeof(struct mig_error) + MIG_MAX_ERROR_MSG;
 	case MIG_MSG_DONE:
 		return sizeof(struct mig_done);
+	case MIG_MSG_AUTH:
+		return sizeof(struct mig_auth);
+	case MIG_MSG_PING:
+		return 0;
 	}
 	return 0;
 }
@@ -259,12 +265,10 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 		return fail(-EPROTO, err, errlen, "unknown HELLO flags 0x%x", m->flags);
 	if (m->reserved)
 		return fail(-EPROTO, err, errlen, "HELLO reserved field not zero");
-	if (m->role == MIG_ROLE_SOURCE) {
-		if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE ||
-		    m->ram_size > MIG_MAX_RAM_SIZE)
-			return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
-				    (unsigned long long)m->ram_size);
-	}
+	/* Both roles state the RAM size (the destination knows its own). */
+	if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE || m->ram_size > MIG_MAX_RAM_SIZE)
+		return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
+			    (unsigned long long)m->ram_size);
 	if (ctx->ram_size && m->ram_size && m->ram_size != ctx->ram_size)
 		return fail(-EPROTO, err, errlen, "peer RAM size 0x%llx, this side 0x%llx",
 			    (unsigned long long)m->ram_size, (unsigned long long)ctx->ram_size);
@@ -486,6 +490,16 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 			return fail(-EPROTO, err, errlen, "DONE malformed");
 		return 0;
 	}
+	case MIG_MSG_AUTH: {
+		struct mig_auth a;
+		EXACT(a);
+		memcpy(&a, payload, sizeof(a));
+		if (a.kind < MIG_AUTH_SECRET || a.kind > MIG_AUTH_PROOF || a.reserved)
+			return fail(-EPROTO, err, errlen, "AUTH of unknown kind %u", a.kind);
+		return 0;
+	}
+	case MIG_MSG_PING:
+		return 0;
 	}
 #undef EXACT
 	return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);

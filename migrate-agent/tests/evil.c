@@ -10,12 +10,27 @@
  * Source-side cases (the peer under test is a destination):
  *   bad-magic bad-hdr-crc unknown-type bad-version truncated out-of-ram
  *   unaligned length-mismatch bad-checksum bad-zstd bad-layout no-hello
- * Destination-side case (the peer under test is a source; this listens):
- *   evil-request
+ * Scripted sessions (a source that follows the protocol, then misbehaves;
+ * the peer under test is mig-memtest's destination, which checks the RAM):
+ *   reset-installed      pages installed, link broken before STATE: recovery
+ *                        must keep them and COMPLETE must not come early
+ *   reset-before-resume  a reconnection reset before RESUME, then a real one
+ *   intruder             a "recovery" by a third party during a healthy link
+ *   idlers               three silent connections ahead of the real recovery
+ *   stall                half the pages, then silence with the links open
+ * Destination-side cases (the peer under test is a source; this listens):
+ *   evil-request         a PAGE_REQUEST outside RAM
+ *   drop-precopy         hangs up as soon as the channels are open
+ *   silent-layout        LAYOUT never acknowledged
+ *   stall-dest           RUNNING, then nothing is read any more
+ *   lying-complete       COMPLETE right after STATE
+ * Scripted cases exit 3 when the peer under test misbehaved (message on
+ * stderr).
  * Exit 0 when the stream was sent (the verdict is the peer's), 2 on usage,
  * 1 when this program itself could not connect or listen.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "migrate/auth.h"
 #include "migrate/net.h"
 
 static uint64_t ram_size = 16 << 20;
@@ -54,7 +70,37 @@ static struct mig_hello hello(int channel, uint32_t features)
 	return h;
 }
 
-/* Open a channel and say a valid HELLO; wait for the answer. */
+/*
+ * The session secret as a source learns it (the first urgent connection
+ * gets it); an intruder never has it and proves with zeroes.
+ */
+static uint8_t secret[MIG_SECRET_LEN];
+static int have_secret;
+
+/* After HELLO: learn the secret, or answer the challenge.  0, or -1. */
+static int authenticate(struct mig_conn *c, int channel)
+{
+	char err[300];
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	struct mig_auth a;
+	if (mig_conn_recv(c, &fh, &p, err, sizeof(err)) || fh.type != MIG_MSG_AUTH) {
+		fprintf(stderr, "mig-evil: %s channel: no AUTH after HELLO\n", c->name);
+		return -1;
+	}
+	memcpy(&a, p, sizeof(a));
+	if (a.kind == MIG_AUTH_SECRET) {
+		memcpy(secret, a.data, sizeof(secret));
+		have_secret = 1;
+		return 0;
+	}
+	struct mig_auth proof = { .kind = MIG_AUTH_PROOF };
+	if (have_secret)
+		mig_auth_proof(secret, a.data, session, (uint16_t)channel, proof.data);
+	return mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0) ? -1 : 0;
+}
+
+/* Open a channel and say a valid HELLO; wait for the answer; authenticate. */
 static int open_channel(struct sockaddr_in *sa, int channel, uint32_t features, struct mig_conn *c)
 {
 	char err[300];
@@ -74,14 +120,14 @@ static int open_channel(struct sockaddr_in *sa, int channel, uint32_t features, 
 		fprintf(stderr, "mig-evil: handshake refused: %s\n", err);
 		return -1;
 	}
-	return 0;
+	return authenticate(c, channel);
 }
 
 /* Give the peer time to read, judge and close before we go. */
 static void linger(int fd)
 {
 	char b[256];
-	struct timeval tv = { .tv_sec = 5 };
+	struct timeval tv = { .tv_sec = 60 }; /* a hang guard: the peer closes long before */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	while (recv(fd, b, sizeof(b), 0) > 0)
 		;
@@ -194,8 +240,418 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 	return 0;
 }
 
-/* Play a destination that asks for a page outside RAM. */
-static int evil_dest(struct sockaddr_in *sa)
+/* ---- Scripted sessions: a source that follows the protocol, then misbehaves ---- */
+
+/*
+ * The adversary's own "guest RAM": page i is filled with (i * 31 + 7) &
+ * 0xff, so the STATE blob can carry its CRC32C the way mig-memtest's source
+ * does, and the destination's verdict ("checksum ok") checks every page.
+ */
+#define MEMTEST_STATE_MAGIC 0x54534d4dull
+
+struct memtest_blob {
+	uint64_t magic;
+	uint64_t ram_size;
+	uint32_t checksum;
+	uint32_t pad;
+};
+
+struct sess {
+	struct sockaddr_in sa;
+	struct mig_conn u, b;
+	uint8_t *ram;
+	uint64_t nr_pages;
+	uint8_t *have; /* the last RESUME's bitmap */
+};
+
+static void sess_close(struct sess *s)
+{
+	mig_conn_close(&s->u);
+	mig_conn_close(&s->b);
+}
+
+/*
+ * The next frame on c that is not informative here (RUNNING, a page
+ * request: every page is pushed anyway), waiting at most ms; 0, -EAGAIN
+ * when nothing came in time, or -1 with a message.
+ */
+static int recv_frame(struct mig_conn *c, int ms, struct mig_frame_hdr *h, const uint8_t **p)
+{
+	char err[300];
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		int r = mig_conn_recv(c, h, p, err, sizeof(err));
+		if (r == -ETIMEDOUT)
+			return -EAGAIN;
+		if (r) {
+			fprintf(stderr, "mig-evil: %s\n", err);
+			return -1;
+		}
+		if (h->type != MIG_MSG_RUNNING && h->type != MIG_MSG_PAGE_REQUEST)
+			return 0;
+	}
+}
+
+/* Connect one channel and complete its handshake. */
+static int sess_open(struct sess *s, struct mig_conn *c, int channel, int recover)
+{
+	char err[300];
+	int fd = mig_connect(&s->sa, 3000, err, sizeof(err));
+	if (fd < 0) {
+		fprintf(stderr, "mig-evil: %s\n", err);
+		return -1;
+	}
+	mig_conn_init(c, fd, channel == MIG_CHAN_URGENT ? "urgent" : "bulk", MIG_ROLE_DEST, 0);
+	c->wire.ram_size = ram_size;
+	struct mig_hello h = hello(channel, 0);
+	if (recover)
+		h.flags = MIG_HELLO_RECOVER;
+	mig_conn_send(c, MIG_MSG_HELLO, &h, sizeof(h), NULL, 0);
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	if (recv_frame(c, 10000, &fh, &p))
+		return -1;
+	if (fh.type != MIG_MSG_HELLO) {
+		fprintf(stderr, "mig-evil: %s channel refused: %s\n", c->name,
+			mig_msg_name(fh.type));
+		return -1;
+	}
+	return authenticate(c, channel);
+}
+
+static int sess_layout(struct sess *s);
+
+/* Both channels, LAYOUT and its acknowledgement. */
+static int sess_start(struct sess *s)
+{
+	s->nr_pages = ram_size / MIG_PAGE_SIZE;
+	s->ram = malloc(ram_size);
+	if (!s->ram)
+		return -1;
+	for (uint64_t i = 0; i < ram_size; i++)
+		s->ram[i] = (uint8_t)((i / MIG_PAGE_SIZE) * 31 + 7);
+	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 0) || sess_open(s, &s->b, MIG_CHAN_BULK, 0))
+		return -1;
+	return sess_layout(s);
+}
+
+/* LAYOUT and its acknowledgement (again after a recovery that lost the state). */
+static int sess_layout(struct sess *s)
+{
+	struct mig_layout l = { .ram_size = ram_size, .page_size = MIG_PAGE_SIZE, .nr_regions = 1 };
+	l.regions[0].size = ram_size;
+	mig_conn_send(&s->u, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	if (recv_frame(&s->u, 10000, &fh, &p) || fh.type != MIG_MSG_LAYOUT) {
+		fprintf(stderr, "mig-evil: LAYOUT not acknowledged\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* DONE(0) on bulk (the switch-over), then STATE on urgent. */
+static int sess_switch(struct sess *s, int with_state)
+{
+	struct mig_done d0 = { .phase = 0 };
+	int r = mig_conn_send(&s->b, MIG_MSG_DONE, &d0, sizeof(d0), NULL, 0);
+	if (r || !with_state)
+		return r;
+	struct memtest_blob blob = { .magic = MEMTEST_STATE_MAGIC,
+				     .ram_size = ram_size,
+				     .checksum = mig_crc32c(0, s->ram, ram_size) };
+	struct mig_state_hdr sh = { .blob_len = sizeof(blob) };
+	return mig_conn_send(&s->u, MIG_MSG_STATE, &sh, sizeof(sh), &blob, sizeof(blob));
+}
+
+/* Push pages [from, to) on bulk, skipping those set in have (may be NULL). */
+static int sess_push(struct sess *s, uint64_t from, uint64_t to, const uint8_t *have)
+{
+	for (uint64_t i = from; i < to; i++) {
+		if (have && ((have[i / 8] >> (i % 8)) & 1))
+			continue;
+		struct mig_page pg = { .addr = i * MIG_PAGE_SIZE,
+				       .encoding = MIG_PAGE_RAW,
+				       .data_len = MIG_PAGE_SIZE };
+		if (mig_conn_send(&s->b, MIG_MSG_PAGE, &pg, sizeof(pg), s->ram + i * MIG_PAGE_SIZE,
+				  MIG_PAGE_SIZE))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Break the link cleanly, bulk channel first: the destination reads every
+ * frame sent on it (installing the pages) before it sees the end and closes
+ * it; then the urgent channel.  Nothing is left unread, so no reset is sent.
+ */
+static void sess_cut(struct sess *s)
+{
+	shutdown(s->b.fd, SHUT_WR);
+	linger(s->b.fd);
+	shutdown(s->u.fd, SHUT_WR);
+	linger(s->u.fd);
+	sess_close(s);
+}
+
+/* Reconnect both channels as a recovery; *bm gets RESUME's bitmap (s->have). */
+static int sess_recover(struct sess *s, uint8_t **bm, uint32_t *flags)
+{
+	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 1) || sess_open(s, &s->b, MIG_CHAN_BULK, 1))
+		return -1;
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	if (recv_frame(&s->u, 30000, &fh, &p) || fh.type != MIG_MSG_RESUME) {
+		fprintf(stderr, "mig-evil: no RESUME after the reconnection\n");
+		return -1;
+	}
+	struct mig_resume rs;
+	memcpy(&rs, p, sizeof(rs));
+	*flags = rs.flags;
+	free(s->have);
+	s->have = malloc((s->nr_pages + 7) / 8);
+	if (!s->have)
+		return -1;
+	memcpy(s->have, p + sizeof(rs), (s->nr_pages + 7) / 8);
+	*bm = s->have;
+	return 0;
+}
+
+/* 1 if COMPLETE arrived within ms, 0 if not, -1 if the link failed. */
+static int sess_complete(struct sess *s, int ms)
+{
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	struct pollfd pfd = { .fd = s->u.fd, .events = POLLIN };
+	uint64_t end = mig_now_ns() + (uint64_t)ms * 1000000ull;
+	for (;;) {
+		int64_t left = (int64_t)(end - mig_now_ns()) / 1000000;
+		if (left <= 0)
+			return 0;
+		if (!mig_conn_buffered(&s->u) && poll(&pfd, 1, (int)left) <= 0)
+			return 0;
+		int r = recv_frame(&s->u, (int)left + 1, &fh, &p);
+		if (r == -EAGAIN)
+			return 0;
+		if (r)
+			return -1;
+		if (fh.type == MIG_MSG_COMPLETE)
+			return 1;
+	}
+}
+
+static uint64_t count_bits(const uint8_t *bm, uint64_t n)
+{
+	uint64_t k = 0;
+	for (uint64_t i = 0; i < n; i++)
+		k += (bm[i / 8] >> (i % 8)) & 1;
+	return k;
+}
+
+/*
+ * reset-installed: pages pushed after DONE(0) are installed, then the link
+ * breaks before STATE.  The recovery must keep them (RESUME lists them) and
+ * completion must count each page once: COMPLETE before the last pages
+ * were even sent is a lie that leaves the guest waiting forever.
+ */
+static int case_reset_installed(struct sess *s)
+{
+	const uint64_t early = 64, late = 64;
+	if (sess_start(s) || sess_switch(s, 0) || sess_push(s, 0, early, NULL))
+		return 1;
+	sess_cut(s);
+	uint8_t *bm;
+	uint32_t flags;
+	if (sess_recover(s, &bm, &flags))
+		return 1;
+	uint64_t kept = count_bits(bm, s->nr_pages);
+	fprintf(stderr, "mig-evil: RESUME flags 0x%x lists %llu of the %llu pages installed\n",
+		flags, (unsigned long long)kept, (unsigned long long)early);
+	if (!(flags & MIG_RESUME_NEED_STATE) || sess_layout(s) || sess_switch(s, 1) ||
+	    sess_push(s, 0, s->nr_pages - late, bm))
+		return 1;
+	if (sess_complete(s, 1000) == 1) {
+		fprintf(stderr, "mig-evil: LIE: COMPLETE although %llu pages were never sent\n",
+			(unsigned long long)late);
+		return 3;
+	}
+	if (sess_push(s, s->nr_pages - late, s->nr_pages, bm) || sess_complete(s, 60000) != 1) {
+		fprintf(stderr, "mig-evil: no COMPLETE after every page was sent\n");
+		return 3;
+	}
+	if (kept != early) {
+		fprintf(stderr, "mig-evil: recovery forgot %llu installed pages\n",
+			(unsigned long long)(early - kept));
+		return 3;
+	}
+	return 0;
+}
+
+/*
+ * reset-before-resume: a reconnection whose urgent channel is reset after
+ * its HELLO, before RESUME could be sent; then a proper reconnection.  The
+ * destination must survive the failed RESUME and finish the migration.
+ */
+static int case_reset_before_resume(struct sess *s)
+{
+	if (sess_start(s) || sess_switch(s, 1) || sess_push(s, 0, s->nr_pages / 2, NULL))
+		return 1;
+	sess_cut(s);
+	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 1))
+		return 1;
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	setsockopt(s->u.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	mig_conn_close(&s->u); /* a reset, not a close */
+	sess_open(s, &s->b, MIG_CHAN_BULK, 1);
+	mig_conn_close(&s->b);
+	uint8_t *bm;
+	uint32_t flags;
+	if (sess_recover(s, &bm, &flags) || sess_push(s, 0, s->nr_pages, bm) ||
+	    sess_complete(s, 60000) != 1) {
+		fprintf(stderr, "mig-evil: the migration did not complete after the reset\n");
+		return 3;
+	}
+	return 0;
+}
+
+/*
+ * intruder: while the link is healthy, a third party that knows the
+ * session id (it travels in every HELLO) connects as a "recovery".  It must
+ * be refused, and the live link must go on undisturbed.
+ */
+static int case_intruder(struct sess *s)
+{
+	if (sess_start(s) || sess_switch(s, 1) || sess_push(s, 0, s->nr_pages / 2, NULL))
+		return 1;
+	struct sess x = { .sa = s->sa, .u.fd = -1, .b.fd = -1 };
+	uint8_t known[MIG_SECRET_LEN];
+	memcpy(known, secret, sizeof(known));
+	have_secret = 0; /* the intruder saw HELLOs, not the first AUTH */
+	if (sess_open(&x, &x.u, MIG_CHAN_URGENT, 1) == 0 &&
+	    sess_open(&x, &x.b, MIG_CHAN_BULK, 1) == 0) {
+		struct mig_frame_hdr fh;
+		const uint8_t *p;
+		if (recv_frame(&x.u, 10000, &fh, &p) == 0 && fh.type == MIG_MSG_RESUME) {
+			fprintf(stderr, "mig-evil: FORGED recovery accepted: RESUME sent to an "
+					"intruder\n");
+			return 3;
+		}
+	}
+	sess_close(&x);
+	memcpy(secret, known, sizeof(secret));
+	have_secret = 1;
+	fprintf(stderr, "mig-evil: the intruder was refused\n");
+	if (sess_push(s, s->nr_pages / 2, s->nr_pages, NULL) || sess_complete(s, 60000) != 1) {
+		fprintf(stderr, "mig-evil: the live link did not survive the intruder\n");
+		return 3;
+	}
+	return 0;
+}
+
+/*
+ * idlers: the link breaks; three connections that never say a word arrive
+ * before the real source reconnects.  The reconnection must be served
+ * within the destination's recovery deadline all the same.
+ */
+static int case_idlers(struct sess *s)
+{
+	if (sess_start(s) || sess_switch(s, 1) || sess_push(s, 0, s->nr_pages / 2, NULL))
+		return 1;
+	sess_cut(s);
+	char err[300];
+	int idle[3];
+	for (int k = 0; k < 3; k++)
+		idle[k] = mig_connect(&s->sa, 3000, err, sizeof(err));
+	uint8_t *bm;
+	uint32_t flags;
+	if (sess_recover(s, &bm, &flags) || sess_push(s, 0, s->nr_pages, bm) ||
+	    sess_complete(s, 60000) != 1) {
+		fprintf(stderr, "mig-evil: the recovery behind idle connections failed\n");
+		return 3;
+	}
+	for (int k = 0; k < 3; k++)
+		if (idle[k] >= 0)
+			close(idle[k]);
+	return 0;
+}
+
+/* stall: half the pages, then silence with the connections open (as SIGSTOP). */
+static int case_stall(struct sess *s)
+{
+	if (sess_start(s) || sess_switch(s, 1) || sess_push(s, 0, s->nr_pages / 2, NULL))
+		return 1;
+	fprintf(stderr, "mig-evil: stalling\n");
+	for (;;)
+		pause();
+}
+
+static int evil_session(const char *cs, struct sockaddr_in *sa)
+{
+	struct sess s = { .sa = *sa, .u.fd = -1, .b.fd = -1 };
+	int r = 2;
+	if (!strcmp(cs, "reset-installed"))
+		r = case_reset_installed(&s);
+	else if (!strcmp(cs, "reset-before-resume"))
+		r = case_reset_before_resume(&s);
+	else if (!strcmp(cs, "intruder"))
+		r = case_intruder(&s);
+	else if (!strcmp(cs, "idlers"))
+		r = case_idlers(&s);
+	else if (!strcmp(cs, "stall"))
+		r = case_stall(&s);
+	sess_close(&s);
+	free(s.ram);
+	free(s.have);
+	return r;
+}
+
+/* ---- Hostile destinations (this listens; the peer under test is a source) ---- */
+
+/* Accept both channels and answer their HELLOs; 0 or -1. */
+static int dest_accept(int lfd, struct mig_conn c[2])
+{
+	char err[300];
+	for (int k = 0; k < 2; k++) {
+		int fd = accept(lfd, NULL, NULL);
+		mig_conn_init(&c[k], fd, "in", MIG_ROLE_SOURCE, 0);
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		if (mig_conn_recv(&c[k], &h, &p, err, sizeof(err))) {
+			fprintf(stderr, "mig-evil: %s\n", err);
+			return -1;
+		}
+		struct mig_hello m;
+		memcpy(&m, p, sizeof(m));
+		ram_size = m.ram_size;
+		m.role = MIG_ROLE_DEST;
+		mig_conn_send(&c[k], MIG_MSG_HELLO, &m, sizeof(m), NULL, 0);
+		struct mig_auth a = { .kind = k ? MIG_AUTH_CHALLENGE : MIG_AUTH_SECRET };
+		mig_conn_send(&c[k], MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+		if (k &&
+		    (mig_conn_recv(&c[k], &h, &p, err, sizeof(err)) || h.type != MIG_MSG_AUTH)) {
+			fprintf(stderr, "mig-evil: no proof on the bulk channel\n");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The source's next frame on the urgent channel that is not a heartbeat. */
+static int dest_expect(struct mig_conn *c, uint16_t type)
+{
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	if (recv_frame(c, 30000, &h, &p) || h.type != type) {
+		fprintf(stderr, "mig-evil: expected %s from the source\n", mig_msg_name(type));
+		return -1;
+	}
+	if (type == MIG_MSG_LAYOUT)
+		mig_conn_send(c, MIG_MSG_LAYOUT, p, h.len, NULL, 0);
+	return 0;
+}
+
+static int evil_dest(const char *cs, struct sockaddr_in *sa)
 {
 	char err[300];
 	int lfd = mig_listen(sa, err, sizeof(err));
@@ -204,27 +660,41 @@ static int evil_dest(struct sockaddr_in *sa)
 		return 1;
 	}
 	static struct mig_conn c[2];
-	uint64_t ram = 0;
-	for (int k = 0; k < 2; k++) {
-		int fd = accept(lfd, NULL, NULL);
-		mig_conn_init(&c[k], fd, "in", MIG_ROLE_SOURCE, 0);
-		struct mig_frame_hdr h;
-		const uint8_t *p;
-		if (mig_conn_recv(&c[k], &h, &p, err, sizeof(err))) {
-			fprintf(stderr, "mig-evil: %s\n", err);
+	if (dest_accept(lfd, c))
+		return 1;
+	if (!strcmp(cs, "evil-request")) {
+		/* Ask for a page outside RAM. */
+		struct mig_page_request q = { .count = 1 };
+		uint64_t addr = ram_size + 16 * MIG_PAGE_SIZE;
+		for (int k = 0; k < 2; k++)
+			mig_conn_send(&c[k], MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
+	} else if (!strcmp(cs, "drop-precopy")) {
+		/* Hang up at once: a precopy in progress fails. */
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		for (int k = 0; k < 2; k++)
+			setsockopt(c[k].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	} else if (!strcmp(cs, "silent-layout")) {
+		/* Read LAYOUT, never acknowledge it (keep reading: no back-pressure). */
+	} else if (!strcmp(cs, "stall-dest")) {
+		/* Take the state, say RUNNING, then stop reading altogether. */
+		struct mig_running run = { 0 };
+		if (dest_expect(&c[0], MIG_MSG_LAYOUT) || dest_expect(&c[0], MIG_MSG_STATE))
 			return 1;
-		}
-		struct mig_hello m;
-		memcpy(&m, p, sizeof(m));
-		ram = m.ram_size;
-		m.role = MIG_ROLE_DEST;
-		mig_conn_send(&c[k], MIG_MSG_HELLO, &m, sizeof(m), NULL, 0);
+		mig_conn_send(&c[0], MIG_MSG_RUNNING, &run, sizeof(run), NULL, 0);
+		fprintf(stderr, "mig-evil: stalling\n");
+		for (;;)
+			pause();
+	} else if (!strcmp(cs, "lying-complete")) {
+		/* Take the state, then claim every page arrived. */
+		struct mig_running run = { 0 };
+		struct mig_complete m = { .pages_received = ram_size / MIG_PAGE_SIZE };
+		if (dest_expect(&c[0], MIG_MSG_LAYOUT) || dest_expect(&c[0], MIG_MSG_STATE))
+			return 1;
+		mig_conn_send(&c[0], MIG_MSG_RUNNING, &run, sizeof(run), NULL, 0);
+		mig_conn_send(&c[0], MIG_MSG_COMPLETE, &m, sizeof(m), NULL, 0);
 	}
-	struct mig_page_request q = { .count = 1 };
-	uint64_t addr = ram + 16 * MIG_PAGE_SIZE;
-	for (int k = 0; k < 2; k++)
-		mig_conn_send(&c[k], MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
-	linger(c[0].fd);
+	if (strcmp(cs, "drop-precopy"))
+		linger(c[0].fd);
 	mig_conn_close(&c[0]);
 	mig_conn_close(&c[1]);
 	close(lfd);
@@ -245,8 +715,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mig-evil: %s\n", err);
 		return 2;
 	}
-	if (!strcmp(argv[1], "evil-request"))
-		return evil_dest(&sa);
+	const char *cs = argv[1];
+	if (!strcmp(cs, "evil-request") || !strcmp(cs, "silent-layout") ||
+	    !strcmp(cs, "drop-precopy") || !strcmp(cs, "stall-dest") ||
+	    !strcmp(cs, "lying-complete"))
+		return evil_dest(cs, &sa);
+	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
+	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall"))
+		return evil_session(cs, &sa);
 	u.fd = b.fd = -1;
 	int r = evil_source(argv[1], &sa);
 	mig_conn_close(&u);

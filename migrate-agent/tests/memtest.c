@@ -190,6 +190,10 @@ static int run_source(struct mig_opts *o)
 			switched ? " after the switch-over" : "", err);
 		if (!switched)
 			src_pause(NULL);
+		/* The migration failed: the "VM" runs on here, without dirty logging. */
+		if (dirty_on)
+			fprintf(stderr,
+				"memtest: source: dirty logging left on after the failure\n");
 		return 1;
 	}
 	fprintf(stderr, "memtest: source: migration complete\n");

@@ -65,4 +65,28 @@ wait_listen "$port"
 grep -q "PAGE_REQUEST address .* outside guest RAM" "$work/src.err" ||
 	{ cat "$work/src.err" >&2; fail "evil-request: no clear message at the source"; }
 echo "evil-request: rejected: $(tail -n1 "$work/src.err")"
+# A destination that claims COMPLETE right after STATE: the source must not
+# believe it (it has not sent the pages), and must say so.
+port=$(free_port)
+"$BIN/mig-evil" lying-complete "tcp:127.0.0.1:$port" 2> "$work/lie-e.err" &
+pids+=($!)
+wait_listen "$port"
+timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M --recover-ms 1000 \
+	2> "$work/lie-s.err"
+rc=$?
+cat "$work/lie-s.err"
+[ "$rc" = 1 ] || fail "lying-complete: source exit status $rc (0: it believed the lie)"
+grep -q "COMPLETE.*never sent" "$work/lie-s.err" || fail "lying-complete: no clear message"
+
+# A third party that replays the session id while the link is healthy: it
+# is refused, and the live migration completes with the right memory.
+start_memtest_dest intruder --metrics "$work/intruder-d.json"
+timeout 120 "$BIN/mig-evil" intruder "tcp:127.0.0.1:$dport" --mem 4 2> "$work/intruder-e.err"
+erc=$?
+wait_status "$dpid" "intruder: the destination"
+rc=$?
+cat "$work/intruder-e.err" "$work/intruder-d.err"
+[ "$erc" = 0 ] || fail "intruder: accepted, or the live link was disturbed (status $erc)"
+[ "$rc" = 0 ] && grep -q "checksum ok" "$work/intruder-d.err" || fail "intruder: destination status $rc"
+check_json "$work/intruder-d.json" '.recoveries == 0' "intruder: counted as a recovery"
 echo "migrate-hostile: all cases rejected"

@@ -56,3 +56,27 @@ reference_checksum() { # mem cmdline
 		{ cat "$work/ref.err" >&2; fail "the unmigrated reference run failed"; }
 	final_checksum "$work/ref.err"
 }
+
+# A mig-memtest destination on a free port in the background: sets $dport and $dpid.
+start_memtest_dest() { # name [options...]
+	local name=$1
+	shift
+	dport=$(free_port)
+	"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 4M "$@" \
+		> /dev/null 2> "$work/$name-d.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$dport"
+}
+
+# The exit status of a background process, or fail when it outlives the
+# hang guard (generous: nothing here waits on the machine's speed).
+wait_status() { # pid what [guard-seconds]
+	local t=0 limit=$((${3:-60} * 10))
+	while kill -0 "$1" 2> /dev/null; do
+		t=$((t + 1))
+		[ "$t" -lt "$limit" ] || fail "$2: still running after ${3:-60} s (a hang)"
+		sleep 0.1
+	done
+	wait "$1"
+}

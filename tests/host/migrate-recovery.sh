@@ -5,7 +5,9 @@
 # completes with the right checksum and every page exactly once at the
 # destination.  Then a link that dies right after the state was sent, and a
 # source that never comes back: the destination must
-# stop with a clear error after its deadline, never claim success.
+# stop with a clear error after its deadline, never claim success.  Last,
+# scripted breaks by the adversarial peer mig-evil.
+# timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in mig-memtest mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
@@ -36,8 +38,9 @@ check_json "$work/d.json" '.recoveries == 1 and .link_down_ms > 0' "destination 
 
 # 2. The link dies silently right after the source sent its state (the state
 #    never arrives): the destination asks for it again on reconnection.
-#    592 bytes = 4 HELLO frames + LAYOUT + its acknowledgement: what follows
-#    (DONE, STATE) is dropped.
+#    784 bytes = 4 HELLO frames (64 each), 3 AUTH frames (64 each: the
+#    secret, the bulk channel's challenge and proof), LAYOUT and its
+#    acknowledgement (168 each): what follows (DONE, STATE) is dropped.
 dport=$(free_port)
 pport=$(free_port)
 "$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 16M --metrics "$work/d3.json" \
@@ -45,7 +48,7 @@ pport=$(free_port)
 dpid=$!
 pids+=("$dpid")
 "$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
-	--cut-after 592 --swallow-ms 200 --down-ms 200 2> "$work/p3.err" &
+	--cut-after 784 --swallow-ms 200 --down-ms 200 2> "$work/p3.err" &
 pids+=($!)
 wait_listen "$dport"
 wait_listen "$pport"
@@ -80,4 +83,25 @@ grep -q "did not reconnect within 800 ms" "$work/d2.err" || fail "no clear error
 grep -q "must not run on" "$work/d2.err" || fail "the destination does not say it stopped the VM"
 grep -q "checksum ok" "$work/d2.err" && fail "the destination claimed a good checksum"
 grep -q "giving up" "$work/s2.err" || fail "no clear error at the source"
+# 4. Scripted breaks by the adversarial source (mig-evil), each against a
+#    real destination that checks every page: the verdict is its checksum.
+#    reset-installed: pages installed, then the link breaks before STATE;
+#    reset-before-resume: a reconnection reset before RESUME;
+#    idlers: three silent connections ahead of the real reconnection.
+evil_case() { # case recover-ms
+	start_memtest_dest "$1" --recover-ms "$2" --metrics "$work/$1-d.json"
+	timeout 120 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$dport" --mem 4 2> "$work/$1-e.err"
+	local erc=$?
+	wait_status "$dpid" "$1: the destination"
+	local rc=$?
+	cat "$work/$1-e.err" "$work/$1-d.err"
+	[ "$rc" -lt 128 ] || fail "$1: the destination crashed (status $rc)"
+	[ "$erc" = 0 ] || fail "$1: the adversary saw the destination misbehave (status $erc)"
+	[ "$rc" = 0 ] || fail "$1: destination exit status $rc"
+	grep -q "checksum ok" "$work/$1-d.err" || fail "$1: checksum verdict missing"
+	check_exactly_once "$work/$1-d.json"
+}
+evil_case reset-installed 10000
+evil_case reset-before-resume 10000
+evil_case idlers 4000
 echo "migrate-recovery: passed"

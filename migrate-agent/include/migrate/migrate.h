@@ -21,6 +21,7 @@ struct mig_opts {
 	int precopy_rounds;  /* source: full passes while the VM runs (0: pure postcopy) */
 	int compress;	     /* source: zstd-compress pushed pages when it pays */
 	int recover_ms;	     /* how long a broken link may stay broken (default 10000) */
+	int idle_ms;	     /* a peer silent this long is stalled: link broken (recover_ms) */
 	int connect_ms;	     /* source: how long to retry the first connection (10000) */
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */

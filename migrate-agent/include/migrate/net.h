@@ -27,6 +27,8 @@ struct mig_conn {
 	uint64_t tx_bytes; /* every byte sent, headers included */
 	uint64_t tx_hdr;   /* bytes of frame headers sent */
 	uint64_t rx_bytes;
+	uint64_t last_rx_ns; /* mig_now_ns() of the last bytes received (atomic) */
+	uint64_t last_tx_ns; /* ... and of the last bytes sent (atomic) */
 };
 
 /* Parse "tcp:HOST:PORT" (HOST a dotted IPv4 address or "localhost"). */
@@ -40,6 +42,26 @@ int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t 
 
 /* Set up c around a connected fd; peer_role is the role the peer must claim. */
 int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, uint32_t features);
+/*
+ * Let the kernel watch the link too: TCP keepalive probes after idle_ms / 2
+ * of silence, TCP_USER_TIMEOUT = idle_ms (data unacknowledged that long
+ * fails the connection), and a send blocked idle_ms fails (SO_SNDTIMEO).
+ * A stalled peer process is caught by the heartbeats (PING): its kernel
+ * still acknowledges.
+ */
+void mig_conn_set_liveness(struct mig_conn *c, int idle_ms);
+/* Note that bytes were sent on c now (for senders that write the fd themselves). */
+static inline void mig_conn_sent(struct mig_conn *c, uint64_t now)
+{
+	__atomic_store_n(&c->last_tx_ns, now, __ATOMIC_RELAXED);
+}
+/* When bytes last came in on c (mig_now_ns()). */
+static inline uint64_t mig_conn_heard(const struct mig_conn *c)
+{
+	return __atomic_load_n(&c->last_rx_ns, __ATOMIC_RELAXED);
+}
+/* Send a heartbeat (PING) on c if nothing went out for quiet_ns. */
+void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns);
 /* Close the socket (if open) and free the buffers. */
 void mig_conn_close(struct mig_conn *c);
 /* Make blocked send/recv on c return at once (from any thread); keeps the fd. */
@@ -60,18 +82,20 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
 		    const void *p2, size_t l2);
 
-/*
- * Receive and check the next frame.  On 0, *h is its header and *payload
- * points to h->len checked bytes, valid until the next call.  -ECONNRESET
- * when the peer closed the connection at a frame boundary, -EPIPE inside a
- * frame, other negative errnos for a rejected frame (message in err).
- */
 /* Bytes received and not yet handed out by mig_conn_recv(). */
 static inline size_t mig_conn_buffered(const struct mig_conn *c)
 {
 	return c->rend - c->rstart;
 }
 
+/*
+ * Receive and check the next frame.  On 0, *h is its header and *payload
+ * points to h->len checked bytes, valid until the next call.  -ECONNRESET
+ * when the peer closed the connection at a frame boundary, -EPIPE inside a
+ * frame, -ETIMEDOUT when a receive timeout (SO_RCVTIMEO) expired, other
+ * negative errnos for a rejected frame (message in err).  Heartbeats (PING)
+ * are consumed here: callers never see them.
+ */
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen);
 

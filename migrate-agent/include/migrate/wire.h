@@ -20,7 +20,9 @@
  *             the background push (like QEMU's postcopy-preempt channel).
  *     bulk    (MIG_CHAN_BULK): HELLO, then the background push of pages.
  *   The first frame on each connection, in each direction, must be HELLO;
- *   nothing else is accepted before it.
+ *   nothing else is accepted before it.  Then AUTH (see struct mig_auth):
+ *   the first urgent connection of a session receives the session's secret,
+ *   every other connection must prove it knows it.
  *
  * Addresses
  *   A page is named by its byte offset in the guest RAM object (0 ..
@@ -36,7 +38,7 @@
 /* ---- Constants ---- */
 
 #define MIG_MAGIC	  0x474d4350u /* "PCMG" read as little-endian bytes */
-#define MIG_VERSION	  1u
+#define MIG_VERSION	  2u	      /* 2: AUTH and PING */
 #define MIG_PAGE_SIZE	  4096u
 #define MIG_MAX_PAYLOAD	  (16u << 20) /* STATE and RESUME are the big ones */
 #define MIG_MAX_REQ_PAGES 512u	      /* addresses in one PAGE_REQUEST */
@@ -57,7 +59,9 @@ enum mig_msg_type {
 	MIG_MSG_ERROR = 9,
 	MIG_MSG_PRECOPY_DIRTY = 10,
 	MIG_MSG_DONE = 11,
-	MIG_MSG_MAX = 11,
+	MIG_MSG_AUTH = 12,
+	MIG_MSG_PING = 13,
+	MIG_MSG_MAX = 13,
 };
 
 enum mig_channel {
@@ -301,6 +305,40 @@ struct mig_error {
 };
 _Static_assert(sizeof(struct mig_error) == 8, "ERROR header is 8 bytes");
 
+/*
+ * AUTH, right after the HELLO exchange, before anything else on the
+ * connection.  The destination draws a random secret per incoming
+ * migration (MIG_SECRET_LEN bytes) and sends it with kind SECRET on the
+ * first urgent connection of the session, the one that made the session:
+ * only that connection learns it, and it never crosses the wire again.
+ * Every later connection of the session (its bulk channel, any reconnection)
+ * gets kind CHALLENGE, data a fresh random nonce, and must answer with kind
+ * PROOF, data HMAC-SHA256(secret, "PCMG-AUTH" nonce session_id channel)
+ * (session_id 8 bytes and channel 2 bytes, little-endian; see
+ * mig_auth_proof()).  A wrong proof gets ERROR and the connection is closed;
+ * it never affects the session's live link.
+ * Contract: kind known, reserved zero.
+ */
+#define MIG_SECRET_LEN 32
+enum mig_auth_kind {
+	MIG_AUTH_SECRET = 1,	/* destination -> source, first urgent connection */
+	MIG_AUTH_CHALLENGE = 2, /* destination -> source, every other connection */
+	MIG_AUTH_PROOF = 3,	/* source -> destination, the answer to a challenge */
+};
+struct mig_auth {
+	uint32_t kind;
+	uint32_t reserved; /* zero */
+	uint8_t data[MIG_SECRET_LEN];
+};
+_Static_assert(sizeof(struct mig_auth) == 40, "AUTH is 40 bytes");
+
+/*
+ * PING, either direction, urgent channel, empty payload: a heartbeat, sent
+ * when the channel was otherwise quiet for a while (docs/migration.md,
+ * liveness).  Receivers consume it silently; any traffic proves the peer
+ * alive.
+ */
+
 /* ---- Checksums and framing ---- */
 
 /* CRC32C (Castagnoli), the iSCSI/ext4 one: crc32c(0, "123456789", 9) == 0xe3069283. */
@@ -322,8 +360,12 @@ struct mig_wire_ctx {
 	uint64_t ram_size;
 	uint32_t features;
 	int hello_seen;
-	int peer_role; /* the role the peer must claim, enum mig_role */
+	int peer_role;	      /* the role the peer must claim, enum mig_role */
+	uint32_t frame_limit; /* nonzero: no longer payload (before the handshake) */
 };
+
+/* What an unauthenticated peer may send in one frame: HELLO, AUTH, ERROR. */
+#define MIG_HANDSHAKE_FRAME_LIMIT (sizeof(struct mig_error) + MIG_MAX_ERROR_MSG)
 
 /*
  * Check a received header: magic, header CRC, known type, zero flags,

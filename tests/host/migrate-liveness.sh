@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# migrate-liveness: a peer that stops talking is detected within the user's
+# deadline and named; nothing hangs.  A source that stalls after the
+# switch-over (mig-evil stall, then a real SIGSTOPped source); a destination
+# that never acknowledges LAYOUT (the VM must go on at the source); a
+# destination that stops reading during postcopy.  The hang guards are
+# generous: a slow machine only makes the waits longer, never a failure.
+# timeout: 120
+set -uo pipefail
+. tests/host/migrate-lib.bash
+for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+
+# 1. The source stalls after the switch-over with its connections open.
+start_memtest_dest stall --recover-ms 1000
+"$BIN/mig-evil" stall "tcp:127.0.0.1:$dport" --mem 4 2> "$work/stall-e.err" &
+epid=$!
+pids+=("$epid")
+wait_status "$dpid" "stall: the destination"
+rc=$?
+kill "$epid" 2> /dev/null
+cat "$work/stall-d.err"
+[ "$rc" != 0 ] && [ "$rc" -lt 128 ] || fail "stall: destination exit status $rc"
+grep -q "source .*silent" "$work/stall-d.err" || fail "stall: the silent source is not named"
+grep -q "must not run on" "$work/stall-d.err" || fail "stall: the destination does not say it stopped"
+
+# 2. A destination that never acknowledges LAYOUT: the source gives up
+#    before the switch-over and its VM goes on.
+port=$(free_port)
+"$BIN/mig-evil" silent-layout "tcp:127.0.0.1:$port" 2> "$work/silent-e.err" &
+pids+=($!)
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 4M --recover-ms 1000 \
+	2> "$work/silent-s.err" &
+spid=$!
+pids+=("$spid")
+wait_status "$spid" "silent-layout: the source"
+rc=$?
+cat "$work/silent-s.err"
+[ "$rc" = 1 ] || fail "silent-layout: source exit status $rc"
+grep -q "destination .*silent" "$work/silent-s.err" || fail "silent-layout: the silent destination is not named"
+grep -q "after the switch-over" "$work/silent-s.err" && fail "silent-layout: the source switched over"
+
+# 2b. A precopy that fails (the destination hangs up): the VM goes on at the
+#     source, with dirty logging switched off again.
+port=$(free_port)
+"$BIN/mig-evil" drop-precopy "tcp:127.0.0.1:$port" 2> "$work/drop-e.err" &
+pids+=($!)
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M --precopy-rounds 3 \
+	--recover-ms 1000 2> "$work/drop-s.err" &
+spid=$!
+pids+=("$spid")
+wait_status "$spid" "drop-precopy: the source"
+rc=$?
+cat "$work/drop-s.err"
+[ "$rc" = 1 ] || fail "drop-precopy: source exit status $rc"
+grep -q "dirty logging left on" "$work/drop-s.err" && fail "drop-precopy: dirty logging left on"
+
+# 3. A destination that stops reading after RUNNING: the source gives up
+#    within its deadline (after the switch-over: it cannot resume).
+port=$(free_port)
+"$BIN/mig-evil" stall-dest "tcp:127.0.0.1:$port" 2> "$work/sd-e.err" &
+epid=$!
+pids+=("$epid")
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 64M --recover-ms 1000 \
+	2> "$work/sd-s.err" &
+spid=$!
+pids+=("$spid")
+wait_status "$spid" "stall-dest: the source"
+rc=$?
+kill "$epid" 2> /dev/null
+cat "$work/sd-s.err"
+[ "$rc" = 1 ] || fail "stall-dest: source exit status $rc"
+grep -q "destination .*silent\|destination unreachable" "$work/sd-s.err" || fail "stall-dest: no clear message"
+
+# 4. A real source SIGSTOPped in postcopy (the destination has faulted on
+#    the first pages, so postcopy runs): the destination names it and stops.
+start_memtest_dest sigstop --recover-ms 1000 --mem 64M
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 64M --recover-ms 1000 \
+	2> "$work/sigstop-s.err" &
+spid=$!
+pids+=("$spid")
+for _ in $(seq 600); do grep -q "source checksum" "$work/sigstop-s.err" && break; sleep 0.05; done
+kill -STOP "$spid"
+wait_status "$dpid" "sigstop: the destination"
+rc=$?
+kill -CONT "$spid"
+kill "$spid" 2> /dev/null
+cat "$work/sigstop-d.err"
+if grep -q "checksum ok" "$work/sigstop-d.err"; then
+	echo "sigstop: the migration finished before the stop took effect (fast machine)"
+else
+	[ "$rc" != 0 ] && [ "$rc" -lt 128 ] || fail "sigstop: destination exit status $rc"
+	grep -q "source .*silent" "$work/sigstop-d.err" || fail "sigstop: the stopped source is not named"
+fi
+echo "migrate-liveness: passed"
