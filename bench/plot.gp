@@ -105,6 +105,7 @@ if (which eq 'steps') {
 	set title "median of each step"
 	plot for [i=2:6] datadir.'/fault_steps_p50.dat' using i:xtic(1) title columnheader(i)
 	set title "p99 of each step (their sum is not the p99 of the total)"
+	unset key
 	plot for [i=2:6] datadir.'/fault_steps_p99.dat' using i:xtic(1) title columnheader(i)
 	unset multiplot
 }
