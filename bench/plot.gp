@@ -78,7 +78,7 @@ if (which eq 'bysize') {
 if (which eq 'pagemap') {
 	# data: four blocks (index 0 pushed, 1 zero, 2 precopy, 3 demand): ms MiB
 	if (exists("datafile")) {
-		set title sprintf("Page map: %s: each installed page, guest address against time since the destination's vCPUs started", configs)
+		set title sprintf("Page map: %s", configs)
 	} else {
 		set title sprintf("Page map: %s, %s MiB guest (median run): each installed page, guest address against time since the destination's vCPUs started", configs, size)
 		datafile = datadir.'/pagemap_'.configs.'_'.size.'.dat'
