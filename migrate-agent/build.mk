@@ -40,5 +40,18 @@ $(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent/include -o $@ migrate-agent/fuzz/wire-fuzz.c \
 		migrate-agent/wire.c -lzstd
+# The destination's state machine (docs/testing.md): whole sessions of frames
+# against a fake VM, through dest.c's own steps.
+fuzz: $(B)/fuzz/dest-fuzz
+programs: $(B)/fuzz/dest-fuzz
+$(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate-agent/wire.c \
+		migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c \
+		migrate-agent/internal.h migrate-agent/stamps.h $(wildcard migrate-agent/include/migrate/*.h)
+	@mkdir -p $(@D)
+	@echo "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
+		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
+		migrate-agent/fuzz/dest-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
+		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c -lzstd -lcrypto -lpthread
 $(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/auth.c,-lzstd -lcrypto))
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))

@@ -7,36 +7,56 @@
  *
  *   migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT
  *                 [--precopy-rounds N] [--compress] [--metrics FILE]
- *                 [--recover-ms MS]
+ *                 [--recover-ms MS] [--idle-ms MS]
  *
  * The destination is a `vmm run --incoming tcp:HOST:PORT ...` already
  * listening.  Prints the JSON summary on stdout (or writes it to --metrics)
  * and exits 0 once the destination has every page; 1 with the VMM's error
- * message otherwise; 2 for bad usage.
+ * message otherwise (also when the VMM says nothing, not even its
+ * once-a-second "progress", for --idle-ms: default 10000); 2 for bad usage.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+struct request {
+	const char *vmm, *to, *metrics;
+	int precopy, compress, recover_ms, idle_ms;
+};
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
 			"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
-			"                     [--recover-ms MS]\n");
+			"                     [--recover-ms MS] [--idle-ms MS]\n");
 }
 
-static int cmd_migrate(int argc, char **argv)
+/* A positive number of milliseconds, or -1 after a message. */
+static int parse_ms(const char *opt, const char *v)
 {
-	const char *vmm = NULL, *to = NULL, *metrics = NULL;
-	int precopy = 0, compress = 0, recover = 0;
+	char *end;
+	long n = strtol(v, &end, 10);
+	if (*end || n <= 0 || n > 3600000) {
+		fprintf(stderr, "migrate-agent: %s: '%s' is not a number of ms (1..3600000)\n", opt,
+			v);
+		return -1;
+	}
+	return (int)n;
+}
+
+/* 0, or 2 (usage) after a message. */
+static int parse_args(int argc, char **argv, struct request *q)
+{
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--compress")) {
-			compress = 1;
+			q->compress = 1;
 			continue;
 		}
 		if (!v) {
@@ -45,27 +65,138 @@ static int cmd_migrate(int argc, char **argv)
 		}
 		i++;
 		if (!strcmp(a, "--vmm"))
-			vmm = v;
+			q->vmm = v;
 		else if (!strcmp(a, "--to"))
-			to = v;
+			q->to = v;
 		else if (!strcmp(a, "--metrics"))
-			metrics = v;
+			q->metrics = v;
 		else if (!strcmp(a, "--precopy-rounds"))
-			precopy = atoi(v);
-		else if (!strcmp(a, "--recover-ms"))
-			recover = atoi(v);
-		else {
+			q->precopy = atoi(v);
+		else if (!strcmp(a, "--recover-ms") && (q->recover_ms = parse_ms(a, v)) < 0)
+			return 2;
+		else if (!strcmp(a, "--idle-ms") && (q->idle_ms = parse_ms(a, v)) < 0)
+			return 2;
+		else if (strcmp(a, "--recover-ms") && strcmp(a, "--idle-ms")) {
 			fprintf(stderr, "migrate-agent: unknown option %s\n", a);
 			usage();
 			return 2;
 		}
 	}
-	if (!vmm || !to || strchr(to, ' ') || (metrics && strchr(metrics, ' '))) {
+	/* The request is one space-separated line. */
+	if (!q->vmm || !q->to || strpbrk(q->to, " \n") ||
+	    (q->metrics && strpbrk(q->metrics, " \n"))) {
 		usage();
 		return 2;
 	}
+	return 0;
+}
+
+/* A connected control socket, or -1 after a message. */
+static int attach(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "migrate-agent: socket path too long\n");
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		fprintf(stderr, "migrate-agent: cannot attach to the VMM at %s: %s\n", path,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The VMM's final line into reply[len] ("ok" or "error ..."), skipping its
+ * "progress" lines.  0; -ETIMEDOUT when it said nothing for idle_ms; -EPIPE
+ * when it closed without an answer.
+ */
+static int read_reply(int fd, int idle_ms, char *reply, size_t len)
+{
+	size_t got = 0;
+	for (;;) {
+		char *nl = memchr(reply, '\n', got);
+		if (nl) {
+			*nl = 0;
+			if (strcmp(reply, "progress")) {
+				return 0;
+			}
+			got -= (size_t)(nl + 1 - reply);
+			memmove(reply, nl + 1, got);
+			continue;
+		}
+		if (got == len - 1)
+			got = 0; /* an overlong line: keep the tail */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n = poll(&p, 1, idle_ms);
+		if (n == 0)
+			return -ETIMEDOUT;
+		ssize_t k = n > 0 ? read(fd, reply + got, len - 1 - got) : -1;
+		if (k <= 0)
+			return -EPIPE;
+		got += (size_t)k;
+	}
+}
+
+/* Copy the metrics file to stdout. */
+static void cat_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char buf[4096];
+	size_t k;
+	while (f && (k = fread(buf, 1, sizeof(buf), f)) > 0)
+		fwrite(buf, 1, k, stdout);
+	if (f)
+		fclose(f);
+}
+
+/* Send the request and wait for the verdict: 0 (migrated) or 1 after a message. */
+static int run_request(int fd, const struct request *q, const char *metrics)
+{
+	char req[1400], reply[1024];
+	int n = snprintf(req, sizeof(req), "migrate to=%s precopy=%d compress=%d metrics=%s", q->to,
+			 q->precopy, q->compress, metrics);
+	if (q->recover_ms)
+		n += snprintf(req + n, sizeof(req) - n, " recover-ms=%d", q->recover_ms);
+	n += snprintf(req + n, sizeof(req) - n, "\n");
+	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+		fprintf(stderr, "migrate-agent: cannot talk to the VMM: %s\n", strerror(errno));
+		return 1;
+	}
+	int r = read_reply(fd, q->idle_ms, reply, sizeof(reply));
+	if (r == -ETIMEDOUT) {
+		fprintf(stderr,
+			"migrate-agent: the VMM at %s is silent (no word for %d ms): giving up; "
+			"the migration's own deadlines decide its fate\n",
+			q->vmm, q->idle_ms);
+		return 1;
+	}
+	if (r) {
+		fprintf(stderr, "migrate-agent: migration failed: the VMM closed the control "
+				"connection without an answer\n");
+		return 1;
+	}
+	if (!strcmp(reply, "ok"))
+		return 0;
+	/* The VMM's own message (its peer's text was escaped by the library). */
+	fprintf(stderr, "migrate-agent: migration failed: %s\n",
+		strncmp(reply, "error ", 6) ? reply : reply + 6);
+	return 1;
+}
+
+static int cmd_migrate(int argc, char **argv)
+{
+	struct request q = { .idle_ms = 10000 };
+	int r = parse_args(argc, argv, &q);
+	if (r)
+		return r;
 	char tmp[] = "/tmp/migrate-agent.XXXXXX";
-	if (!metrics) {
+	if (!q.metrics) {
 		int fd = mkstemp(tmp);
 		if (fd < 0) {
 			perror("migrate-agent: mkstemp");
@@ -73,61 +204,17 @@ static int cmd_migrate(int argc, char **argv)
 		}
 		close(fd);
 	}
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(vmm) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "migrate-agent: socket path too long\n");
-		return 2;
-	}
-	strcpy(sa.sun_path, vmm);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		fprintf(stderr, "migrate-agent: cannot attach to the VMM at %s: %s\n", vmm,
-			strerror(errno));
-		if (!metrics)
-			unlink(tmp);
-		return 1;
-	}
-	char req[1400];
-	int n = snprintf(req, sizeof(req), "migrate to=%s precopy=%d compress=%d metrics=%s", to,
-			 precopy, compress, metrics ? metrics : tmp);
-	if (recover)
-		n += snprintf(req + n, sizeof(req) - n, " recover-ms=%d", recover);
-	n += snprintf(req + n, sizeof(req) - n, "\n");
-	if (write(fd, req, (size_t)n) != n) {
-		fprintf(stderr, "migrate-agent: cannot talk to the VMM: %s\n", strerror(errno));
-		return 1;
-	}
-	char reply[1024];
-	size_t got = 0;
-	for (;;) {
-		ssize_t k = read(fd, reply + got, sizeof(reply) - 1 - got);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	reply[got] = 0;
-	reply[strcspn(reply, "\n")] = 0;
-	close(fd);
-	int ok = !strcmp(reply, "ok");
-	if (ok && !metrics) {
-		FILE *f = fopen(tmp, "r");
-		char buf[4096];
-		size_t k;
-		while (f && (k = fread(buf, 1, sizeof(buf), f)) > 0)
-			fwrite(buf, 1, k, stdout);
-		if (f)
-			fclose(f);
-	}
-	if (!metrics)
+	int fd = attach(q.vmm);
+	r = fd < 0 ? 1 : run_request(fd, &q, q.metrics ? q.metrics : tmp);
+	if (fd >= 0)
+		close(fd);
+	if (r == 0 && !q.metrics)
+		cat_file(tmp);
+	if (!q.metrics)
 		unlink(tmp);
-	if (ok) {
-		fprintf(stderr, "migrate-agent: migration to %s complete\n", to);
-		return 0;
-	}
-	fprintf(stderr, "migrate-agent: migration failed: %s\n",
-		got ? (strncmp(reply, "error ", 6) ? reply : reply + 6)
-		    : "the VMM closed the control connection without an answer");
-	return 1;
+	if (r == 0)
+		fprintf(stderr, "migrate-agent: migration to %s complete\n", q.to);
+	return r;
 }
 
 int main(int argc, char **argv)

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,12 +386,34 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	return 0;
 }
 
+/*
+ * Give a chunk of the staging buffer back to the kernel once none of its
+ * pages can be read from it any more: every staged page was claimed (by the
+ * stager or a fault), and a page still INSTALLING may be being copied from
+ * it right now, so wait for those (an install takes microseconds).
+ */
+#define STAGE_CHUNK 512 /* pages: 2 MiB */
+
+static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
+{
+	for (uint64_t i = first; i < first + n; i++)
+		while (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_INSTALLING &&
+		       !d->failed && !d->stop)
+			sched_yield();
+	madvise(d->stage + first * MIG_PAGE_SIZE, n * MIG_PAGE_SIZE, MADV_DONTNEED);
+}
+
+/* Installs what precopy staged, freeing the staging buffer as it goes (RSS ~ RAM). */
 static void *stager_thread(void *arg)
 {
 	struct mig_dest *d = arg;
-	for (uint64_t i = 0; i < d->nr_pages && !d->failed && !d->stop; i++)
-		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
-			install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
+		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
+		for (uint64_t i = c; i < c + n; i++)
+			if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
+				install(d, i, d->stage + i * MIG_PAGE_SIZE, 2);
+		release_stage(d, c, n);
+	}
 	return NULL;
 }
 
@@ -407,6 +430,121 @@ static int link_error(int r)
 	       r == -EHOSTUNREACH || r == -ENETUNREACH || r == -ECONNABORTED;
 }
 
+/* A precopy page: staged (not installed) until the switch-over. */
+static int stage_page(struct mig_dest *d, uint64_t i, const struct mig_page *pg,
+		      const uint8_t *data, char *err, size_t errlen)
+{
+	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+	if (st != PG_MISSING && st != PG_STAGED) {
+		/* Installed pages stay installed: the record never goes back. */
+		snprintf(err, errlen, "precopy PAGE 0x%llx for a page already installed",
+			 (unsigned long long)pg->addr);
+		return -EPROTO;
+	}
+	int r = mig_page_decode(pg, data, d->stage + i * MIG_PAGE_SIZE, err, errlen);
+	if (!r)
+		__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
+	return r;
+}
+
+static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, const uint8_t *p,
+		   char *err, size_t errlen)
+{
+	struct mig_page pg;
+	memcpy(&pg, p, sizeof(pg));
+	const uint8_t *data = p + sizeof(pg);
+	uint64_t i = pg.addr / MIG_PAGE_SIZE;
+	int precopy = (pg.flags & MIG_PAGEF_PRECOPY) != 0;
+	if (precopy != !d->phase0_done) {
+		snprintf(err, errlen, "%s channel: %s PAGE 0x%llx %s the switch-over", c->name,
+			 precopy ? "precopy" : "postcopy", (unsigned long long)pg.addr,
+			 precopy ? "after" : "before");
+		return -EPROTO;
+	}
+	if (precopy)
+		return stage_page(d, i, &pg, data, err, errlen);
+	int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
+	if (!kind)
+		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
+	int r = run_add(d, run, i, &pg, data, kind, err, errlen);
+	/* Nothing waits behind a run: install it before recv may block. */
+	if (!r && mig_conn_buffered(c) < FRAME_MAX)
+		r = flush_run(d, run);
+	return r;
+}
+
+static void rx_done(struct mig_dest *d, const uint8_t *p)
+{
+	struct mig_done dn;
+	memcpy(&dn, p, sizeof(dn));
+	if (dn.phase != 0)
+		return; /* DONE(1) is informative: completion is the page record's */
+	pthread_mutex_lock(&d->lock);
+	__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
+	d->phase0_done = 1;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* PRECOPY_DIRTY: staged copies of pages written since are forgotten. */
+static void rx_dirty(struct mig_dest *d, const uint8_t *p)
+{
+	const uint8_t *bm = p + sizeof(struct mig_dirty);
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = PG_STAGED;
+		if ((bm[i / 8] >> (i % 8)) & 1)
+			__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	}
+}
+
+/*
+ * One checked frame from the source on c: 0 to go on, 1 when the source
+ * gave up (ERROR: the migration failed), or a negative errno with err.
+ */
+static int rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
+		    const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen)
+{
+	switch (h->type) {
+	case MIG_MSG_PAGE:
+		return rx_page(d, c, run, p, err, errlen);
+	case MIG_MSG_DONE:
+		rx_done(d, p);
+		return 0;
+	case MIG_MSG_PRECOPY_DIRTY:
+		rx_dirty(d, p);
+		return 0;
+	case MIG_MSG_ERROR: {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		fail_dest(d, "source reported an error: %s", text);
+		return 1;
+	}
+	}
+	snprintf(err, errlen, "%s channel: unexpected %s from the source", c->name,
+		 mig_msg_name(h->type));
+	return -EPROTO;
+}
+
+/* A receive error r on c: a broken link (recoverable) or a hostile stream. */
+static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char *err)
+{
+	if (link_error(r)) {
+		/* Recoverable: the supervisor (or incoming) takes over. */
+		pthread_mutex_lock(&d->lock);
+		if (!d->broken)
+			snprintf(d->why, sizeof(d->why), "%s", err);
+		d->broken = 1;
+		pthread_cond_broadcast(&d->cond);
+		pthread_mutex_unlock(&d->lock);
+		if (!d->state_rx)
+			kick_links(d); /* incoming waits on the urgent channel */
+		return;
+	}
+	send_error(c, MIG_ERR_PROTOCOL, err);
+	fail_dest(d, "%s", err);
+}
+
 static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 {
 	char err[320];
@@ -418,94 +556,12 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 			return;
 		if (d->failed || d->stop || d->complete_sent)
 			return;
-		if (r && link_error(r)) {
-			/* Recoverable: the supervisor (or incoming) takes over. */
-			pthread_mutex_lock(&d->lock);
-			if (!d->broken)
-				snprintf(d->why, sizeof(d->why), "%s", err);
-			d->broken = 1;
-			pthread_cond_broadcast(&d->cond);
-			pthread_mutex_unlock(&d->lock);
-			if (!d->state_rx)
-				kick_links(d); /* incoming waits on the urgent channel */
+		if (!r)
+			r = rx_frame(d, c, run, &h, p, err, sizeof(err));
+		if (r > 0 || d->failed)
 			return;
-		}
 		if (r) {
-			send_error(c, MIG_ERR_PROTOCOL, err);
-			fail_dest(d, "%s", err);
-			return;
-		}
-		switch (h.type) {
-		case MIG_MSG_PAGE: {
-			struct mig_page pg;
-			memcpy(&pg, p, sizeof(pg));
-			const uint8_t *data = p + sizeof(pg);
-			uint64_t i = pg.addr / MIG_PAGE_SIZE;
-			if ((pg.flags & MIG_PAGEF_PRECOPY) && !d->phase0_done) {
-				r = mig_page_decode(&pg, data, d->stage + i * MIG_PAGE_SIZE, err,
-						    sizeof(err));
-				if (!r)
-					__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
-			} else if (!d->phase0_done) {
-				snprintf(err, sizeof(err),
-					 "%s channel: postcopy PAGE 0x%llx before the switch-over",
-					 c->name, (unsigned long long)pg.addr);
-				r = -EPROTO;
-			} else if (pg.flags & MIG_PAGEF_PRECOPY) {
-				snprintf(err, sizeof(err),
-					 "%s channel: precopy PAGE after the switch-over", c->name);
-				r = -EPROTO;
-			} else {
-				int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
-				if (!kind)
-					mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
-				r = run_add(d, run, i, &pg, data, kind, err, sizeof(err));
-				/* Nothing waits behind a run: install it before recv may block. */
-				if (!r && mig_conn_buffered(c) < FRAME_MAX)
-					r = flush_run(d, run);
-				if (r)
-					return;
-			}
-			break;
-		}
-		case MIG_MSG_DONE: {
-			struct mig_done dn;
-			memcpy(&dn, p, sizeof(dn));
-			if (dn.phase == 0) {
-				pthread_mutex_lock(&d->lock);
-				__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
-				d->phase0_done = 1;
-				pthread_cond_broadcast(&d->cond);
-				pthread_mutex_unlock(&d->lock);
-			}
-			break;
-		}
-		case MIG_MSG_PRECOPY_DIRTY: {
-			const uint8_t *bm = p + sizeof(struct mig_dirty);
-			for (uint64_t i = 0; i < d->nr_pages; i++) {
-				uint8_t st = PG_STAGED;
-				if ((bm[i / 8] >> (i % 8)) & 1)
-					__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
-								    __ATOMIC_ACQ_REL,
-								    __ATOMIC_ACQUIRE);
-			}
-			break;
-		}
-		case MIG_MSG_ERROR: {
-			struct mig_error e;
-			memcpy(&e, p, sizeof(e));
-			fail_dest(d, "source reported an error: %.*s", (int)e.msg_len,
-				  (const char *)p + sizeof(e));
-			return;
-		}
-		default:
-			snprintf(err, sizeof(err), "%s channel: unexpected %s from the source",
-				 c->name, mig_msg_name(h.type));
-			r = -EPROTO;
-		}
-		if (r) {
-			send_error(c, MIG_ERR_PROTOCOL, err);
-			fail_dest(d, "%s", err);
+			rx_failed(d, c, r, err);
 			return;
 		}
 	}
@@ -822,7 +878,7 @@ static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **
 {
 	int r = 0;
 	pthread_mutex_lock(&d->lock);
-	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->hs_failed) {
+	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed && !d->hs_failed) {
 		if (!deadline) {
 			pthread_cond_wait(&d->cond, &d->lock);
 			continue;
@@ -836,6 +892,9 @@ static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **
 		*urg = d->pend_urg;
 		*bulk = d->pend_bulk;
 		d->pend_urg = d->pend_bulk = NULL;
+	} else if (d->failed) {
+		snprintf(err, errlen, "%s", d->why);
+		r = -ECANCELED;
 	} else if (d->hs_failed) {
 		snprintf(err, errlen, "%s", d->hs_why);
 		r = d->hs_failed;
@@ -1131,6 +1190,21 @@ bad:
 }
 
 /*
+ * The page record after a break before STATE: staged pages may have been
+ * dirtied since (their PRECOPY_DIRTY may be lost), so they are forgotten;
+ * installed pages stay installed (RESUME lists them); the source starts
+ * the switch-over again (DONE(0)).
+ */
+static void reset_before_state(struct mig_dest *d)
+{
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (d->pst[i] == PG_STAGED)
+			d->pst[i] = PG_MISSING;
+	d->phase0_done = 0;
+	d->broken = 0;
+}
+
+/*
  * A break before STATE: drop what precopy staged (its dirty bitmap may be
  * lost), wait for the source's RECOVER connection and send RESUME with
  * MIG_RESUME_NEED_STATE.  0 with new d->urg/d->bulk, or -errno with err.
@@ -1154,15 +1228,7 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
-	/*
-	 * Staged pages may have been dirtied since (their PRECOPY_DIRTY may be
-	 * lost): forget them.  Installed pages stay installed: RESUME lists them.
-	 */
-	for (uint64_t i = 0; i < d->nr_pages; i++)
-		if (d->pst[i] == PG_STAGED)
-			d->pst[i] = PG_MISSING;
-	d->phase0_done = 0;
-	d->broken = 0;
+	reset_before_state(d);
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &urg, &bulk)) {
@@ -1178,6 +1244,27 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	pthread_mutex_unlock(&d->req_lock);
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
+	return 0;
+}
+
+/* The next frame on c, which must be a want; the source's ERROR is reported as such. */
+static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr *h,
+			const uint8_t **p, char *err, size_t errlen)
+{
+	int r = mig_conn_recv(c, h, p, err, errlen);
+	if (r)
+		return r;
+	if (h->type == MIG_MSG_ERROR) {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(*p, text, sizeof(text));
+		snprintf(err, errlen, "source reported an error: %s", text);
+		return -ECANCELED;
+	}
+	if (h->type != want) {
+		snprintf(err, errlen, "%s channel: expected %s, got %s", c->name,
+			 mig_msg_name(want), mig_msg_name(h->type));
+		return -EPROTO;
+	}
 	return 0;
 }
 
@@ -1225,12 +1312,7 @@ again:
 	 * the downtime grew fivefold.)  A stalled source is caught by the
 	 * watchdog (idle_ms), which breaks the link: recovered below.
 	 */
-	r = mig_conn_recv(urg, &h, &p, err, errlen);
-	if (!r && h.type != MIG_MSG_LAYOUT) {
-		snprintf(err, errlen, "urgent channel: expected LAYOUT, got %s",
-			 mig_msg_name(h.type));
-		r = -EPROTO;
-	}
+	r = expect_frame(urg, MIG_MSG_LAYOUT, &h, &p, err, errlen);
 	if (!r) {
 		struct mig_layout l;
 		memcpy(&l, p, sizeof(l));
@@ -1238,14 +1320,8 @@ again:
 		if (!r)
 			r = mig_conn_send(urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	}
-	if (!r) {
-		r = mig_conn_recv(urg, &h, &p, err, errlen);
-		if (!r && h.type != MIG_MSG_STATE) {
-			snprintf(err, errlen, "urgent channel: expected STATE, got %s",
-				 mig_msg_name(h.type));
-			r = -EPROTO;
-		}
-	}
+	if (!r)
+		r = expect_frame(urg, MIG_MSG_STATE, &h, &p, err, errlen);
 	if (r && (link_error(r) || d->broken) && !d->failed) {
 		/*
 		 * The link broke before STATE arrived; the source may already
@@ -1311,6 +1387,9 @@ again:
 	if (staged) {
 		pthread_create(&d->stager, NULL, stager_thread, d);
 		d->stager_on = 1;
+	} else {
+		/* Nothing staged is valid (or there was no precopy): all of it goes. */
+		madvise(d->stage, vm->ram_size, MADV_DONTNEED);
 	}
 	pthread_create(&d->sup, NULL, supervisor_thread, d);
 	d->sup_on = 1;
@@ -1372,6 +1451,23 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 		d->req_sent++;
 	pthread_mutex_unlock(&d->req_lock);
 	return 0;
+}
+
+void mig_dest_abort(struct mig_dest *d, const char *why)
+{
+	pthread_mutex_lock(&d->lock);
+	int done = d->complete_sent || d->failed;
+	pthread_mutex_unlock(&d->lock);
+	if (done)
+		return;
+	pthread_mutex_lock(&d->req_lock);
+	if (d->link_ok && d->urg)
+		send_error(d->urg, MIG_ERR_INTERNAL, why);
+	pthread_mutex_unlock(&d->req_lock);
+	pthread_mutex_lock(&d->lock);
+	d->stop = 1;
+	pthread_mutex_unlock(&d->lock);
+	fail_dest(d, "%s", why);
 }
 
 int mig_dest_status(struct mig_dest *d)

@@ -42,6 +42,16 @@ uint64_t mig_lat_max(const struct mig_lat *l);
 /* Write {"a": n, ...} style histogram: "[n0, n1, ...]" */
 void mig_json_hist(FILE *f, const uint64_t *hist);
 
+/*
+ * A peer's text (an ERROR message) made safe to print: printable ASCII
+ * stays, anything else (escape sequences, newlines that would forge log
+ * lines) becomes \xNN, and a backslash \\.  Always NUL-terminated.
+ */
+void mig_escape(char *out, size_t outlen, const void *text, size_t len);
+
+/* The text of a checked ERROR payload, escaped into out. */
+void mig_error_text(const uint8_t *payload, char *out, size_t outlen);
+
 /* Is this page all zeroes? */
 int mig_page_is_zero(const void *page);
 

@@ -257,10 +257,9 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 	if (r)
 		return r;
 	if (fh.type == MIG_MSG_ERROR) {
-		struct mig_error e;
-		memcpy(&e, p, sizeof(e));
-		snprintf(err, errlen, "destination refused the %s channel: %.*s", c->name,
-			 (int)e.msg_len, (const char *)p + sizeof(e));
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
 		return -ECONNREFUSED;
 	}
 	if (fh.type != MIG_MSG_HELLO) {
@@ -472,10 +471,9 @@ static void *urgent_thread(void *arg)
 			mig_conn_kick(&s->bulk);
 			break;
 		} else if (h.type == MIG_MSG_ERROR) {
-			struct mig_error e;
-			memcpy(&e, p, sizeof(e));
-			snprintf(err, sizeof(err), "destination reported an error: %.*s",
-				 (int)e.msg_len, (const char *)p + sizeof(e));
+			char text[200]; /* escaped, possibly cut short */
+			mig_error_text(p, text, sizeof(text));
+			snprintf(err, sizeof(err), "destination reported an error: %s", text);
 			set_break(s, 1, err);
 			break;
 		} else {
@@ -1121,10 +1119,9 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	const uint8_t *ap;
 	r = mig_conn_recv(&s->urg, &ah, &ap, err, errlen);
 	if (!r && ah.type == MIG_MSG_ERROR) {
-		struct mig_error e;
-		memcpy(&e, ap, sizeof(e));
-		snprintf(err, errlen, "destination refused the migration: %.*s", (int)e.msg_len,
-			 (const char *)ap + sizeof(e));
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(ap, text, sizeof(text));
+		snprintf(err, errlen, "destination refused the migration: %s", text);
 		r = -ECONNREFUSED;
 	} else if (!r && ah.type != MIG_MSG_LAYOUT) {
 		snprintf(err, errlen, "urgent channel: expected the LAYOUT acknowledgement, got %s",

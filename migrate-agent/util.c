@@ -82,6 +82,29 @@ void mig_json_hist(FILE *f, const uint64_t *hist)
 	fputc(']', f);
 }
 
+void mig_escape(char *out, size_t outlen, const void *text, size_t len)
+{
+	const uint8_t *t = text;
+	size_t o = 0;
+	if (!outlen)
+		return;
+	for (size_t i = 0; i < len && o + 5 < outlen; i++) {
+		if (t[i] >= 0x20 && t[i] < 0x7f && t[i] != '\\')
+			out[o++] = (char)t[i];
+		else
+			o += (size_t)snprintf(out + o, outlen - o,
+					      t[i] == '\\' ? "\\\\" : "\\x%02x", t[i]);
+	}
+	out[o] = 0;
+}
+
+void mig_error_text(const uint8_t *payload, char *out, size_t outlen)
+{
+	struct mig_error e;
+	memcpy(&e, payload, sizeof(e));
+	mig_escape(out, outlen, payload + sizeof(e), e.msg_len);
+}
+
 int mig_page_is_zero(const void *page)
 {
 	const uint64_t *p = page;

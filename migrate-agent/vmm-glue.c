@@ -7,13 +7,17 @@
  * talks to.  See include/migrate/vmm-glue.h for where `vmm run` calls in.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/kvm.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -32,12 +36,15 @@ static struct {
 	struct mig_dest *dest;
 	pthread_t watch, ctl, timer;
 	int watch_on, ctl_on, timer_on;
-	int ctl_fd;
+	int ctl_fd, ctl_client;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int finishing;
 	int dest_failed;
-} g = { .ctl_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+} g = { .ctl_fd = -1,
+	.ctl_client = -1,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER };
 
 static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out)
 {
@@ -170,6 +177,7 @@ static void *watch_thread(void *arg)
 	char err[400];
 	if (mig_dest_wait(g.dest, err, sizeof(err))) {
 		pr_vmm("incoming migration failed: %s\n", err);
+		write_dest_metrics();
 		fflush(NULL);
 		_exit(1);
 	}
@@ -190,6 +198,67 @@ static struct mig_opts lib_opts(const char *addr)
 		.progress = isatty(2),
 	};
 	return m;
+}
+
+/*
+ * SIGINT/SIGTERM while the destination waits for its source and its state
+ * (before runner_loop() watches signals): give the migration up cleanly.
+ * The signals are blocked in every thread (vmm run blocks them first), so
+ * they wait for this signalfd; stop_fd ends the watch when the state
+ * arrived.
+ */
+struct incoming_signals {
+	pthread_t thread;
+	int stop_fd[2];
+	unsigned signo; /* the signal that stopped the migration, 0 if none */
+};
+
+static void *incoming_signal_thread(void *arg)
+{
+	struct incoming_signals *is = arg;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	struct pollfd p[2] = { { .fd = sfd, .events = POLLIN },
+			       { .fd = is->stop_fd[0], .events = POLLIN } };
+	while (sfd >= 0 && poll(p, 2, -1) < 0 && errno == EINTR)
+		;
+	struct signalfd_siginfo si;
+	if (sfd >= 0 && (p[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si)) {
+		char why[96];
+		snprintf(why, sizeof(why), "stopped by signal %u before the migration completed",
+			 si.ssi_signo);
+		is->signo = si.ssi_signo;
+		mig_dest_abort(g.dest, why);
+	}
+	if (sfd >= 0)
+		close(sfd);
+	return NULL;
+}
+
+static int watch_incoming_signals(struct incoming_signals *is)
+{
+	is->signo = 0;
+	if (pipe2(is->stop_fd, O_CLOEXEC))
+		return -errno;
+	int r = pthread_create(&is->thread, NULL, incoming_signal_thread, is);
+	if (r) {
+		close(is->stop_fd[0]);
+		close(is->stop_fd[1]);
+		return -r;
+	}
+	return 0;
+}
+
+static void unwatch_incoming_signals(struct incoming_signals *is)
+{
+	if (write(is->stop_fd[1], "", 1) < 0)
+		pr_vmm("cannot stop the signal watch: %s\n", strerror(errno));
+	pthread_join(is->thread, NULL);
+	close(is->stop_fd[0]);
+	close(is->stop_fd[1]);
 }
 
 static int prepare_incoming(struct vm *vm)
@@ -221,9 +290,17 @@ static int prepare_incoming(struct vm *vm)
 		.load_state = dst_load,
 	};
 	pr_vmm("waiting for an incoming migration on %s\n", g.o->incoming);
+	struct incoming_signals is;
+	r = watch_incoming_signals(&is);
+	if (r) {
+		pr_vmm("cannot watch for signals: %s\n", strerror(-r));
+		return r;
+	}
 	r = mig_dest_incoming(g.dest, &dvm, err, sizeof(err));
+	unwatch_incoming_signals(&is);
 	if (r) {
 		pr_vmm("incoming migration failed: %s\n", err);
+		write_dest_metrics();
 		ram_stop_faults(ram);
 		mig_dest_free(g.dest);
 		g.dest = NULL;
@@ -345,64 +422,150 @@ static int migrate_out(const char *to, const struct mig_opts *m, char *err, size
 /*
  * Control socket: one line per connection,
  *   migrate to=tcp:H:P [precopy=N] [compress=0|1] [metrics=FILE] [recover-ms=N]
- * answered by one line, "ok" or "error MESSAGE".
+ * answered by "progress" lines every second while the migration runs (so
+ * the CLI can tell a long migration from a silent VMM), then one line, "ok"
+ * or "error MESSAGE".  A client that says nothing for CTL_READ_MS is
+ * dropped; a client that went away never hurts the VMM (MSG_NOSIGNAL).
  */
+#define CTL_READ_MS  5000
+#define CTL_BEAT_MS  1000
+#define CTL_LINE_MAX 1024
+
+static void ctl_say(int c, const char *line)
+{
+	size_t n = strlen(line);
+	if (send(c, line, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
+		return; /* the client went away or does not read: its loss */
+}
+
+/* One request line into line[CTL_LINE_MAX]; -1 when the client gave none in time. */
+static int ctl_read_line(int c, char *line)
+{
+	struct timeval tv = { .tv_sec = CTL_READ_MS / 1000 };
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	size_t n = 0;
+	while (n < CTL_LINE_MAX - 1) {
+		ssize_t k = read(c, line + n, CTL_LINE_MAX - 1 - n);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+		if (memchr(line, '\n', n))
+			break;
+	}
+	line[n] = 0;
+	line[strcspn(line, "\r\n")] = 0;
+	return n ? 0 : -1;
+}
+
+/* Parse "migrate to=... ..." into m (addr in to, metrics in metrics); -1 if malformed. */
+static int ctl_parse(char *line, struct mig_opts *m, char *to, size_t tolen, char *metrics,
+		     size_t mlen)
+{
+	char *save = NULL;
+	char *tok = strtok_r(line, " ", &save);
+	if (!tok || strcmp(tok, "migrate"))
+		return -1;
+	while ((tok = strtok_r(NULL, " ", &save))) {
+		if (!strncmp(tok, "to=", 3))
+			snprintf(to, tolen, "%s", tok + 3);
+		else if (!strncmp(tok, "precopy=", 8))
+			m->precopy_rounds = atoi(tok + 8);
+		else if (!strncmp(tok, "compress=", 9))
+			m->compress = atoi(tok + 9);
+		else if (!strncmp(tok, "recover-ms=", 11))
+			m->recover_ms = atoi(tok + 11);
+		else if (!strncmp(tok, "metrics=", 8))
+			snprintf(metrics, mlen, "%s", tok + 8);
+		else
+			return -1;
+	}
+	return to[0] ? 0 : -1;
+}
+
+/* "progress" to the client every CTL_BEAT_MS until told to stop. */
+struct ctl_beat {
+	pthread_t thread;
+	int client, stop;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+static void *ctl_beat_thread(void *arg)
+{
+	struct ctl_beat *b = arg;
+	pthread_mutex_lock(&b->lock);
+	while (!b->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += CTL_BEAT_MS / 1000;
+		if (pthread_cond_timedwait(&b->cond, &b->lock, &ts) == ETIMEDOUT && !b->stop)
+			ctl_say(b->client, "progress\n");
+	}
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
+/* Run one migration for a control client, with heartbeats; 0 on success. */
+static int ctl_migrate(int c, const char *to, const struct mig_opts *m, char *err, size_t errlen)
+{
+	struct ctl_beat b = { .client = c,
+			      .lock = PTHREAD_MUTEX_INITIALIZER,
+			      .cond = PTHREAD_COND_INITIALIZER };
+	int beating = pthread_create(&b.thread, NULL, ctl_beat_thread, &b) == 0;
+	int r = migrate_out(to, m, err, errlen);
+	if (beating) {
+		pthread_mutex_lock(&b.lock);
+		b.stop = 1;
+		pthread_cond_signal(&b.cond);
+		pthread_mutex_unlock(&b.lock);
+		pthread_join(b.thread, NULL);
+	}
+	return r;
+}
+
+/* Serve one control connection; 1 once serving ends (the VM migrated away, or the VMM exits). */
+static int ctl_serve(int c)
+{
+	char line[CTL_LINE_MAX], reply[600];
+	char to[256] = "", metrics[512] = "", err[400] = "";
+	struct mig_opts m = lib_opts(NULL);
+	/* While the request is awaited, migrate_finish() may cut it short. */
+	pthread_mutex_lock(&g.lock);
+	int finishing = g.finishing;
+	g.ctl_client = finishing ? -1 : c;
+	pthread_mutex_unlock(&g.lock);
+	int r = finishing ? -1 : ctl_read_line(c, line);
+	pthread_mutex_lock(&g.lock);
+	g.ctl_client = -1;
+	pthread_mutex_unlock(&g.lock);
+	if (r)
+		return finishing; /* an idle or empty client: dropped */
+	if (ctl_parse(line, &m, to, sizeof(to), metrics, sizeof(metrics))) {
+		ctl_say(c, "error bad request (expected: migrate to=tcp:H:P [precopy=N] "
+			   "[compress=1] [metrics=FILE] [recover-ms=N])\n");
+		return 0;
+	}
+	m.addr = to;
+	if (metrics[0])
+		m.metrics = metrics;
+	r = ctl_migrate(c, to, &m, err, sizeof(err));
+	snprintf(reply, sizeof(reply), r ? "error %s\n" : "ok\n", err);
+	ctl_say(c, reply);
+	return r == 0;
+}
+
 static void *ctl_thread(void *arg)
 {
 	for (;;) {
-		int c = accept(g.ctl_fd, NULL, NULL);
+		int c = accept4(g.ctl_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			break;
 		}
-		char line[1024];
-		size_t n = 0;
-		while (n < sizeof(line) - 1) {
-			ssize_t k = read(c, line + n, sizeof(line) - 1 - n);
-			if (k <= 0)
-				break;
-			n += (size_t)k;
-			if (memchr(line, '\n', n))
-				break;
-		}
-		line[n] = 0;
-		line[strcspn(line, "\r\n")] = 0;
-		struct mig_opts m = lib_opts(NULL);
-		char to[256] = "", metrics[512] = "", err[400] = "";
-		char *save = NULL;
-		char *tok = strtok_r(line, " ", &save);
-		int bad = !tok || strcmp(tok, "migrate");
-		while (!bad && (tok = strtok_r(NULL, " ", &save))) {
-			if (!strncmp(tok, "to=", 3))
-				snprintf(to, sizeof(to), "%s", tok + 3);
-			else if (!strncmp(tok, "precopy=", 8))
-				m.precopy_rounds = atoi(tok + 8);
-			else if (!strncmp(tok, "compress=", 9))
-				m.compress = atoi(tok + 9);
-			else if (!strncmp(tok, "recover-ms=", 11))
-				m.recover_ms = atoi(tok + 11);
-			else if (!strncmp(tok, "metrics=", 8))
-				snprintf(metrics, sizeof(metrics), "%s", tok + 8);
-			else
-				bad = 1;
-		}
-		if (bad || !to[0]) {
-			dprintf(c, "error bad request (expected: migrate to=tcp:H:P [precopy=N] "
-				   "[compress=1] [metrics=FILE] [recover-ms=N])\n");
-			close(c);
-			continue;
-		}
-		m.addr = to;
-		if (metrics[0])
-			m.metrics = metrics;
-		int r = migrate_out(to, &m, err, sizeof(err));
-		if (r == 0)
-			dprintf(c, "ok\n");
-		else
-			dprintf(c, "error %s\n", err);
+		int migrated = ctl_serve(c);
 		close(c);
-		if (r == 0)
+		if (migrated)
 			break;
 	}
 	return arg;
@@ -487,6 +650,34 @@ int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
 	return 0;
 }
 
+/*
+ * The destination's VM stopped while pages may still be on their way.  A
+ * guest that finished by itself: keep receiving, so the source can finish.
+ * A guest that crashed (triple fault, a failed entry), or a VMM told to
+ * stop by a signal: the migration failed, and the source must hear so
+ * rather than a COMPLETE.
+ */
+static void stop_incoming_with_vm(struct vm *vm)
+{
+	int status = 0;
+	char why[160];
+	if (mig_dest_status(g.dest) != 0 || vm_wait(vm, 0, &status) != 1)
+		return;
+	if (status >= 128) {
+		snprintf(why, sizeof(why), "the destination VMM was stopped by signal %d",
+			 status - 128);
+	} else if (status < 0 && status != -EINTR) {
+		snprintf(why, sizeof(why), "the guest failed at the destination (%s)",
+			 strerror(-status));
+	} else {
+		pr_vmm("guest stopped; waiting for the remaining pages so the source can "
+		       "finish\n");
+		return;
+	}
+	pr_vmm("%s: the migration failed\n", why);
+	mig_dest_abort(g.dest, why);
+}
+
 int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 {
 	pthread_mutex_lock(&g.lock);
@@ -497,16 +688,18 @@ int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 		pthread_join(g.timer, NULL);
 	if (g.ctl_fd >= 0) {
 		shutdown(g.ctl_fd, SHUT_RDWR);
+		/* A client that connected and says nothing must not keep us here. */
+		pthread_mutex_lock(&g.lock);
+		if (g.ctl_client >= 0)
+			shutdown(g.ctl_client, SHUT_RDWR);
+		pthread_mutex_unlock(&g.lock);
 		if (g.ctl_on)
 			pthread_join(g.ctl, NULL);
 		close(g.ctl_fd);
 		unlink(o->control);
 	}
 	if (g.watch_on) {
-		/* The guest may finish before its last page arrived: keep serving. */
-		if (mig_dest_status(g.dest) == 0)
-			pr_vmm("guest stopped; waiting for the remaining pages so the source "
-			       "can finish\n");
+		stop_incoming_with_vm(vm);
 		pthread_join(g.watch, NULL);
 	}
 	if (g.dest) {

@@ -121,6 +121,8 @@ int cmd_run(int argc, char **argv)
 				  .trace_reports = o.trace_reports };
 	if (runner_backend(&o, &cfg.lazy) < 0)
 		return VMM_EXIT_ERROR;
+	/* Before any thread exists: every thread inherits the mask. */
+	runner_block_signals();
 	r = vm_create(&cfg, &vm, &why);
 	if (r < 0) {
 		pr_err("%s: %s", why, strerror(-r));
@@ -157,7 +159,6 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 start:
-	runner_block_signals();
 	r = vm_start(vm);
 	if (r < 0) {
 		pr_err("cannot start the vCPUs: %s", strerror(-r));

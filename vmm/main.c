@@ -3,6 +3,7 @@
  * vmm: a minimal KVM virtual machine monitor whose guest RAM can be served
  * by user-space page faults.  `vmm help` lists the commands.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,8 @@ static int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* A peer that went away is an error return (EPIPE), never our death. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		cmd_help(argc, argv);
 		return VMM_EXIT_USAGE;

@@ -18,6 +18,9 @@
  *   intruder             a "recovery" by a third party during a healthy link
  *   idlers               three silent connections ahead of the real recovery
  *   stall                half the pages, then silence with the links open
+ *   ansi-error           an ERROR with terminal escapes and a forged log line
+ *   bad-state            a migration of a snapshot (--snapshot FILE) whose
+ *                        state has a non-canonical RIP: the guest crashes
  * Destination-side cases (the peer under test is a source; this listens):
  *   evil-request         a PAGE_REQUEST outside RAM
  *   drop-precopy         hangs up as soon as the channels are open
@@ -43,6 +46,7 @@
 
 static uint64_t ram_size = 16 << 20;
 static uint64_t session = 0x5eed;
+static const char *snapshot_path = "";
 
 static void send_raw(int fd, const void *buf, size_t len)
 {
@@ -586,6 +590,96 @@ static int case_stall(struct sess *s)
 		pause();
 }
 
+/* FNV-1a 64 of a VMM state blob, its checksum field (offset 24) read as 0. */
+static uint64_t state_checksum(const uint8_t *blob, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (i >= 24 && i < 32) ? 0 : blob[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/*
+ * A snapshot of `vmm run --save-after MS FILE` (vmm/snapshot.h): its RAM
+ * becomes the session's, its state blob gets a non-canonical RIP (vCPU 0's
+ * struct kvm_regs is the first section: RIP at byte 64 + 16 + 16 * 8) and a
+ * checksum that matches again, so the VMM accepts it and the guest crashes.
+ */
+static int load_bad_state(struct sess *s, const char *path, uint8_t **blob, size_t *blob_len)
+{
+	FILE *f = fopen(path, "rb");
+	uint64_t h[8];
+	if (!f || fread(h, 8, 8, f) != 8) {
+		fprintf(stderr, "mig-evil: cannot read the snapshot %s\n", path);
+		return -1;
+	}
+	uint64_t state_off = h[2], state_size = h[3], ram_off = h[4], ram = h[5];
+	ram_size = ram;
+	s->nr_pages = ram / MIG_PAGE_SIZE;
+	s->ram = calloc(1, ram);
+	*blob = malloc(state_size);
+	*blob_len = state_size;
+	if (!s->ram || !*blob || state_size < 256 || fseek(f, (long)state_off, SEEK_SET) ||
+	    fread(*blob, 1, state_size, f) != state_size || fseek(f, (long)ram_off, SEEK_SET)) {
+		fprintf(stderr, "mig-evil: bad snapshot %s\n", path);
+		return -1;
+	}
+	size_t got = fread(s->ram, 1, ram, f); /* zero pages at the end may be holes */
+	(void)got;
+	fclose(f);
+	uint64_t rip = 0x8000000000001000ull;
+	memcpy(*blob + 64 + 16 + 16 * 8, &rip, 8);
+	uint64_t sum = state_checksum(*blob, state_size);
+	memcpy(*blob + 24, &sum, 8);
+	return 0;
+}
+
+/*
+ * bad-state: a whole, well-formed migration whose VM state the guest cannot
+ * run.  The guest crashes at the destination: that is a failed migration,
+ * to be reported to the source, never COMPLETE.
+ */
+static int case_bad_state(struct sess *s, const char *snapshot)
+{
+	uint8_t *blob;
+	size_t len;
+	if (load_bad_state(s, snapshot, &blob, &len) || sess_open(s, &s->u, MIG_CHAN_URGENT, 0) ||
+	    sess_open(s, &s->b, MIG_CHAN_BULK, 0) || sess_layout(s) || sess_switch(s, 0))
+		return 1;
+	struct mig_state_hdr sh = { .blob_len = len };
+	mig_conn_send(&s->u, MIG_MSG_STATE, &sh, sizeof(sh), blob, len);
+	free(blob);
+	sess_push(s, 0, s->nr_pages, NULL);
+	struct mig_frame_hdr fh;
+	const uint8_t *p;
+	for (;;) {
+		int r = recv_frame(&s->u, 60000, &fh, &p);
+		if (r || fh.type == MIG_MSG_ERROR) {
+			fprintf(stderr, "mig-evil: the destination %s\n",
+				r ? "hung up" : "reported an error");
+			return 0;
+		}
+		if (fh.type == MIG_MSG_COMPLETE) {
+			fprintf(stderr, "mig-evil: COMPLETE although the guest crashed\n");
+			return 3;
+		}
+	}
+}
+
+/* ansi-error: an ERROR whose text would paint the terminal and forge a log line. */
+static int case_ansi_error(struct sess *s)
+{
+	static const char text[] = "\x1b[2J\x1b[31mboom\nmemtest: dest: checksum ok 0xdeadbeef";
+	if (sess_start(s))
+		return 1;
+	struct mig_error e = { .code = MIG_ERR_INTERNAL, .msg_len = sizeof(text) - 1 };
+	mig_conn_send(&s->b, MIG_MSG_ERROR, &e, sizeof(e), text, e.msg_len);
+	linger(s->b.fd);
+	return 0;
+}
+
 static int evil_session(const char *cs, struct sockaddr_in *sa)
 {
 	struct sess s = { .sa = *sa, .u.fd = -1, .b.fd = -1 };
@@ -600,6 +694,10 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
 		r = case_idlers(&s);
 	else if (!strcmp(cs, "stall"))
 		r = case_stall(&s);
+	else if (!strcmp(cs, "ansi-error"))
+		r = case_ansi_error(&s);
+	else if (!strcmp(cs, "bad-state"))
+		r = case_bad_state(&s, snapshot_path);
 	sess_close(&s);
 	free(s.ram);
 	free(s.have);
@@ -704,11 +802,14 @@ static int evil_dest(const char *cs, struct sockaddr_in *sa)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: mig-evil CASE tcp:HOST:PORT [--mem SIZE]\n");
+		fprintf(stderr,
+			"usage: mig-evil CASE tcp:HOST:PORT [--mem MiB | --snapshot FILE]\n");
 		return 2;
 	}
 	if (argc >= 5 && !strcmp(argv[3], "--mem"))
 		ram_size = strtoull(argv[4], NULL, 0) << 20;
+	if (argc >= 5 && !strcmp(argv[3], "--snapshot"))
+		snapshot_path = argv[4];
 	struct sockaddr_in sa;
 	char err[200];
 	if (mig_addr_parse(argv[2], &sa, err, sizeof(err))) {
@@ -721,7 +822,8 @@ int main(int argc, char **argv)
 	    !strcmp(cs, "lying-complete"))
 		return evil_dest(cs, &sa);
 	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
-	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall"))
+	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall") ||
+	    !strcmp(cs, "bad-state") || !strcmp(cs, "ansi-error"))
 		return evil_session(cs, &sa);
 	u.fd = b.fd = -1;
 	int r = evil_source(argv[1], &sa);

@@ -350,6 +350,18 @@ static void *toucher_thread(void *arg)
 	return arg;
 }
 
+/* The destination's resident memory at the end, for the memory check. */
+static void print_rss(void)
+{
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6) || !strncmp(line, "VmHWM:", 6))
+			fprintf(stderr, "memtest: dest: %s", line);
+	if (f)
+		fclose(f);
+}
+
 static int run_dest(struct mig_opts *o)
 {
 	char err[400];
@@ -412,6 +424,7 @@ static int run_dest(struct mig_opts *o)
 		}
 	}
 	uint32_t sum = mig_crc32c(0, ram, ram_size);
+	print_rss(); /* while the migration object lives, as in the VMM */
 	mig_dest_free(dest);
 	if (!have_state || sum != expect_sum) {
 		fprintf(stderr, "memtest: dest: CHECKSUM MISMATCH: 0x%08x, source had 0x%08x\n",

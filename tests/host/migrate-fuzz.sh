@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# migrate-fuzz: run the wire-protocol parser's libFuzzer target
-# (build/fuzz/wire-fuzz, ASan+UBSan) for a fixed number of inputs, starting
-# from a seed corpus of valid frames.  Any crash, sanitizer report or abort
-# fails the test.
+# migrate-fuzz: run the libFuzzer targets (ASan+UBSan) for a fixed number of
+# inputs each: the wire-protocol parser (build/fuzz/wire-fuzz), from seeds
+# of valid frames, and the destination's state machine (build/fuzz/dest-fuzz:
+# whole sessions against a fake VM, invariants of the page record), from
+# the corpus in migrate-agent/fuzz/corpus/dest.  Any crash, sanitizer report
+# or abort (a broken invariant) fails the test.
 # timeout: 120
 set -uo pipefail
 . tests/host/migrate-lib.bash
 fuzz=build/fuzz/wire-fuzz
-if [ ! -x "$fuzz" ]; then
+if [ ! -x "$fuzz" ] || [ ! -x build/fuzz/dest-fuzz ]; then
 	make -s fuzz > "$work/build.log" 2>&1 || { cat "$work/build.log" >&2; skip "cannot build the libFuzzer target (clang -fsanitize=fuzzer)"; }
 fi
 mkdir -p "$work/corpus"
@@ -25,7 +27,7 @@ def frame(t, payload, seq=0):
     h = struct.pack('<IHHIII', 0x474d4350, t, 0, len(payload), seq, crc32c(payload))
     return h + struct.pack('<I', crc32c(h))
 ram = 16 * 4096 * 2
-hello = struct.pack('<IHHIIQQII', 1, 1, 1, 4096, 0, 7, ram, 0, 0)
+hello = struct.pack('<IHHIIQQII', 2, 1, 1, 4096, 0, 7, ram, 0, 0)
 layout = struct.pack('<QII', ram, 4096, 1) + struct.pack('<QQ', 0, ram) + bytes(16 * 7)
 page = struct.pack('<QHHI', 4096, 0, 2, 4096) + bytes(range(256)) * 16
 zero = struct.pack('<QHHI', 8192, 1, 0, 0)
@@ -47,4 +49,12 @@ rc=$?
 tail -n 5 "$work/fuzz.log"
 [ "$rc" = 0 ] || { tail -n 40 "$work/fuzz.log" >&2; fail "the fuzzer found a crash (exit $rc)"; }
 grep -q "Done 300000 runs" "$work/fuzz.log" || fail "the fuzzer did not complete its runs"
-echo "migrate-fuzz: 300000 inputs, no crash"
+mkdir -p "$work/dest-corpus"
+cp migrate-agent/fuzz/corpus/dest/* "$work/dest-corpus/"
+build/fuzz/dest-fuzz -runs=100000 -max_len=8192 -timeout=10 "$work/dest-corpus" \
+	> "$work/dest-fuzz.log" 2>&1
+rc=$?
+tail -n 3 "$work/dest-fuzz.log"
+[ "$rc" = 0 ] || { tail -n 40 "$work/dest-fuzz.log" >&2; fail "dest-fuzz found a crash or a broken invariant (exit $rc)"; }
+grep -q "Done 100000 runs" "$work/dest-fuzz.log" || fail "dest-fuzz did not complete its runs"
+echo "migrate-fuzz: 300000 parser inputs, 100000 destination sessions, no crash"

@@ -54,6 +54,27 @@ if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
 		grep -q "guest exited" "$work/vmm-$c.err" && fail "vmm $c: a guest ran"
 		echo "vmm $c: rejected: $(grep 'incoming migration failed' "$work/vmm-$c.err" | tail -n1)"
 	done
+	# A well-formed migration whose state the guest cannot run (a
+	# non-canonical RIP): the guest crashes at the destination, which must
+	# tell the source it failed, never COMPLETE.
+	"$BIN/vmm" run --image "$GUEST" --mem 16M --cmdline "workload=random iters=100000 quiet=1" \
+		--save-after 300 "$work/snap" > /dev/null 2> "$work/snap.err" ||
+		{ cat "$work/snap.err" >&2; fail "bad-state: no snapshot"; }
+	port=$(free_port)
+	"$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-bs.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$port"
+	timeout 60 "$BIN/mig-evil" bad-state "tcp:127.0.0.1:$port" --snapshot "$work/snap" \
+		2> "$work/bs-e.err"
+	erc=$?
+	wait_status "$dpid" "bad-state: the destination"
+	rc=$?
+	cat "$work/bs-e.err" "$work/vmm-bs.err"
+	[ "$erc" = 0 ] || fail "bad-state: COMPLETE for a crashed guest (status $erc)"
+	[ "$rc" = 1 ] || fail "bad-state: destination exit status $rc"
+	grep -q "incoming migration failed: the guest failed" "$work/vmm-bs.err" ||
+		fail "bad-state: no clear message"
 fi
 
 port=$(free_port)
@@ -65,6 +86,18 @@ wait_listen "$port"
 grep -q "PAGE_REQUEST address .* outside guest RAM" "$work/src.err" ||
 	{ cat "$work/src.err" >&2; fail "evil-request: no clear message at the source"; }
 echo "evil-request: rejected: $(tail -n1 "$work/src.err")"
+# Peer text is escaped before it is printed: no terminal escapes, no forged
+# log lines.
+start_memtest_dest ansi
+timeout 60 "$BIN/mig-evil" ansi-error "tcp:127.0.0.1:$dport" --mem 4 2> /dev/null
+wait_status "$dpid" "ansi: the destination"
+rc=$?
+cat -v "$work/ansi-d.err"
+[ "$rc" = 1 ] || fail "ansi: destination exit status $rc"
+grep -q "source reported an error: .x1b" "$work/ansi-d.err" || fail "ansi: no escaped message"
+grep -q $'\x1b' "$work/ansi-d.err" && fail "ansi: a raw escape sequence reached the log"
+grep -q "^memtest: dest: checksum ok 0xdeadbeef" "$work/ansi-d.err" && fail "ansi: a forged log line"
+
 # A destination that claims COMPLETE right after STATE: the source must not
 # believe it (it has not sent the pages), and must say so.
 port=$(free_port)

@@ -38,4 +38,20 @@ check_json "$work/postcopy-s.json" '.pages_zero > 0' "postcopy: zero pages did n
 run precopy-zstd "--precopy-rounds 2 --compress" "--touch random"
 check_json "$work/precopy-zstd-s.json" '.pages_precopy == .pages and .pages_zstd > 0' "precopy-zstd: precopy or zstd not used"
 run seq "" "--touch seq"
+
+# Memory: the precopy staging buffer is freed as its pages are installed,
+# so the destination ends with about the guest RAM resident, not twice it.
+port=$(free_port)
+"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 96M --touch none \
+	> /dev/null 2> "$work/rss-d.err" &
+dpid=$!
+pids+=("$dpid")
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 96M --precopy-rounds 1 \
+	2> "$work/rss-s.err" || { cat "$work/rss-s.err" >&2; fail "rss: source failed"; }
+wait "$dpid" || { cat "$work/rss-d.err" >&2; fail "rss: destination failed"; }
+rss=$(sed -n 's/.*VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "$work/rss-d.err")
+[ -n "$rss" ] || fail "rss: not reported"
+echo "rss: destination resident $((rss / 1024)) MiB for a 96 MiB guest after precopy"
+[ "$rss" -lt $((96 * 1024 * 5 / 4 + 16 * 1024)) ] || fail "rss: $rss kB resident: the staged copy was kept"
 echo "migrate-memtest: all runs passed"

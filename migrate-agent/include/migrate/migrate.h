@@ -132,6 +132,15 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off);
  */
 int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen);
 
+/*
+ * Give up the incoming migration (thread safe, e.g. from a signal-handling
+ * thread): the source gets ERROR with why, mig_dest_incoming() and
+ * mig_dest_wait() return -ECANCELED with why.  Used when the process is
+ * told to stop, and when the guest crashed at the destination: a crashed
+ * guest is a failed migration, never COMPLETE.
+ */
+void mig_dest_abort(struct mig_dest *d, const char *why);
+
 /* Non-blocking: 1 once every page arrived, -1 once failed, 0 while running. */
 int mig_dest_status(struct mig_dest *d);
 

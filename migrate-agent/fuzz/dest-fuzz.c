@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dest-fuzz: libFuzzer target for the destination's protocol logic, not
+ * only its parser.  It includes dest.c to reach its static steps, builds a
+ * destination around a fake VM (RAM with its own "page tables": a present
+ * bit per page, installs that say -EEXIST for a present page) and plays one
+ * whole session of frames from the source on the two channels, exactly as
+ * the receive threads do (header and payload checks, then rx_frame()).
+ *
+ * Input: byte 0 picks the start (precopy phase or after the switch-over,
+ * zstd agreed or not, RAM of 16..128 pages, CRC repair); then frames, each
+ * preceded by a byte whose low bit picks the channel and whose bit 1 breaks
+ * the link first (before STATE: the reconnection's reset_before_state()).  With CRC repair the
+ * fuzzer's mutations reach the messages' contracts and the state machine
+ * instead of dying at a checksum.
+ *
+ * Invariants checked after every session (abort() when broken):
+ *   - the page record and the fake page tables agree: PRESENT <=> present;
+ *     no page is left INSTALLING;
+ *   - the received counter equals the number of PRESENT pages;
+ *   - COMPLETE went out only with every page PRESENT;
+ *   - every rejection came with a message.
+ */
+#include "../dest.c"
+
+#include <fcntl.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct {
+	uint8_t *ram, *present;
+	uint64_t nr_pages;
+} fake;
+
+static int fake_install(void *ctx, uint64_t off, const void *page)
+{
+	(void)ctx;
+	uint64_t i = off / MIG_PAGE_SIZE;
+	if (off % MIG_PAGE_SIZE || i >= fake.nr_pages)
+		abort(); /* the library must never install outside RAM */
+	if (fake.present[i])
+		return -EEXIST;
+	if (page)
+		memcpy(fake.ram + off, page, MIG_PAGE_SIZE);
+	else
+		memset(fake.ram + off, 0, MIG_PAGE_SIZE);
+	fake.present[i] = 1;
+	return 0;
+}
+
+static int fake_install_run(void *ctx, uint64_t off, void *pages, uint64_t n)
+{
+	int dups = 0;
+	for (uint64_t k = 0; k < n; k++) {
+		int r = fake_install(ctx, off + k * MIG_PAGE_SIZE,
+				     pages ? (uint8_t *)pages + k * MIG_PAGE_SIZE : NULL);
+		if (r == -EEXIST)
+			dups++;
+		else if (r)
+			return r;
+	}
+	return dups;
+}
+
+static int fake_load_state(void *ctx, const void *blob, size_t len)
+{
+	(void)ctx;
+	(void)blob;
+	return len ? 0 : -EINVAL;
+}
+
+/* A destination in the state the start byte asks for; sends go to /dev/null. */
+static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devnull)
+{
+	struct mig_dest *d = calloc(1, sizeof(*d));
+	d->o.idle_ms = d->o.recover_ms = 1000;
+	d->vm = vm;
+	d->nr_pages = fake.nr_pages;
+	d->pst = calloc(d->nr_pages, 1);
+	d->t_fault = calloc(d->nr_pages, 8);
+	d->t_arr = calloc(d->nr_pages, sizeof(*d->t_arr));
+	d->stage = calloc(d->nr_pages, MIG_PAGE_SIZE);
+	d->lfd = -1;
+	pthread_mutex_init(&d->req_lock, NULL);
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->lat_lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	d->features = (mode & 2) ? MIG_FEAT_ZSTD : 0;
+	struct mig_conn *c[2];
+	for (int k = 0; k < 2; k++) {
+		/* No receive buffer: frames come from the input, not the fd. */
+		c[k] = calloc(1, sizeof(*c[k]));
+		c[k]->fd = dup(devnull);
+		c[k]->name = k ? "bulk" : "urgent";
+		pthread_mutex_init(&c[k]->tx_lock, NULL);
+		c[k]->wire = (struct mig_wire_ctx){ .ram_size = vm->ram_size,
+						    .features = d->features,
+						    .hello_seen = 1,
+						    .peer_role = MIG_ROLE_SOURCE };
+	}
+	d->urg = c[0];
+	d->bulk = c[1];
+	d->link_ok = 1;
+	if (mode & 1) { /* after the switch-over: the vCPUs run */
+		d->phase0_done = d->state_rx = 1;
+		d->t_resumed = mig_now_ns();
+	}
+	return d;
+}
+
+static void check_invariants(struct mig_dest *d)
+{
+	uint64_t present = 0;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		if (d->pst[i] == PG_INSTALLING || (d->pst[i] == PG_PRESENT) != fake.present[i])
+			abort();
+		present += d->pst[i] == PG_PRESENT;
+	}
+	if (d->received != present)
+		abort();
+	if (d->complete_sent && present != d->nr_pages)
+		abort();
+}
+
+static void free_dest(struct mig_dest *d)
+{
+	free_conn(d->urg);
+	free_conn(d->bulk);
+	free(d->pst);
+	free(d->t_fault);
+	free(d->t_arr);
+	free(d->stage);
+	free(d->lat.ns);
+	free(d);
+}
+
+/* Fix the CRCs of the frame at buf (len bytes available), as a sender would. */
+static void repair(uint8_t *buf, size_t len)
+{
+	struct mig_frame_hdr h;
+	memcpy(&h, buf, sizeof(h));
+	uint32_t n = h.len <= len - sizeof(h) ? h.len : (uint32_t)(len - sizeof(h));
+	mig_frame_hdr_init(&h, h.type, h.len, h.seq, mig_crc32c(0, buf + sizeof(h), n));
+	memcpy(buf, &h, sizeof(h));
+}
+
+/* Play the frames; returns when the stream ends or the destination gave up. */
+static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, int fix)
+{
+	char err[320];
+	size_t off = 0;
+	while (len - off > 1 + sizeof(struct mig_frame_hdr) && !d->failed) {
+		struct mig_conn *c = (s[off] & 1) ? d->bulk : d->urg;
+		struct run *rn = &run[s[off] & 1];
+		if ((s[off] & 2) && !d->state_rx) {
+			for (int k = 0; k < 2 && !d->failed; k++)
+				flush_run(d, &run[k]);
+			reset_before_state(d);
+		}
+		off++;
+		if (fix)
+			repair(s + off, len - off);
+		struct mig_frame_hdr h;
+		memcpy(&h, s + off, sizeof(h));
+		err[0] = 0;
+		int r = mig_check_hdr(&h, err, sizeof(err));
+		if (!r && h.len > len - off - sizeof(h))
+			return; /* the stream ends inside this frame */
+		if (!r)
+			r = mig_check_payload(&c->wire, &h, s + off + sizeof(h), err, sizeof(err));
+		if (!r)
+			r = rx_frame(d, c, rn, &h, s + off + sizeof(h), err, sizeof(err));
+		if (r < 0 && !d->failed) {
+			if (!err[0])
+				abort(); /* every rejection has a message */
+			fail_dest(d, "%s", err);
+		}
+		if (h.type != MIG_MSG_PAGE || r)
+			for (int k = 0; k < 2 && !d->failed; k++)
+				flush_run(d, &run[k]);
+		off += sizeof(h) + h.len;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int devnull = -1;
+	static uint8_t *runbuf[2];
+	if (devnull < 0) {
+		devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		for (int k = 0; k < 2; k++)
+			runbuf[k] = aligned_alloc(MIG_PAGE_SIZE, RUN_MAX * MIG_PAGE_SIZE);
+	}
+	if (size < 1)
+		return 0;
+	uint8_t mode = data[0];
+	fake.nr_pages = 16u << ((mode >> 2) & 3);
+	fake.ram = calloc(fake.nr_pages, MIG_PAGE_SIZE);
+	fake.present = calloc(fake.nr_pages, 1);
+	struct mig_dest_vm vm = {
+		.ram_size = fake.nr_pages * MIG_PAGE_SIZE,
+		.nr_regions = 1,
+		.regions = { { .gpa = 0, .size = fake.nr_pages * MIG_PAGE_SIZE } },
+		.install = fake_install,
+		.install_run = (mode & 0x20) ? fake_install_run : NULL,
+		.load_state = fake_load_state,
+	};
+	struct mig_dest *d = fake_dest(&vm, mode, devnull);
+	struct run run[2] = { { .buf = runbuf[0] }, { .buf = runbuf[1] } };
+	uint8_t *copy = malloc(size);
+	memcpy(copy, data, size);
+	play(d, run, copy + 1, size - 1, (mode & 0x10) != 0);
+	for (int k = 0; k < 2 && !d->failed; k++)
+		flush_run(d, &run[k]);
+	if (!d->failed && d->phase0_done)
+		try_complete(d);
+	check_invariants(d);
+	free(copy);
+	free_dest(d);
+	free(fake.ram);
+	free(fake.present);
+	mig_wire_thread_cleanup();
+	return 0;
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# migrate-signals: process hygiene of the VMM's migration (issue 10, defect
+# 8).  (1) SIGTERM stops a destination that waits for its source cleanly,
+# with a message and its metrics; (2) the CLI interrupted, then the
+# migration fails before the switch-over: the source VMM survives (no
+# SIGPIPE) and its VM goes on; (3) an idle control client does not keep the
+# VMM from exiting; (4) the CLI gives up on a silent (SIGSTOPped) VMM.
+# timeout: 120
+set -uo pipefail
+. tests/host/migrate-lib.bash
+for p in vmm migrate-agent mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+[ -f "$GUEST" ] || fail "$GUEST is not built"
+[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+
+wait_for() { # file regex what
+	for _ in $(seq 600); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.05; done
+	cat "$1" >&2
+	fail "$3: never saw /$2/"
+}
+
+# 1. SIGTERM while the destination waits for a source.
+port=$(free_port)
+"$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" --migrate-metrics "$work/term.json" \
+	> /dev/null 2> "$work/term.err" &
+vpid=$!
+pids+=("$vpid")
+wait_listen "$port"
+kill -TERM "$vpid"
+wait_status "$vpid" "sigterm: the destination" 30
+rc=$?
+cat "$work/term.err"
+[ "$rc" = 1 ] || fail "sigterm: destination exit status $rc (143: killed without a word)"
+grep -q "signal 15" "$work/term.err" || fail "sigterm: no message"
+check_json "$work/term.json" '.role == "destination"' "sigterm: no metrics"
+
+# 2. The CLI goes away, then the migration fails before the switch-over.
+port=$(free_port)
+"$BIN/mig-evil" silent-layout "tcp:127.0.0.1:$port" 2> /dev/null &
+pids+=($!)
+wait_listen "$port"
+sock=$work/vm2.sock
+"$BIN/vmm" run --image "$GUEST" --mem 16M --cmdline "workload=random iters=1000000 quiet=1" \
+	--control "$sock" > /dev/null 2> "$work/pipe.err" &
+vpid=$!
+pids+=("$vpid")
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" --recover-ms 1000 \
+	> /dev/null 2> /dev/null &
+apid=$!
+wait_for "$work/pipe.err" "migrating to" "sigpipe"
+kill -TERM "$apid" # (a background job ignores SIGINT)
+wait "$apid" 2> /dev/null
+wait_for "$work/pipe.err" "the VM goes on here" "sigpipe"
+sleep 0.2 # the VMM answers the CLI right after that message
+kill -0 "$vpid" 2> /dev/null || { cat "$work/pipe.err" >&2; fail "sigpipe: the source VMM died"; }
+kill -TERM "$vpid"
+wait_status "$vpid" "sigpipe: the source VMM" 30
+echo "sigpipe: the source VMM survived its CLI"
+
+# 3. An idle control client: the VMM still exits when its guest is done.
+sock=$work/vm3.sock
+"$BIN/vmm" run --image "$GUEST" --mem 16M --cmdline "workload=random iters=5000 quiet=1" \
+	--control "$sock" > /dev/null 2> "$work/idle.err" &
+vpid=$!
+pids+=("$vpid")
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(90)' "$sock" &
+pids+=($!)
+wait_status "$vpid" "idle client: the VMM" 60
+echo "idle client: the VMM exited with status $?"
+
+# 4. A silent (stopped) VMM: the CLI gives up within its deadline.
+sock=$work/vm4.sock
+"$BIN/vmm" run --image "$GUEST" --mem 16M --cmdline "workload=random iters=1000000 quiet=1" \
+	--control "$sock" > /dev/null 2> "$work/stop.err" &
+vpid=$!
+pids+=("$vpid")
+for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+kill -STOP "$vpid"
+timeout 60 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:1" --idle-ms 1000 \
+	2> "$work/stop-agent.err"
+rc=$?
+kill -CONT "$vpid"
+kill -TERM "$vpid"
+cat "$work/stop-agent.err"
+[ "$rc" = 1 ] || fail "silent VMM: migrate-agent exit status $rc (124: it hung)"
+grep -q "silent" "$work/stop-agent.err" || fail "silent VMM: no clear message"
+echo "migrate-signals: passed"
