@@ -48,7 +48,9 @@ if (which eq 'downtime') {
 }
 
 if (which eq 'bysize') {
-	set multiplot layout 2,3 title "How each figure grows with guest size (x: MiB, log2)"
+	# data: size, then median min max of downtime ms, total ms, MiB sent,
+	# fault p50 us, fault p99 us, blocktime ms (columns 2-4, 5-7, ... 17-19)
+	set multiplot layout 2,3 title "How each figure grows with guest size: median of the runs, bars min to max (x: MiB, log2)"
 	set logscale x 2
 	set logscale y 10
 	set key inside left top font ",8"
@@ -56,22 +58,22 @@ if (which eq 'bysize') {
 	set ylabel "ms"
 	set title "downtime"
 	set yrange [0.05:5000]   # headroom for the key
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:2 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:2:3:4 with yerrorlines lw 2 title c
 	set title "total migration time"
 	unset key
 	set yrange [*:*]
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:3 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:5:6:7 with yerrorlines lw 2 title c
 	set title "bytes sent"
 	set ylabel "MiB"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:4 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:8:9:10 with yerrorlines lw 2 title c
 	set title "demand-fault latency p50"
 	set ylabel "us"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:5 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:11:12:13 with yerrorlines lw 2 title c
 	set title "demand-fault latency p99"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:6 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:14:15:16 with yerrorlines lw 2 title c
 	set title "vCPU blocktime (sum of fault latencies)"
 	set ylabel "ms"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:7 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:17:18:19 with yerrorlines lw 2 title c
 	unset multiplot
 }
 
