@@ -90,6 +90,7 @@ struct mig_dest {
 	int hs_failed; /* a malformed first connection: why in hs_why */
 	char hs_why[300];
 	struct mig_conn *pend_urg, *pend_bulk;
+	uint32_t pend_attempt; /* the source's connection attempt they belong to */
 
 	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
 	    dedup, pages_zero;
@@ -207,8 +208,6 @@ static void try_complete(struct mig_dest *d)
 }
 
 /* ---- Installing ---- */
-
-#define FRAME_MAX (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
 
 /*
  * Claim page i for installing (-> PG_INSTALLING): its previous state, or -1
@@ -424,12 +423,6 @@ struct rx_arg {
 	struct mig_conn *c;
 };
 
-static int link_error(int r)
-{
-	return r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN || r == -ETIMEDOUT ||
-	       r == -EHOSTUNREACH || r == -ENETUNREACH || r == -ECONNABORTED;
-}
-
 /* A precopy page: staged (not installed) until the switch-over. */
 static int stage_page(struct mig_dest *d, uint64_t i, const struct mig_page *pg,
 		      const uint8_t *data, char *err, size_t errlen)
@@ -468,7 +461,7 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
 	int r = run_add(d, run, i, &pg, data, kind, err, errlen);
 	/* Nothing waits behind a run: install it before recv may block. */
-	if (!r && mig_conn_buffered(c) < FRAME_MAX)
+	if (!r && mig_conn_buffered(c) < MIG_PAGE_FRAME_MAX)
 		r = flush_run(d, run);
 	return r;
 }
@@ -529,7 +522,7 @@ static int rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 /* A receive error r on c: a broken link (recoverable) or a hostile stream. */
 static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char *err)
 {
-	if (link_error(r)) {
+	if (mig_link_error(r)) {
 		/* Recoverable: the supervisor (or incoming) takes over. */
 		pthread_mutex_lock(&d->lock);
 		if (!d->broken)
@@ -705,8 +698,12 @@ static int challenge(struct mig_dest *d, struct mig_conn *c, uint16_t channel, c
 	return 0;
 }
 
-/* HELLO and AUTH on a new connection; 0 when it is an authenticated channel. */
-static int handshake(struct mig_dest *d, struct mig_conn *c, char *why, size_t len)
+/*
+ * HELLO and AUTH on a new connection; 0 when it is an authenticated channel
+ * (*attempt: the source's connection attempt it belongs to).
+ */
+static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, char *why,
+		     size_t len)
 {
 	struct mig_frame_hdr h;
 	const uint8_t *p;
@@ -719,6 +716,7 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, char *why, size_t l
 	}
 	struct mig_hello m;
 	memcpy(&m, p, sizeof(m));
+	*attempt = m.attempt;
 	pthread_mutex_lock(&d->lock);
 	int owner = classify_hello(d, &m, why, len);
 	uint32_t features = d->features;
@@ -735,6 +733,7 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, char *why, size_t l
 		.session_id = m.session_id,
 		.ram_size = d->vm->ram_size,
 		.features = features,
+		.attempt = m.attempt,
 	};
 	r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
 	if (!r && owner) {
@@ -755,16 +754,32 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, char *why, size_t l
 	return 0;
 }
 
-/* An authenticated channel is pending: a newer one replaces an older one. */
-static void offer(struct mig_dest *d, struct mig_conn *c)
+/*
+ * An authenticated channel of the source's connection attempt: pending
+ * until its partner of the same attempt arrives.  A later attempt replaces
+ * whatever an earlier one left; a channel of an earlier attempt is dropped.
+ */
+static void offer(struct mig_dest *d, struct mig_conn *c, uint32_t attempt)
 {
+	struct mig_conn *drop[3] = { NULL, NULL, NULL };
 	pthread_mutex_lock(&d->lock);
-	struct mig_conn **slot = !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
-	struct mig_conn *old = *slot;
-	*slot = c;
-	pthread_cond_broadcast(&d->cond);
+	if (attempt > d->pend_attempt || (!d->pend_urg && !d->pend_bulk)) {
+		drop[0] = d->pend_urg;
+		drop[1] = d->pend_bulk;
+		d->pend_urg = d->pend_bulk = NULL;
+		d->pend_attempt = attempt;
+	}
+	if (attempt == d->pend_attempt) {
+		struct mig_conn **slot = !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
+		drop[2] = *slot;
+		*slot = c;
+		pthread_cond_broadcast(&d->cond);
+	} else {
+		drop[2] = c; /* left over from an earlier attempt */
+	}
 	pthread_mutex_unlock(&d->lock);
-	free_conn(old);
+	for (int k = 0; k < 3; k++)
+		free_conn(drop[k]);
 }
 
 struct hs_arg {
@@ -777,12 +792,14 @@ static void *handshake_thread(void *arg)
 	struct hs_arg *a = arg;
 	struct mig_dest *d = a->d;
 	char why[300];
+	uint32_t attempt = 0;
 	struct mig_conn *c = new_conn(d, a->fd, "incoming");
 	int r = c ? 0 : -ENOMEM;
 	if (c) {
 		set_rcvtimeo(c->fd, HANDSHAKE_MS);
-		r = handshake(d, c, why, sizeof(why));
+		r = handshake(d, c, &attempt, why, sizeof(why));
 	}
+	mig_auth_thread_cleanup(); /* before this thread counts as gone */
 	pthread_mutex_lock(&d->lock);
 	d->hs_fd[a->slot] = -1;
 	/* Before any session: a malformed first connection fails the migration. */
@@ -799,7 +816,7 @@ static void *handshake_thread(void *arg)
 			pr_mig("refused a connection: %s\n", why);
 		free_conn(c);
 	} else if (c) {
-		offer(d, c);
+		offer(d, c, attempt);
 	}
 	mig_wire_thread_cleanup();
 	free(a);
@@ -974,6 +991,16 @@ static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, stru
 	}
 }
 
+/* RUNNING: the vCPUs run here since resume_rt. */
+static void send_running(struct mig_dest *d, struct mig_conn *urg)
+{
+	struct mig_running m = {
+		.resume_realtime_ns = d->resume_rt,
+		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
+	};
+	mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
+}
+
 /* On a recovered link: repeat every outstanding request, and RUNNING.  Under req_lock. */
 static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 {
@@ -986,18 +1013,12 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
 		again++;
 	}
-	if (d->t_resumed) {
-		/* RUNNING may have been lost with the old link. */
-		struct mig_running m = {
-			.resume_realtime_ns = d->resume_rt,
-			.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
-		};
-		mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
-	}
+	if (d->t_resumed)
+		send_running(d, urg); /* it may have been lost with the old link */
 	return again;
 }
 
-static int recover(struct mig_dest *d)
+static int recover_postcopy(struct mig_dest *d)
 {
 	uint64_t t0 = mig_now_ns();
 	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
@@ -1049,7 +1070,7 @@ static void *supervisor_thread(void *arg)
 		if (failed || done || stop)
 			return NULL;
 		if (broken) {
-			if (recover(d))
+			if (recover_postcopy(d))
 				return NULL;
 			continue;
 		}
@@ -1167,7 +1188,8 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	return d;
 }
 
-static int check_layout(struct mig_dest *d, const struct mig_layout *l, char *err, size_t errlen)
+static int layout_matches_vm(struct mig_dest *d, const struct mig_layout *l, char *err,
+			     size_t errlen)
 {
 	struct mig_dest_vm *vm = d->vm;
 	if (!vm->nr_regions)
@@ -1268,9 +1290,9 @@ static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr 
 	return 0;
 }
 
-int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
+/* The page record and its companions for vm's RAM. */
+static int incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
 {
-	int r;
 	d->vm = vm;
 	d->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
 	d->pst = calloc(d->nr_pages, 1);
@@ -1285,6 +1307,12 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 			 (unsigned long long)d->nr_pages);
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+/* Accept connections; wait (until stopped) for the source's first pair. */
+static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
+{
 	struct mig_conn *urg, *bulk;
 	for (int k = 0; k < MAX_HANDSHAKES; k++)
 		d->hs_fd[k] = -1;
@@ -1293,7 +1321,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		return -EAGAIN;
 	}
 	d->acceptor_on = 1;
-	r = accept_pair(d, 0, &urg, &bulk, err, errlen);
+	int r = accept_pair(d, 0, &urg, &bulk, err, errlen);
 	if (r)
 		return r;
 	d->urg = urg;
@@ -1301,59 +1329,45 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	d->link_ok = 1;
 	if (pthread_create(&d->watch, NULL, watch_thread, d) == 0)
 		d->watch_on = 1;
+	return 0;
+}
+
+/*
+ * LAYOUT (after any precopy), acknowledged by echoing it, then STATE right
+ * after the source paused: 0 with *p at STATE's payload (valid until the
+ * next receive on urg).  *code: the ERROR code for a refusal.  (Busy-
+ * polling for STATE was tried: on two shared cores it steals the CPU the
+ * source needs to pause, and the downtime grew fivefold.)  A stalled source
+ * is caught by the watchdog (idle_ms), which breaks the link.
+ */
+static int receive_switch_over(struct mig_dest *d, const uint8_t **p, uint32_t *code, char *err,
+			       size_t errlen)
+{
 	struct mig_frame_hdr h;
-	const uint8_t *p;
-again:
-	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
-	/*
-	 * LAYOUT (after any precopy), acknowledged by echoing it, then STATE
-	 * right after the source paused.  (Busy-polling for STATE was tried:
-	 * on two shared cores it steals the CPU the source needs to pause, and
-	 * the downtime grew fivefold.)  A stalled source is caught by the
-	 * watchdog (idle_ms), which breaks the link: recovered below.
-	 */
-	r = expect_frame(urg, MIG_MSG_LAYOUT, &h, &p, err, errlen);
+	int r = expect_frame(d->urg, MIG_MSG_LAYOUT, &h, p, err, errlen);
+	*code = MIG_ERR_PROTOCOL;
 	if (!r) {
 		struct mig_layout l;
-		memcpy(&l, p, sizeof(l));
-		r = check_layout(d, &l, err, errlen);
-		if (!r)
-			r = mig_conn_send(urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+		memcpy(&l, *p, sizeof(l));
+		r = layout_matches_vm(d, &l, err, errlen);
+		if (r)
+			*code = MIG_ERR_LAYOUT;
+		else
+			r = mig_conn_send(d->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	}
 	if (!r)
-		r = expect_frame(urg, MIG_MSG_STATE, &h, &p, err, errlen);
-	if (r && (link_error(r) || d->broken) && !d->failed) {
-		/*
-		 * The link broke before STATE arrived; the source may already
-		 * have paused its VM and sent it.  Wait for it to reconnect and
-		 * ask for the state again.
-		 */
-		if (incoming_reconnect(d, err, errlen))
-			goto fail;
-		urg = d->urg;
-		bulk = d->bulk;
-		goto again;
-	}
-	if (r) {
-		/* The bulk channel may have failed first: report the cause. */
-		pthread_mutex_lock(&d->lock);
-		if (d->failed)
-			snprintf(err, errlen, "%s", d->why);
-		pthread_mutex_unlock(&d->lock);
-		send_error(urg, MIG_ERR_PROTOCOL, err);
-		goto fail;
-	}
-	struct mig_state_hdr sh;
-	memcpy(&sh, p, sizeof(sh));
-	d->pause_rt = sh.pause_realtime_ns;
-	d->t_state_rx = mig_now_ns();
+		r = expect_frame(d->urg, MIG_MSG_STATE, &h, p, err, errlen);
+	return r;
+}
 
-	/*
-	 * The source has switched over: from here a broken link is recovered,
-	 * not fatal.  Precopy pages are usable once the bulk channel delivered
-	 * DONE (after PRECOPY_DIRTY); if the link broke before that, none of the
-	 * staged pages can be trusted: drop them, RESUME will ask for them again.
-	 */
+/*
+ * The source has switched over: from here a broken link is recovered, not
+ * fatal.  Precopy pages are usable once the bulk channel delivered DONE(0)
+ * (after PRECOPY_DIRTY); if the link broke before that, none of the staged
+ * pages can be trusted: drop them, RESUME will ask for them again.
+ */
+static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
+{
 	pthread_mutex_lock(&d->lock);
 	d->state_rx = 1;
 	while (!d->phase0_done && !d->failed && !d->broken)
@@ -1365,22 +1379,28 @@ again:
 		__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
 		d->phase0_done = 1;
 	}
+	int failed = d->failed;
+	if (failed)
+		snprintf(err, errlen, "%s", d->why);
 	pthread_mutex_unlock(&d->lock);
 	d->t_phase0 = mig_now_ns();
-	if (d->failed) {
-		snprintf(err, errlen, "%s", d->why);
-		r = -EPROTO;
-		goto fail;
-	}
-	r = vm->load_state(vm->ctx, p + sizeof(sh), sh.blob_len);
+	return failed ? -EPROTO : 0;
+}
+
+/* Load the state (STATE's payload p) and start the postcopy threads. */
+static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_t errlen)
+{
+	struct mig_state_hdr sh;
+	memcpy(&sh, p, sizeof(sh));
+	int r = d->vm->load_state(d->vm->ctx, p + sizeof(sh), sh.blob_len);
 	if (r) {
 		snprintf(err, errlen, "cannot load the VM state sent by the source: %s",
 			 strerror(-r));
-		send_error(urg, MIG_ERR_STATE, err);
-		goto fail;
+		send_error(d->urg, MIG_ERR_STATE, err);
+		return r;
 	}
 	d->t_state = mig_now_ns();
-	start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
+	start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
 	uint64_t staged = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++)
 		staged += d->pst[i] == PG_STAGED;
@@ -1389,11 +1409,55 @@ again:
 		d->stager_on = 1;
 	} else {
 		/* Nothing staged is valid (or there was no precopy): all of it goes. */
-		madvise(d->stage, vm->ram_size, MADV_DONTNEED);
+		madvise(d->stage, d->vm->ram_size, MADV_DONTNEED);
 	}
 	pthread_create(&d->sup, NULL, supervisor_thread, d);
 	d->sup_on = 1;
 	return 0;
+}
+
+int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
+{
+	int r = incoming_alloc(d, vm, err, errlen);
+	if (!r)
+		r = incoming_first_pair(d, err, errlen);
+	if (r)
+		return r;
+	const uint8_t *p;
+	for (;;) {
+		uint32_t code;
+		start_rx(d, d->bulk, &d->rx_bulk, &d->rx_bulk_on);
+		r = receive_switch_over(d, &p, &code, err, errlen);
+		if (!r)
+			break;
+		if ((mig_link_error(r) || d->broken) && !d->failed) {
+			/*
+			 * The link broke before STATE arrived; the source may
+			 * already have paused its VM and sent it.  Wait for it to
+			 * reconnect and ask for the state again.
+			 */
+			r = incoming_reconnect(d, err, errlen);
+			if (r)
+				goto fail;
+			continue;
+		}
+		/* The bulk channel may have failed first: report the cause. */
+		pthread_mutex_lock(&d->lock);
+		if (d->failed)
+			snprintf(err, errlen, "%s", d->why);
+		pthread_mutex_unlock(&d->lock);
+		send_error(d->urg, code, err);
+		goto fail;
+	}
+	struct mig_state_hdr sh;
+	memcpy(&sh, p, sizeof(sh));
+	d->pause_rt = sh.pause_realtime_ns;
+	d->t_state_rx = mig_now_ns();
+	r = wait_bulk_done(d, err, errlen);
+	if (!r)
+		r = start_postcopy(d, p, err, errlen);
+	if (!r)
+		return 0;
 fail:
 	d->stop = 1;
 	kick_links(d);
@@ -1407,13 +1471,9 @@ void mig_dest_resumed(struct mig_dest *d)
 {
 	d->resume_rt = mig_realtime_ns();
 	__atomic_store_n(&d->t_resumed, mig_now_ns(), __ATOMIC_RELEASE);
-	struct mig_running m = {
-		.resume_realtime_ns = d->resume_rt,
-		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
-	};
 	pthread_mutex_lock(&d->req_lock);
 	if (d->link_ok)
-		mig_conn_send(d->urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
+		send_running(d, d->urg);
 	pthread_mutex_unlock(&d->req_lock);
 	/* Every page may have arrived already (a small or idle guest). */
 	try_complete(d);

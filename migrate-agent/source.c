@@ -37,7 +37,6 @@
 #define PUSH_NBUF	  2
 #define PUSH_BATCH_FRAMES 64
 #define BULK_SNDBUF	  (256 << 10)
-#define FRAME_MAX	  (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
 
 struct src {
 	struct mig_source_vm *vm;
@@ -48,6 +47,7 @@ struct src {
 	/* Learnt on the session's first urgent connection; proves every later one. */
 	uint8_t secret[MIG_SECRET_LEN];
 	int have_secret;
+	uint32_t attempt; /* connection attempts so far (HELLO.attempt) */
 	uint64_t *sent;
 	struct mig_conn urg, bulk;
 
@@ -55,7 +55,6 @@ struct src {
 	int broken;   /* link lost: recoverable after the switch-over */
 	int fatal;    /* protocol error or peer ERROR: not recoverable */
 	int complete; /* COMPLETE received */
-	int push_done;
 	char why[320];
 
 	pthread_mutex_t hint_lock;
@@ -73,7 +72,6 @@ struct src {
 	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
 	uint64_t req_addrs, req_in_flight, recoveries;
 	uint64_t sent_count; /* atomic */
-	uint64_t state_len;
 	uint64_t t_paused, t_saved, t_state_sent;
 	struct mig_stamps *stamps; /* per-request steps (bench) */
 	void *blob;		   /* the state, kept in case the link breaks before it arrived */
@@ -245,6 +243,7 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 		.session_id = s->session,
 		.ram_size = s->vm->ram_size,
 		.features = s->features,
+		.attempt = s->attempt,
 	};
 	int r = mig_conn_send(c, MIG_MSG_HELLO, &h, sizeof(h), NULL, 0);
 	if (r) {
@@ -287,6 +286,7 @@ static void set_rcvtimeo(int fd, int ms)
 static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
 {
 	for (;;) {
+		s->attempt++; /* both channels of this attempt carry it */
 		int ufd = mig_connect(&s->sa, 1000, err, errlen);
 		int bfd = ufd >= 0 ? mig_connect(&s->sa, 1000, err, errlen) : -1;
 		if (ufd >= 0 && bfd >= 0) {
@@ -397,92 +397,122 @@ static uint64_t count_sent(struct src *s)
 	return n;
 }
 
+/*
+ * Answer a PAGE_REQUEST: each page not sent yet goes out now on the urgent
+ * channel (buf: room for one frame); one already claimed by the push is on
+ * its way, so the push is told to flush instead.  0, or -1 when the link
+ * broke (the page is lost in flight: RESUME will tell).
+ */
+static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
+{
+	uint64_t t_rx = mig_now_ns();
+	struct mig_page_request q;
+	memcpy(&q, p, sizeof(q));
+	for (uint32_t k = 0; k < q.count; k++) {
+		uint64_t addr;
+		memcpy(&addr, p + sizeof(q) + 8 * k, 8);
+		uint64_t i = addr / MIG_PAGE_SIZE;
+		mig_stamp(s->stamps, i, MIG_STEP_REQ_RX, t_rx);
+		s->req_addrs++;
+		if (bit_test_and_set(s->sent, i)) {
+			s->req_in_flight++;
+			__atomic_store_n(&s->flush_now, 1, __ATOMIC_RELEASE);
+			continue;
+		}
+		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
+		size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
+		pthread_mutex_lock(&s->urg.tx_lock);
+		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
+		int r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -EPIPE;
+		pthread_mutex_unlock(&s->urg.tx_lock);
+		if (r) {
+			set_break(s, 0, "urgent channel: send failed");
+			return -1;
+		}
+		s->pages_demand++;
+		add_hint(s, i);
+	}
+	return 0;
+}
+
+/*
+ * COMPLETE: believed only when the source's own record says every page was
+ * sent.  1 (done) or -1 (a broken or lying destination: fatal).
+ */
+static int take_complete(struct src *s, const uint8_t *p)
+{
+	uint64_t unsent = s->nr_pages - count_sent(s);
+	if (unsent) {
+		char err[200];
+		snprintf(err, sizeof(err),
+			 "destination claimed COMPLETE although %llu of %llu pages were never "
+			 "sent: a broken or lying destination",
+			 (unsigned long long)unsent, (unsigned long long)s->nr_pages);
+		set_break(s, 1, err);
+		return -1;
+	}
+	memcpy(&s->dest, p, sizeof(s->dest));
+	s->t_complete = mig_now_ns();
+	pthread_mutex_lock(&s->lock);
+	s->complete = 1;
+	pthread_mutex_unlock(&s->lock);
+	mig_conn_kick(&s->bulk);
+	return 1;
+}
+
+/* One checked frame from the destination: 0 to go on, 1 when the urgent thread is done. */
+static int urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t *p,
+			uint8_t *buf)
+{
+	char err[300];
+	switch (h->type) {
+	case MIG_MSG_PAGE_REQUEST:
+		return serve_request(s, p, buf) ? 1 : 0;
+	case MIG_MSG_RUNNING:
+		/* Repeated after a recovery: the first one counts. */
+		if (!s->running_seen) {
+			memcpy(&s->running, p, sizeof(s->running));
+			s->t_running = mig_now_ns();
+			s->running_seen = 1;
+		}
+		return 0;
+	case MIG_MSG_LAYOUT:
+		return 0; /* the acknowledgement of a LAYOUT sent again by recover_link() */
+	case MIG_MSG_COMPLETE:
+		take_complete(s, p);
+		return 1;
+	case MIG_MSG_ERROR: {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		snprintf(err, sizeof(err), "destination reported an error: %s", text);
+		set_break(s, 1, err);
+		return 1;
+	}
+	}
+	snprintf(err, sizeof(err), "urgent channel: unexpected %s from destination",
+		 mig_msg_name(h->type));
+	set_break(s, 1, err);
+	return 1;
+}
+
 static void *urgent_thread(void *arg)
 {
 	struct src *s = arg;
-	uint8_t *buf = malloc(FRAME_MAX);
+	uint8_t *buf = malloc(MIG_PAGE_FRAME_MAX);
 	char err[300];
-	while (!stopped(s)) {
+	while (buf && !stopped(s)) {
 		struct mig_frame_hdr h;
 		const uint8_t *p;
 		int r = mig_conn_recv(&s->urg, &h, &p, err, sizeof(err));
 		if (r) {
-			int fatal = !(r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN ||
-				      r == -ETIMEDOUT || r == -EHOSTUNREACH || r == -ENETUNREACH);
-			set_break(s, fatal, err);
+			set_break(s, !mig_link_error(r), err);
 			break;
 		}
-		if (h.type == MIG_MSG_PAGE_REQUEST) {
-			uint64_t t_rx = mig_now_ns();
-			struct mig_page_request q;
-			memcpy(&q, p, sizeof(q));
-			for (uint32_t k = 0; k < q.count; k++) {
-				uint64_t addr;
-				memcpy(&addr, p + sizeof(q) + 8 * k, 8);
-				uint64_t i = addr / MIG_PAGE_SIZE;
-				mig_stamp(s->stamps, i, MIG_STEP_REQ_RX, t_rx);
-				s->req_addrs++;
-				if (bit_test_and_set(s->sent, i)) {
-					/* On its way in the bulk stream: hurry it up. */
-					s->req_in_flight++;
-					__atomic_store_n(&s->flush_now, 1, __ATOMIC_RELEASE);
-					continue;
-				}
-				__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
-				size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
-				pthread_mutex_lock(&s->urg.tx_lock);
-				mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
-				r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0
-											: -EPIPE;
-				pthread_mutex_unlock(&s->urg.tx_lock);
-				if (r) {
-					/* Lost in flight: RESUME will tell. */
-					set_break(s, 0, "urgent channel: send failed");
-					break;
-				}
-				s->pages_demand++;
-				add_hint(s, i);
-			}
-		} else if (h.type == MIG_MSG_RUNNING) {
-			/* Repeated after a recovery: the first one counts. */
-			if (!s->running_seen) {
-				memcpy(&s->running, p, sizeof(s->running));
-				s->t_running = mig_now_ns();
-				s->running_seen = 1;
-			}
-		} else if (h.type == MIG_MSG_LAYOUT) {
-			/* The acknowledgement of a LAYOUT sent again by recover(). */
-		} else if (h.type == MIG_MSG_COMPLETE) {
-			uint64_t unsent = s->nr_pages - count_sent(s);
-			if (unsent) {
-				snprintf(err, sizeof(err),
-					 "destination claimed COMPLETE although %llu of %llu pages "
-					 "were never sent: a broken or lying destination",
-					 (unsigned long long)unsent,
-					 (unsigned long long)s->nr_pages);
-				set_break(s, 1, err);
-				break;
-			}
-			memcpy(&s->dest, p, sizeof(s->dest));
-			s->t_complete = mig_now_ns();
-			pthread_mutex_lock(&s->lock);
-			s->complete = 1;
-			pthread_mutex_unlock(&s->lock);
-			mig_conn_kick(&s->bulk);
+		if (urgent_frame(s, &h, p, buf))
 			break;
-		} else if (h.type == MIG_MSG_ERROR) {
-			char text[200]; /* escaped, possibly cut short */
-			mig_error_text(p, text, sizeof(text));
-			snprintf(err, sizeof(err), "destination reported an error: %s", text);
-			set_break(s, 1, err);
-			break;
-		} else {
-			snprintf(err, sizeof(err), "urgent channel: unexpected %s from destination",
-				 mig_msg_name(h.type));
-			set_break(s, 1, err);
-			break;
-		}
 	}
+	if (!buf)
+		set_break(s, 1, "urgent channel: out of memory");
 	free(buf);
 	return NULL;
 }
@@ -646,7 +676,7 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 
 static int push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 {
-	if (PUSH_BUF - ps->used[ps->cur] < FRAME_MAX) {
+	if (PUSH_BUF - ps->used[ps->cur] < MIG_PAGE_FRAME_MAX) {
 		int r = flush(ps);
 		if (r)
 			return r;
@@ -753,7 +783,6 @@ static void *push_thread(void *arg)
 		if (!r)
 			r = drain(&ps);
 		s->t_push_end = mig_now_ns();
-		s->push_done = 1;
 	}
 	if (r && !stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		set_break(s, 0, "bulk channel: send failed (connection lost)");
@@ -846,7 +875,7 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 
 /* ---- Recovery ---- */
 
-static int recover(struct src *s, char *err, size_t errlen)
+static int recover_link(struct src *s, char *err, size_t errlen)
 {
 	uint64_t deadline = mig_now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
 	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
@@ -1042,159 +1071,156 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 			snprintf(err, errlen, "internal: threads ended without a result");
 			return -EIO;
 		}
-		int r = recover(s, err, errlen);
+		int r = recover_link(s, err, errlen);
 		if (r)
 			return r;
 	}
 }
 
-int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *switched, char *err,
-		   size_t errlen)
+/* A new source for vm and o; NULL with a message. */
+static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, char *err,
+			   size_t errlen)
 {
-	struct mig_opts o = *opts;
-	mig_opts_defaults(&o);
+	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
+		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
+			 (unsigned long long)vm->ram_size);
+		return NULL;
+	}
+	if (o->precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
+		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
+		return NULL;
+	}
 	struct src *s = calloc(1, sizeof(*s));
-	if (!s) {
+	if (s)
+		s->sent = calloc((vm->ram_size / MIG_PAGE_SIZE + 63) / 64, 8);
+	if (!s || !s->sent) {
+		if (s)
+			free(s);
 		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+		return NULL;
 	}
-	int r;
-	*switched = 0;
-	err[0] = 0;
 	s->vm = vm;
-	s->o = &o;
+	s->o = o;
 	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
-	s->features = o.compress ? MIG_FEAT_ZSTD : 0;
+	s->stamps = mig_stamps_new(s->nr_pages); /* NULL: no stamps, nothing else lost */
+	s->features = o->compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
-	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen)) {
-		free(s);
-		return -EIO;
-	}
 	s->urg.fd = s->bulk.fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
-	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
-		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
-			 (unsigned long long)vm->ram_size);
-		r = -EINVAL;
-		goto out;
+	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
+	    mig_addr_parse(o->addr, &s->sa, err, errlen)) {
+		mig_stamps_free(s->stamps);
+		free(s->sent);
+		free(s);
+		return NULL;
 	}
-	if (o.precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
-		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
-		r = -EOPNOTSUPP;
-		goto out;
-	}
-	s->sent = calloc((s->nr_pages + 63) / 64, 8);
-	s->stamps = mig_stamps_new(s->nr_pages);
-	r = mig_addr_parse(o.addr, &s->sa, err, errlen);
-	if (r || !s->sent)
-		goto out;
-	r = connect_pair(s, 0, mig_now_ns() + (uint64_t)o.connect_ms * 1000000ull, err, errlen);
-	if (r)
-		goto out;
-	start_watch(s);
+	return s;
+}
+
+/*
+ * LAYOUT, last before the pause, and its acknowledgement: a destination
+ * that refuses it must be known while the VM can still go on here.
+ */
+static int send_layout(struct src *s, char *err, size_t errlen)
+{
 	struct mig_layout l = {
-		.ram_size = vm->ram_size,
+		.ram_size = s->vm->ram_size,
 		.page_size = MIG_PAGE_SIZE,
-		.nr_regions = vm->nr_regions,
+		.nr_regions = s->vm->nr_regions,
 	};
-	memcpy(l.regions, vm->regions, sizeof(l.regions));
-	if (o.precopy_rounds) {
-		s->dirty_on = 1; /* precopy() turns it on; off on every way out */
-		r = precopy(s, err, errlen);
-		if (r)
-			goto resume_precopy;
-	}
-	/*
-	 * LAYOUT last before the pause, and acknowledged: a destination that
-	 * refuses it must be known while the VM can still go on here.
-	 */
-	r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	memcpy(l.regions, s->vm->regions, sizeof(l.regions));
+	int r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	if (r) {
 		snprintf(err, errlen, "cannot send LAYOUT: %s", strerror(-r));
-		goto resume_precopy;
+		return r;
 	}
-	struct mig_frame_hdr ah;
-	const uint8_t *ap;
-	r = mig_conn_recv(&s->urg, &ah, &ap, err, errlen);
-	if (!r && ah.type == MIG_MSG_ERROR) {
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	r = mig_conn_recv(&s->urg, &h, &p, err, errlen);
+	if (!r && h.type == MIG_MSG_ERROR) {
 		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(ap, text, sizeof(text));
+		mig_error_text(p, text, sizeof(text));
 		snprintf(err, errlen, "destination refused the migration: %s", text);
 		r = -ECONNREFUSED;
-	} else if (!r && ah.type != MIG_MSG_LAYOUT) {
+	} else if (!r && h.type != MIG_MSG_LAYOUT) {
 		snprintf(err, errlen, "urgent channel: expected the LAYOUT acknowledgement, got %s",
-			 mig_msg_name(ah.type));
+			 mig_msg_name(h.type));
 		r = -EPROTO;
 	}
-	if (r)
-		goto resume_precopy;
+	return r;
+}
 
-	/* The switch-over: from here the downtime runs. */
+/*
+ * The switch-over: pause, save the state, DONE(0) (after PRECOPY_DIRTY) on
+ * bulk and STATE on urgent.  From the pause the downtime runs.  On failure
+ * the VM has been resumed here (the destination has no whole state).
+ */
+static int switch_over(struct src *s, char *err, size_t errlen)
+{
+	struct mig_source_vm *vm = s->vm;
 	s->t_pause = mig_now_ns();
 	s->pause_rt = mig_realtime_ns();
-	r = vm->pause(vm->ctx);
+	int r = vm->pause(vm->ctx);
 	s->t_paused = mig_now_ns();
 	if (r) {
 		snprintf(err, errlen, "cannot pause the VM: %s", strerror(-r));
-		goto out;
+		return r;
 	}
-	void *blob = NULL;
-	size_t blob_len = 0;
-	r = vm->save_state(vm->ctx, &blob, &blob_len);
+	r = vm->save_state(vm->ctx, &s->blob, &s->blob_len);
 	s->t_saved = mig_now_ns();
 	if (r) {
 		snprintf(err, errlen, "cannot save the VM state: %s", strerror(-r));
 		vm->resume(vm->ctx);
-		goto out;
+		return r;
 	}
-	if (o.precopy_rounds)
+	if (s->o->precopy_rounds)
 		r = precopy_finish(s, err, errlen);
 	struct mig_done done0 = { .phase = 0 };
 	if (!r)
 		r = mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
-	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = blob_len };
+	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
 	if (!r)
-		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), blob, blob_len);
-	s->blob = blob;
-	s->blob_len = blob_len;
+		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
 	s->t_state_sent = mig_now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
 	if (s->dirty_on)
 		vm->dirty_stop(vm->ctx);
 	s->dirty_on = 0;
-	s->bytes_state = sizeof(sh) + blob_len;
-	s->state_len = blob_len;
+	s->bytes_state = sizeof(sh) + s->blob_len;
 	if (r) {
 		if (!err[0])
 			snprintf(err, errlen, "cannot send the VM state: %s", strerror(-r));
-		/*
-		 * The destination has not got a whole state: it cannot run.  The
-		 * VM goes on here.
-		 */
+		link_cause(s, err, errlen);
 		vm->resume(vm->ctx);
-		goto out;
 	}
-	*switched = 1;
-	s->t_push_start = mig_now_ns();
-	r = run_postcopy(s, err, errlen);
-	if (o.progress && r == 0)
-		mig_progress(
-		    "migrate: complete 100%%  %llu pages  %llu demand  %llu pushed  %.1f ms",
-		    (unsigned long long)s->nr_pages, (unsigned long long)s->pages_demand,
-		    (unsigned long long)s->pages_pushed,
-		    (double)(s->t_complete - s->t_start) / 1e6);
-	if (o.progress)
-		mig_progress_end();
-	if (r == 0)
-		write_report(s);
-	goto out;
-resume_precopy:
-	link_cause(s, err, errlen);
-out:
+	return r;
+}
+
+/* Everything before the switch-over; on failure the VM goes on here. */
+static int before_switch(struct src *s, char *err, size_t errlen)
+{
+	int r =
+	    connect_pair(s, 0, mig_now_ns() + (uint64_t)s->o->connect_ms * 1000000ull, err, errlen);
+	if (r)
+		return r;
+	start_watch(s);
+	if (s->o->precopy_rounds) {
+		s->dirty_on = 1; /* precopy() turns it on; off on every way out */
+		r = precopy(s, err, errlen);
+	}
+	if (!r)
+		r = send_layout(s, err, errlen);
+	if (r)
+		link_cause(s, err, errlen);
+	return r;
+}
+
+static void src_free(struct src *s)
+{
 	if (s->dirty_on) /* a failed precopy, pause or state save: logging off */
-		vm->dirty_stop(vm->ctx);
+		s->vm->dirty_stop(s->vm->ctx);
 	stop_watch(s);
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
@@ -1202,5 +1228,37 @@ out:
 	free(s->sent);
 	mig_stamps_free(s->stamps);
 	free(s);
+}
+
+int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *switched, char *err,
+		   size_t errlen)
+{
+	struct mig_opts o = *opts;
+	mig_opts_defaults(&o);
+	*switched = 0;
+	err[0] = 0;
+	struct src *s = src_new(vm, &o, err, errlen);
+	if (!s)
+		return -EINVAL;
+	int r = before_switch(s, err, errlen);
+	if (!r)
+		r = switch_over(s, err, errlen);
+	if (!r) {
+		*switched = 1;
+		s->t_push_start = mig_now_ns();
+		r = run_postcopy(s, err, errlen);
+		if (o.progress && r == 0)
+			mig_progress("migrate: complete 100%%  %llu pages  %llu demand  %llu "
+				     "pushed  %.1f ms",
+				     (unsigned long long)s->nr_pages,
+				     (unsigned long long)s->pages_demand,
+				     (unsigned long long)s->pages_pushed,
+				     (double)(s->t_complete - s->t_start) / 1e6);
+		if (o.progress)
+			mig_progress_end();
+		if (r == 0)
+			write_report(s);
+	}
+	src_free(s);
 	return r;
 }

@@ -263,8 +263,6 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 		return fail(-EPROTO, err, errlen, "unknown channel %u", m->channel);
 	if (m->flags & ~MIG_HELLO_KNOWN)
 		return fail(-EPROTO, err, errlen, "unknown HELLO flags 0x%x", m->flags);
-	if (m->reserved)
-		return fail(-EPROTO, err, errlen, "HELLO reserved field not zero");
 	/* Both roles state the RAM size (the destination knows its own). */
 	if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE || m->ram_size > MIG_MAX_RAM_SIZE)
 		return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
@@ -335,9 +333,168 @@ static int check_bitmap(const struct mig_wire_ctx *ctx, const void *payload, uin
 	return 0;
 }
 
+/* Payload length of the fixed-size messages; -1 for those of variable length. */
+static long fixed_len(unsigned type)
+{
+	switch (type) {
+	case MIG_MSG_HELLO:
+		return sizeof(struct mig_hello);
+	case MIG_MSG_LAYOUT:
+		return sizeof(struct mig_layout);
+	case MIG_MSG_RUNNING:
+		return sizeof(struct mig_running);
+	case MIG_MSG_COMPLETE:
+		return sizeof(struct mig_complete);
+	case MIG_MSG_DONE:
+		return sizeof(struct mig_done);
+	case MIG_MSG_AUTH:
+		return sizeof(struct mig_auth);
+	case MIG_MSG_PING:
+		return 0;
+	}
+	return -1;
+}
+
+static int check_state(const uint8_t *payload, uint32_t len, char *err, size_t errlen)
+{
+	struct mig_state_hdr s;
+	if (len < sizeof(s))
+		return fail(-EPROTO, err, errlen, "STATE payload of %u bytes is truncated", len);
+	memcpy(&s, payload, sizeof(s));
+	if (s.blob_len != len - sizeof(s))
+		return fail(-EPROTO, err, errlen,
+			    "STATE blob length %llu does not match frame (%zu)",
+			    (unsigned long long)s.blob_len, len - sizeof(s));
+	return 0;
+}
+
+/* The data of a PAGE against its encoding. */
+static int check_page_data(const struct mig_wire_ctx *ctx, const struct mig_page *p, char *err,
+			   size_t errlen)
+{
+	switch (p->encoding) {
+	case MIG_PAGE_RAW:
+		if (p->data_len != MIG_PAGE_SIZE)
+			return fail(-EPROTO, err, errlen, "raw PAGE 0x%llx with %u data bytes",
+				    (unsigned long long)p->addr, p->data_len);
+		return 0;
+	case MIG_PAGE_ZERO:
+		if (p->data_len != 0)
+			return fail(-EPROTO, err, errlen, "zero PAGE 0x%llx with %u data bytes",
+				    (unsigned long long)p->addr, p->data_len);
+		return 0;
+	case MIG_PAGE_ZSTD:
+		if (!(ctx->features & MIG_FEAT_ZSTD))
+			return fail(-EPROTO, err, errlen, "zstd PAGE although zstd was not agreed");
+		if (p->data_len == 0 || p->data_len >= MIG_ZSTD_MAX_LEN)
+			return fail(-EPROTO, err, errlen, "zstd PAGE 0x%llx with %u data bytes",
+				    (unsigned long long)p->addr, p->data_len);
+		return 0;
+	}
+	return fail(-EPROTO, err, errlen, "PAGE with unknown encoding %u", p->encoding);
+}
+
+static int check_page(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
+		      char *err, size_t errlen)
+{
+	struct mig_page p;
+	if (len < sizeof(p))
+		return fail(-EPROTO, err, errlen, "PAGE payload of %u bytes is truncated", len);
+	memcpy(&p, payload, sizeof(p));
+	int r = check_addr(ctx, p.addr, "PAGE", err, errlen);
+	if (r)
+		return r;
+	if (p.data_len != len - sizeof(p))
+		return fail(-EPROTO, err, errlen,
+			    "PAGE 0x%llx data length %u does not match frame (%zu)",
+			    (unsigned long long)p.addr, p.data_len, len - sizeof(p));
+	if (p.flags & ~MIG_PAGEF_KNOWN)
+		return fail(-EPROTO, err, errlen, "PAGE with unknown flags 0x%x", p.flags);
+	return check_page_data(ctx, &p, err, errlen);
+}
+
+static int check_request(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
+			 char *err, size_t errlen)
+{
+	struct mig_page_request q;
+	if (len < sizeof(q))
+		return fail(-EPROTO, err, errlen, "PAGE_REQUEST truncated");
+	memcpy(&q, payload, sizeof(q));
+	if (q.count == 0 || q.count > MIG_MAX_REQ_PAGES || q.reserved)
+		return fail(-EPROTO, err, errlen, "PAGE_REQUEST for %u pages", q.count);
+	if (len != sizeof(q) + 8ull * q.count)
+		return fail(-EPROTO, err, errlen, "PAGE_REQUEST length %u does not match count %u",
+			    len, q.count);
+	for (uint32_t i = 0; i < q.count; i++) {
+		uint64_t addr;
+		memcpy(&addr, payload + sizeof(q) + 8 * i, 8);
+		int r = check_addr(ctx, addr, "PAGE_REQUEST", err, errlen);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int check_complete(const struct mig_wire_ctx *ctx, const uint8_t *payload, char *err,
+			  size_t errlen)
+{
+	struct mig_complete m;
+	memcpy(&m, payload, sizeof(m));
+	if (m.pages_received != ctx->ram_size / MIG_PAGE_SIZE)
+		return fail(-EPROTO, err, errlen, "COMPLETE with %llu pages received, RAM has %llu",
+			    (unsigned long long)m.pages_received,
+			    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
+	return 0;
+}
+
+static int check_resume(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
+			char *err, size_t errlen)
+{
+	struct mig_resume rs;
+	int r = check_bitmap(ctx, payload, len, sizeof(rs), "RESUME", err, errlen);
+	if (r)
+		return r;
+	memcpy(&rs, payload, sizeof(rs));
+	if ((rs.flags & ~MIG_RESUME_NEED_STATE) || rs.reserved)
+		return fail(-EPROTO, err, errlen, "RESUME with unknown flags 0x%x", rs.flags);
+	return 0;
+}
+
+static int check_error(const uint8_t *payload, uint32_t len, char *err, size_t errlen)
+{
+	struct mig_error e;
+	if (len < sizeof(e))
+		return fail(-EPROTO, err, errlen, "ERROR truncated");
+	memcpy(&e, payload, sizeof(e));
+	if (e.msg_len > MIG_MAX_ERROR_MSG || len != sizeof(e) + e.msg_len)
+		return fail(-EPROTO, err, errlen, "ERROR length %u, message length %u", len,
+			    e.msg_len);
+	return 0;
+}
+
+static int check_done(const struct mig_wire_ctx *ctx, const uint8_t *payload, char *err,
+		      size_t errlen)
+{
+	struct mig_done d;
+	memcpy(&d, payload, sizeof(d));
+	if (d.phase > 1 || d.reserved || d.pages > ctx->ram_size / MIG_PAGE_SIZE)
+		return fail(-EPROTO, err, errlen, "DONE malformed");
+	return 0;
+}
+
+static int check_auth(const uint8_t *payload, char *err, size_t errlen)
+{
+	struct mig_auth a;
+	memcpy(&a, payload, sizeof(a));
+	if (a.kind < MIG_AUTH_SECRET || a.kind > MIG_AUTH_PROOF || a.reserved)
+		return fail(-EPROTO, err, errlen, "AUTH of unknown kind %u", a.kind);
+	return 0;
+}
+
 int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *payload,
 		      char *err, size_t errlen)
 {
+	const uint8_t *pl = payload;
 	uint32_t len = h->len;
 	uint32_t crc = mig_crc32c(0, payload, len);
 	if (crc != h->payload_crc)
@@ -347,18 +504,13 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 			    mig_msg_name(h->type), h->payload_crc, crc);
 	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO)
 		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
-
-#define EXACT(T)                                                                                   \
-	do {                                                                                       \
-		if (len != sizeof(T))                                                              \
-			return fail(-EPROTO, err, errlen, "%s length %u, expected %zu",            \
-				    mig_msg_name(h->type), len, sizeof(T));                        \
-	} while (0)
-
+	long want = fixed_len(h->type);
+	if (want >= 0 && len != (unsigned long)want)
+		return fail(-EPROTO, err, errlen, "%s length %u, expected %ld",
+			    mig_msg_name(h->type), len, want);
 	switch (h->type) {
 	case MIG_MSG_HELLO: {
 		struct mig_hello m;
-		EXACT(m);
 		if (ctx->hello_seen)
 			return fail(-EPROTO, err, errlen, "second HELLO on a connection");
 		memcpy(&m, payload, sizeof(m));
@@ -366,142 +518,32 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 	}
 	case MIG_MSG_LAYOUT: {
 		struct mig_layout l;
-		EXACT(l);
 		memcpy(&l, payload, sizeof(l));
 		return check_layout(ctx, &l, err, errlen);
 	}
-	case MIG_MSG_STATE: {
-		struct mig_state_hdr s;
-		if (len < sizeof(s))
-			return fail(-EPROTO, err, errlen, "STATE payload of %u bytes is truncated",
-				    len);
-		memcpy(&s, payload, sizeof(s));
-		if (s.blob_len != len - sizeof(s))
-			return fail(-EPROTO, err, errlen,
-				    "STATE blob length %llu does not match frame (%zu)",
-				    (unsigned long long)s.blob_len, len - sizeof(s));
+	case MIG_MSG_STATE:
+		return check_state(pl, len, err, errlen);
+	case MIG_MSG_PAGE:
+		return check_page(ctx, pl, len, err, errlen);
+	case MIG_MSG_PAGE_REQUEST:
+		return check_request(ctx, pl, len, err, errlen);
+	case MIG_MSG_RUNNING:
+	case MIG_MSG_PING:
 		return 0;
-	}
-	case MIG_MSG_PAGE: {
-		struct mig_page p;
-		if (len < sizeof(p))
-			return fail(-EPROTO, err, errlen, "PAGE payload of %u bytes is truncated",
-				    len);
-		memcpy(&p, payload, sizeof(p));
-		int r = check_addr(ctx, p.addr, "PAGE", err, errlen);
-		if (r)
-			return r;
-		if (p.data_len != len - sizeof(p))
-			return fail(-EPROTO, err, errlen,
-				    "PAGE 0x%llx data length %u does not match frame (%zu)",
-				    (unsigned long long)p.addr, p.data_len, len - sizeof(p));
-		if (p.flags & ~MIG_PAGEF_KNOWN)
-			return fail(-EPROTO, err, errlen, "PAGE with unknown flags 0x%x", p.flags);
-		switch (p.encoding) {
-		case MIG_PAGE_RAW:
-			if (p.data_len != MIG_PAGE_SIZE)
-				return fail(-EPROTO, err, errlen,
-					    "raw PAGE 0x%llx with %u data bytes",
-					    (unsigned long long)p.addr, p.data_len);
-			return 0;
-		case MIG_PAGE_ZERO:
-			if (p.data_len != 0)
-				return fail(-EPROTO, err, errlen,
-					    "zero PAGE 0x%llx with %u data bytes",
-					    (unsigned long long)p.addr, p.data_len);
-			return 0;
-		case MIG_PAGE_ZSTD:
-			if (!(ctx->features & MIG_FEAT_ZSTD))
-				return fail(-EPROTO, err, errlen,
-					    "zstd PAGE although zstd was not agreed");
-			if (p.data_len == 0 || p.data_len >= MIG_ZSTD_MAX_LEN)
-				return fail(-EPROTO, err, errlen,
-					    "zstd PAGE 0x%llx with %u data bytes",
-					    (unsigned long long)p.addr, p.data_len);
-			return 0;
-		}
-		return fail(-EPROTO, err, errlen, "PAGE with unknown encoding %u", p.encoding);
-	}
-	case MIG_MSG_PAGE_REQUEST: {
-		struct mig_page_request q;
-		if (len < sizeof(q))
-			return fail(-EPROTO, err, errlen, "PAGE_REQUEST truncated");
-		memcpy(&q, payload, sizeof(q));
-		if (q.count == 0 || q.count > MIG_MAX_REQ_PAGES || q.reserved)
-			return fail(-EPROTO, err, errlen, "PAGE_REQUEST for %u pages", q.count);
-		if (len != sizeof(q) + 8ull * q.count)
-			return fail(-EPROTO, err, errlen,
-				    "PAGE_REQUEST length %u does not match count %u", len, q.count);
-		const uint8_t *a = (const uint8_t *)payload + sizeof(q);
-		for (uint32_t i = 0; i < q.count; i++) {
-			uint64_t addr;
-			memcpy(&addr, a + 8 * i, 8);
-			int r = check_addr(ctx, addr, "PAGE_REQUEST", err, errlen);
-			if (r)
-				return r;
-		}
-		return 0;
-	}
-	case MIG_MSG_RUNNING: {
-		struct mig_running m;
-		EXACT(m);
-		return 0;
-	}
-	case MIG_MSG_COMPLETE: {
-		struct mig_complete m;
-		EXACT(m);
-		memcpy(&m, payload, sizeof(m));
-		if (m.pages_received != ctx->ram_size / MIG_PAGE_SIZE)
-			return fail(-EPROTO, err, errlen,
-				    "COMPLETE with %llu pages received, RAM has %llu",
-				    (unsigned long long)m.pages_received,
-				    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
-		return 0;
-	}
-	case MIG_MSG_RESUME: {
-		struct mig_resume rs;
-		int r = check_bitmap(ctx, payload, len, sizeof(rs), "RESUME", err, errlen);
-		if (r)
-			return r;
-		memcpy(&rs, payload, sizeof(rs));
-		if ((rs.flags & ~MIG_RESUME_NEED_STATE) || rs.reserved)
-			return fail(-EPROTO, err, errlen, "RESUME with unknown flags 0x%x",
-				    rs.flags);
-		return 0;
-	}
+	case MIG_MSG_COMPLETE:
+		return check_complete(ctx, pl, err, errlen);
+	case MIG_MSG_RESUME:
+		return check_resume(ctx, pl, len, err, errlen);
 	case MIG_MSG_PRECOPY_DIRTY:
 		return check_bitmap(ctx, payload, len, sizeof(struct mig_dirty), "PRECOPY_DIRTY",
 				    err, errlen);
-	case MIG_MSG_ERROR: {
-		struct mig_error e;
-		if (len < sizeof(e))
-			return fail(-EPROTO, err, errlen, "ERROR truncated");
-		memcpy(&e, payload, sizeof(e));
-		if (e.msg_len > MIG_MAX_ERROR_MSG || len != sizeof(e) + e.msg_len)
-			return fail(-EPROTO, err, errlen, "ERROR length %u, message length %u", len,
-				    e.msg_len);
-		return 0;
+	case MIG_MSG_ERROR:
+		return check_error(pl, len, err, errlen);
+	case MIG_MSG_DONE:
+		return check_done(ctx, pl, err, errlen);
+	case MIG_MSG_AUTH:
+		return check_auth(pl, err, errlen);
 	}
-	case MIG_MSG_DONE: {
-		struct mig_done d;
-		EXACT(d);
-		memcpy(&d, payload, sizeof(d));
-		if (d.phase > 1 || d.reserved || d.pages > ctx->ram_size / MIG_PAGE_SIZE)
-			return fail(-EPROTO, err, errlen, "DONE malformed");
-		return 0;
-	}
-	case MIG_MSG_AUTH: {
-		struct mig_auth a;
-		EXACT(a);
-		memcpy(&a, payload, sizeof(a));
-		if (a.kind < MIG_AUTH_SECRET || a.kind > MIG_AUTH_PROOF || a.reserved)
-			return fail(-EPROTO, err, errlen, "AUTH of unknown kind %u", a.kind);
-		return 0;
-	}
-	case MIG_MSG_PING:
-		return 0;
-	}
-#undef EXACT
 	return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
 }
 

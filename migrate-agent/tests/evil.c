@@ -46,6 +46,7 @@
 
 static uint64_t ram_size = 16 << 20;
 static uint64_t session = 0x5eed;
+static uint32_t attempt = 1; /* HELLO.attempt: one per pair of channels */
 static const char *snapshot_path = "";
 
 static void send_raw(int fd, const void *buf, size_t len)
@@ -70,6 +71,7 @@ static struct mig_hello hello(int channel, uint32_t features)
 		.session_id = session,
 		.ram_size = ram_size,
 		.features = features,
+		.attempt = attempt,
 	};
 	return h;
 }
@@ -402,6 +404,7 @@ static void sess_cut(struct sess *s)
 /* Reconnect both channels as a recovery; *bm gets RESUME's bitmap (s->have). */
 static int sess_recover(struct sess *s, uint8_t **bm, uint32_t *flags)
 {
+	attempt++;
 	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 1) || sess_open(s, &s->b, MIG_CHAN_BULK, 1))
 		return -1;
 	struct mig_frame_hdr fh;
@@ -502,6 +505,7 @@ static int case_reset_before_resume(struct sess *s)
 	if (sess_start(s) || sess_switch(s, 1) || sess_push(s, 0, s->nr_pages / 2, NULL))
 		return 1;
 	sess_cut(s);
+	attempt++; /* a first reconnection attempt that goes wrong */
 	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 1))
 		return 1;
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };

@@ -399,6 +399,9 @@ static int run_dest(struct mig_opts *o)
 	int r = mig_dest_incoming(dest, &vm, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: incoming migration failed: %s\n", err);
+		__atomic_store_n(&fault_stop, 1, __ATOMIC_RELEASE);
+		pthread_join(ft, NULL);
+		mig_dest_free(dest);
 		return 1;
 	}
 	mig_dest_resumed(dest);

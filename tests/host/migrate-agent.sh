@@ -5,7 +5,7 @@
 # mig-cutproxy breaks mid-postcopy, recovered; (3) a link that never comes
 # back: both sides stop with clear errors; (4) a CLI error when no VMM
 # listens.  Checksums equal to an unmigrated run, pages exactly once.
-# timeout: 60
+# timeout: 300
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
@@ -19,7 +19,7 @@ run_case() { # name agent-options [proxy-cut-bytes]
 	local name=$1 opts=$2 cut=${3:-} dport port sock=$work/$1.sock
 	dport=$(free_port)
 	port=$dport
-	timeout 30 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
+	timeout 240 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
 		--migrate-metrics "$work/$name-d.json" > /dev/null 2> "$work/$name-d.err" &
 	local dpid=$!
 	pids+=("$dpid")
@@ -31,11 +31,11 @@ run_case() { # name agent-options [proxy-cut-bytes]
 		pids+=($!)
 		wait_listen "$port"
 	fi
-	timeout 30 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
+	timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
 		> /dev/null 2> "$work/$name-s.err" &
 	local spid=$!
 	pids+=("$spid")
-	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.02; done
+	for _ in $(seq 3000); do [ -S "$sock" ] && break; sleep 0.02; done
 	[ -S "$sock" ] || fail "$name: no control socket"
 	sleep 0.3 # let the guest write its memory
 	"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" $opts \
@@ -63,7 +63,7 @@ grep -q "link to the source broken" "$work/cut-d.err" || fail "cut: the destinat
 # destination's guest must not run on with pages missing.
 dport=$(free_port)
 pport=$(free_port)
-timeout 30 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" --recover-ms 800 \
+timeout 240 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" --recover-ms 800 \
 	> /dev/null 2> "$work/gone-d.err" &
 gdpid=$!
 pids+=("$gdpid")
@@ -72,11 +72,11 @@ pids+=("$gdpid")
 pids+=($!)
 wait_listen "$dport"
 wait_listen "$pport"
-timeout 30 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$work/gone.sock" \
+timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$work/gone.sock" \
 	> /dev/null 2> "$work/gone-s.err" &
 gspid=$!
 pids+=("$gspid")
-for _ in $(seq 100); do [ -S "$work/gone.sock" ] && break; sleep 0.02; done
+for _ in $(seq 3000); do [ -S "$work/gone.sock" ] && break; sleep 0.02; done
 sleep 0.3
 "$BIN/migrate-agent" migrate --vmm "$work/gone.sock" --to "tcp:127.0.0.1:$pport" --recover-ms 800 \
 	> /dev/null 2> "$work/gone-agent.err" && fail "gone: migrate-agent claimed success"

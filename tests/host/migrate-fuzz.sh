@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # migrate-fuzz: run the libFuzzer targets (ASan+UBSan) for a fixed number of
 # inputs each: the wire-protocol parser (build/fuzz/wire-fuzz), from seeds
-# of valid frames, and the destination's state machine (build/fuzz/dest-fuzz:
-# whole sessions against a fake VM, invariants of the page record), from
-# the corpus in migrate-agent/fuzz/corpus/dest.  Any crash, sanitizer report
+# of valid frames, the destination's state machine (build/fuzz/dest-fuzz:
+# whole sessions against a fake VM, invariants of the page record) and the
+# source's (build/fuzz/source-fuzz: a destination's frames after the
+# switch-over; no page twice, COMPLETE only when all were sent), from the
+# corpora in migrate-agent/fuzz/corpus.  Any crash, sanitizer report
 # or abort (a broken invariant) fails the test.
-# timeout: 120
+# timeout: 240
 set -uo pipefail
 . tests/host/migrate-lib.bash
 fuzz=build/fuzz/wire-fuzz
-if [ ! -x "$fuzz" ] || [ ! -x build/fuzz/dest-fuzz ]; then
+if [ ! -x "$fuzz" ] || [ ! -x build/fuzz/dest-fuzz ] || [ ! -x build/fuzz/source-fuzz ]; then
 	make -s fuzz > "$work/build.log" 2>&1 || { cat "$work/build.log" >&2; skip "cannot build the libFuzzer target (clang -fsanitize=fuzzer)"; }
 fi
 mkdir -p "$work/corpus"
@@ -57,4 +59,12 @@ rc=$?
 tail -n 3 "$work/dest-fuzz.log"
 [ "$rc" = 0 ] || { tail -n 40 "$work/dest-fuzz.log" >&2; fail "dest-fuzz found a crash or a broken invariant (exit $rc)"; }
 grep -q "Done 100000 runs" "$work/dest-fuzz.log" || fail "dest-fuzz did not complete its runs"
-echo "migrate-fuzz: 300000 parser inputs, 100000 destination sessions, no crash"
+mkdir -p "$work/source-corpus"
+cp migrate-agent/fuzz/corpus/source/* "$work/source-corpus/"
+build/fuzz/source-fuzz -runs=100000 -max_len=8192 -timeout=10 "$work/source-corpus" \
+	> "$work/source-fuzz.log" 2>&1
+rc=$?
+tail -n 3 "$work/source-fuzz.log"
+[ "$rc" = 0 ] || { tail -n 40 "$work/source-fuzz.log" >&2; fail "source-fuzz found a crash or a broken invariant (exit $rc)"; }
+grep -q "Done 100000 runs" "$work/source-fuzz.log" || fail "source-fuzz did not complete its runs"
+echo "migrate-fuzz: 300000 parser inputs, 100000 destination and 100000 source sessions, no crash"

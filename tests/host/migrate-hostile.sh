@@ -3,6 +3,7 @@
 # stream; the destination must reject it with a clear message naming the
 # problem and exit non-zero.  The reverse case: a hostile destination asks
 # for a page outside RAM; the source must refuse it.
+# timeout: 240
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
@@ -15,7 +16,7 @@ expect() { # case expected-message-regex
 		> /dev/null 2> "$work/$1.err" &
 	local dpid=$!
 	wait_listen "$port"
-	timeout 10 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$port" --mem 16 2> "$work/$1.evil" ||
+	timeout 60 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$port" --mem 16 2> "$work/$1.evil" ||
 		{ cat "$work/$1.evil" >&2; fail "$1: the adversary could not run"; }
 	wait "$dpid"
 	local rc=$?
@@ -42,10 +43,10 @@ expect bad-zstd "does not decompress"
 if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
 	for c in out-of-ram bad-checksum bad-version; do
 		port=$(free_port)
-		timeout 20 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &
+		timeout 120 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &
 		dpid=$!
 		wait_listen "$port"
-		timeout 10 "$BIN/mig-evil" "$c" "tcp:127.0.0.1:$port" --mem 16 2> /dev/null
+		timeout 60 "$BIN/mig-evil" "$c" "tcp:127.0.0.1:$port" --mem 16 2> /dev/null
 		wait "$dpid"
 		rc=$?
 		[ "$rc" != 0 ] && [ "$rc" -lt 124 ] || { cat "$work/vmm-$c.err" >&2; fail "vmm $c: exit status $rc"; }

@@ -4,6 +4,7 @@
 # "guest"): pure postcopy with random faults, precopy rounds + zstd, and a
 # sequential toucher.  Each run: RAM checksum equal at both ends, every page
 # accounted for exactly once, nothing sent twice, metrics JSON complete.
+# timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"

@@ -43,7 +43,7 @@ sock=$work/vm2.sock
 	--control "$sock" > /dev/null 2> "$work/pipe.err" &
 vpid=$!
 pids+=("$vpid")
-for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" --recover-ms 1000 \
 	> /dev/null 2> /dev/null &
 apid=$!
@@ -63,7 +63,7 @@ sock=$work/vm3.sock
 	--control "$sock" > /dev/null 2> "$work/idle.err" &
 vpid=$!
 pids+=("$vpid")
-for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done
 python3 -c 'import socket, sys, time
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(90)' "$sock" &
 pids+=($!)
@@ -76,7 +76,7 @@ sock=$work/vm4.sock
 	--control "$sock" > /dev/null 2> "$work/stop.err" &
 vpid=$!
 pids+=("$vpid")
-for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done
 kill -STOP "$vpid"
 timeout 60 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:1" --idle-ms 1000 \
 	2> "$work/stop-agent.err"

@@ -5,7 +5,7 @@
 # workload.  The guest's final checksum at the destination must equal an
 # unmigrated run's, every page must arrive exactly once, the metrics JSON
 # must be complete.
-# timeout: 60
+# timeout: 300
 set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"
@@ -17,12 +17,12 @@ migrate_one() { # name cmdline
 	ref=$(reference_checksum 32M "$cmd")
 	[ -n "$ref" ] || fail "$name: no reference checksum"
 	port=$(free_port)
-	timeout 30 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$port" \
+	timeout 240 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$port" \
 		--migrate-metrics "$work/$name-d.json" > "$work/$name-d.out" 2> "$work/$name-d.err" &
 	local dpid=$!
 	pids+=("$dpid")
 	wait_listen "$port"
-	timeout 30 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
+	timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 		--migrate-to "tcp:127.0.0.1:$port" --migrate-after 150 \
 		--migrate-metrics "$work/$name-s.json" > "$work/$name-s.out" 2> "$work/$name-s.err"
 	local src=$?

@@ -23,6 +23,9 @@ int mig_random_bytes(void *buf, size_t n, char *err, size_t errlen);
 void mig_auth_proof(const uint8_t secret[MIG_SECRET_LEN], const uint8_t nonce[MIG_SECRET_LEN],
 		    uint64_t session_id, uint16_t channel, uint8_t out[MIG_SECRET_LEN]);
 
+/* Free this thread's OpenSSL state (call before a thread that drew random bytes ends). */
+void mig_auth_thread_cleanup(void);
+
 /* 1 when a and b (MIG_SECRET_LEN bytes) are equal; constant time. */
 int mig_auth_equal(const uint8_t *a, const uint8_t *b);
 

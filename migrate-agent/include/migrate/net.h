@@ -8,6 +8,7 @@
 #ifndef MIGRATE_NET_H
 #define MIGRATE_NET_H
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -98,6 +99,16 @@ static inline size_t mig_conn_buffered(const struct mig_conn *c)
  */
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen);
+
+/*
+ * Is r (a negative errno from a send or mig_conn_recv()) a broken link,
+ * which recovery may mend, rather than a hostile or broken peer?
+ */
+static inline int mig_link_error(int r)
+{
+	return r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN || r == -ETIMEDOUT ||
+	       r == -EHOSTUNREACH || r == -ENETUNREACH || r == -ECONNABORTED;
+}
 
 /* Monotonic and realtime clocks in nanoseconds. */
 uint64_t mig_now_ns(void);

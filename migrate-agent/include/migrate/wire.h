@@ -46,6 +46,8 @@
 #define MIG_MAX_ERROR_MSG 256u
 #define MIG_MAX_RAM_SIZE  (1ull << 40)
 #define MIG_ZSTD_MAX_LEN  MIG_PAGE_SIZE /* compressed pages are smaller, or sent raw */
+/* The largest PAGE frame, header included. */
+#define MIG_PAGE_FRAME_MAX (24u + 16u + MIG_PAGE_SIZE)
 
 enum mig_msg_type {
 	MIG_MSG_HELLO = 1,
@@ -120,9 +122,14 @@ _Static_assert(sizeof(struct mig_frame_hdr) == 24, "frame header is 24 bytes");
  * Contract: version must equal MIG_VERSION (no negotiation: a peer with
  * another version is refused with an ERROR naming both); page_size must be
  * MIG_PAGE_SIZE; the source states ram_size and session_id, the destination
- * echoes them (0 before it knows).  A reconnection after a broken link sets
- * MIG_HELLO_RECOVER and must carry the session_id of the first connection.
- * features: the sender's capabilities; what is used is the AND of both.
+ * states its own ram_size and echoes the session_id.  A reconnection after a
+ * broken link sets MIG_HELLO_RECOVER and must carry the session_id of the
+ * first connection.  features: the sender's capabilities; what is used is
+ * the AND of both.  attempt: the source numbers its connection attempts
+ * (urgent and bulk of one attempt carry the same number, later attempts
+ * higher ones); the destination pairs channels of one attempt only, the
+ * latest, so a channel left over from a failed attempt is never paired
+ * with one of the next.
  */
 struct mig_hello {
 	uint32_t version;
@@ -133,7 +140,7 @@ struct mig_hello {
 	uint64_t session_id;
 	uint64_t ram_size;
 	uint32_t features;
-	uint32_t reserved; /* zero */
+	uint32_t attempt;
 };
 _Static_assert(sizeof(struct mig_hello) == 40, "HELLO is 40 bytes");
 
@@ -189,6 +196,9 @@ struct mig_page {
 	uint32_t data_len;
 };
 _Static_assert(sizeof(struct mig_page) == 16, "PAGE header is 16 bytes");
+_Static_assert(MIG_PAGE_FRAME_MAX ==
+		   sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE,
+	       "MIG_PAGE_FRAME_MAX");
 
 /*
  * PAGE_REQUEST, destination -> source, urgent channel.

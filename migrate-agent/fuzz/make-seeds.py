@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the small seed corpus of dest-fuzz (migrate-agent/fuzz/corpus/dest).
+"""Writes the small seed corpora of dest-fuzz and source-fuzz
+(migrate-agent/fuzz/corpus/dest and .../source).
 
-Each seed is a start byte and frames, each frame preceded by its channel
-byte (0 urgent, 1 bulk).  CRCs are left zero: the start byte asks the
-target to repair them (bit 0x10), as a sender would have computed them.
+dest: a start byte and frames, each frame preceded by its channel byte (0
+urgent, 1 bulk).  source: a start byte and frames from a destination.  CRCs
+are left zero: the start byte asks the target to repair them (dest: bit
+0x10, source: bit 0x20), as a sender would have computed them.
 """
 import os
 import struct
@@ -51,8 +53,28 @@ def seeds():
     yield "error", bytes([post]) + page(1, 0) + frame(0, ERROR, struct.pack("<II", 5, len(msg)) + msg)
 
 
-out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus", "dest")
-os.makedirs(out, exist_ok=True)
-for name, data in seeds():
-    with open(os.path.join(out, name), "wb") as f:
-        f.write(data)
+REQUEST, RUNNING, COMPLETE = 5, 6, 7
+
+
+def source_seeds():
+    n = 16  # start byte bits 0-1 = 0: 16 pages; bits 2-4: eighths already pushed
+    fix = 0x20
+    req = frame(0, REQUEST, struct.pack("<II", 3, 0) + struct.pack("<QQQ", 0, 5 * PS, 5 * PS))[1:]
+    run = frame(0, RUNNING, struct.pack("<Qq", 1, 2))[1:]
+    complete = frame(0, COMPLETE, struct.pack("<Q", n) + bytes(8 * 11 + 8 * 24))[1:]
+    yield "request-running", bytes([fix]) + run + req
+    yield "complete-early", bytes([fix | (4 << 2)]) + req + complete
+    allreq = frame(0, REQUEST, struct.pack("<II", n, 0) + b"".join(
+        struct.pack("<Q", i * PS) for i in range(n)))[1:]
+    yield "all-then-complete", bytes([fix]) + allreq + complete
+    msg = b"gave up"
+    yield "error", bytes([fix]) + frame(0, ERROR, struct.pack("<II", 5, len(msg)) + msg)[1:]
+
+
+base = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus")
+for sub, gen in (("dest", seeds), ("source", source_seeds)):
+    out = os.path.join(base, sub)
+    os.makedirs(out, exist_ok=True)
+    for name, data in gen():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
