@@ -485,7 +485,7 @@ static void rx_dirty(struct mig_dest *d, const uint8_t *p)
 	const uint8_t *bm = p + sizeof(struct mig_dirty);
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		uint8_t st = PG_STAGED;
-		if ((bm[i / 8] >> (i % 8)) & 1)
+		if (wire_bit(bm, i))
 			__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
 						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	}
@@ -940,7 +940,7 @@ static int send_resume(struct mig_dest *d, struct mig_conn *urg, uint32_t flags)
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
 		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
-			bm[i / 8] |= 1 << (i % 8);
+			wire_bit_set(bm, i);
 	}
 	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = flags };
 	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);

@@ -27,6 +27,17 @@ static inline void bit_clear(uint64_t *map, uint64_t i)
 	__atomic_fetch_and(&map[i / 64], ~(1ull << (i % 64)), __ATOMIC_ACQ_REL);
 }
 
+/* Wire bitmaps (RESUME, PRECOPY_DIRTY): bit i is bit i % 8 of byte i / 8. */
+static inline int wire_bit(const uint8_t *bm, uint64_t i)
+{
+	return (bm[i / 8] >> (i % 8)) & 1;
+}
+
+static inline void wire_bit_set(uint8_t *bm, uint64_t i)
+{
+	bm[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
 /* Latency samples and their summary. */
 struct mig_lat {
 	uint64_t *ns;

@@ -912,7 +912,7 @@ static int recover_link(struct src *s, char *err, size_t errlen)
 	const uint8_t *bm = p + sizeof(struct mig_resume);
 	uint64_t have = 0;
 	for (uint64_t i = 0; i < s->nr_pages; i++) {
-		int got = (bm[i / 8] >> (i % 8)) & 1;
+		int got = wire_bit(bm, i);
 		if (got) {
 			have++;
 		} else if (bit_test(s->sent, i)) {

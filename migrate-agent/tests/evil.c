@@ -10,6 +10,7 @@
  * Source-side cases (the peer under test is a destination):
  *   bad-magic bad-hdr-crc unknown-type bad-version truncated out-of-ram
  *   unaligned length-mismatch bad-checksum bad-zstd bad-layout no-hello
+ *   big-frame (a 16 MiB frame header before any handshake)
  * Scripted sessions (a source that follows the protocol, then misbehaves;
  * the peer under test is mig-memtest's destination, which checks the RAM):
  *   reset-installed      pages installed, link broken before STATE: recovery
@@ -152,6 +153,20 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 	memset(page, 0xa5, sizeof(page));
 
 	/* Cases that break the very first frame. */
+	if (!strcmp(cs, "big-frame")) {
+		/* A 16 MiB STATE header before any handshake, and no payload. */
+		int fd = mig_connect(sa, 3000, err, sizeof(err));
+		if (fd < 0) {
+			fprintf(stderr, "mig-evil: %s\n", err);
+			return 1;
+		}
+		struct mig_frame_hdr fh;
+		mig_frame_hdr_init(&fh, MIG_MSG_STATE, MIG_MAX_PAYLOAD, 0, 0);
+		send_raw(fd, &fh, sizeof(fh));
+		linger(fd);
+		close(fd);
+		return 0;
+	}
 	if (!strcmp(cs, "bad-magic") || !strcmp(cs, "bad-hdr-crc") || !strcmp(cs, "unknown-type") ||
 	    !strcmp(cs, "bad-version") || !strcmp(cs, "no-hello")) {
 		int fd = mig_connect(sa, 3000, err, sizeof(err));

@@ -27,7 +27,7 @@ def crc32c(data, crc=0):
     return crc ^ 0xffffffff
 def frame(t, payload, seq=0):
     h = struct.pack('<IHHIII', 0x474d4350, t, 0, len(payload), seq, crc32c(payload))
-    return h + struct.pack('<I', crc32c(h))
+    return h + struct.pack('<I', crc32c(h)) + payload
 ram = 16 * 4096 * 2
 hello = struct.pack('<IHHIIQQII', 2, 1, 1, 4096, 0, 7, ram, 0, 0)
 layout = struct.pack('<QII', ram, 4096, 1) + struct.pack('<QQ', 0, ram) + bytes(16 * 7)
@@ -42,6 +42,9 @@ seeds = {
   'stream': bytes([0x43]) + frame(1, hello) + frame(2, layout, 1) + frame(4, page, 2) + frame(4, zero, 3),
   'after-hello': bytes([0x43]) + frame(5, req) + frame(8, resume, 1) + frame(9, err, 2),
   'raw-after-hello': bytes([0x03]) + frame(4, page) + frame(3, struct.pack('<QQ', 1, 4) + b'blob'),
+  # A destination's HELLO with a RAM size that is no page multiple (issue 10,
+  # defect 12: once accepted, the context's RAM size broke the target's check).
+  'dest-hello-bad-ram': bytes([0x20]) + frame(1, struct.pack('<IHHIIQQII', 2, 2, 1, 4096, 0, 7, 4097, 0, 0)),
 }
 for k, v in seeds.items():
     open(os.path.join(d, k), 'wb').write(v)

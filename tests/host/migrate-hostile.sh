@@ -38,6 +38,7 @@ expect unaligned "not page aligned"
 expect length-mismatch "does not match frame"
 expect bad-checksum "payload checksum mismatch.*corrupted"
 expect bad-zstd "does not decompress"
+expect big-frame "frame of 16777216 bytes before the handshake completed"
 
 # The same defence in the real destination, `vmm run --incoming`.
 if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
