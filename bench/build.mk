@@ -14,4 +14,4 @@ qemu-postcopy: $(B)/bin/qemu-postcopy
 programs: $(B)/bin/qemu-postcopy
 $(B)/bin/qemu-postcopy: $(patsubst %.c,$(B)/obj/%.o,$(QEMU_POSTCOPY_SRCS))
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lvirt-qemu -lvirt -lpthread
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lvirt-qemu -lvirt -ljson-c -lpthread

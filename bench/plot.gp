@@ -4,7 +4,8 @@
 #       bench/plot.gp
 # which: cdf (fault-latency CDF at one size), arrivals (pages arrived over
 # time at one size), downtime (per configuration and size), bysize (every
-# figure against guest size).
+# figure against guest size), pagemap (one configuration's page map at one
+# size), steps (median and p99 of each step of a demand fault, stacked).
 
 set terminal pngcairo size 1100,700 font "DejaVu Sans,10" noenhanced
 set output outfile
@@ -12,7 +13,7 @@ set grid
 set key outside right top
 
 if (which eq 'cdf') {
-	set title sprintf("Demand-fault latency CDF, %s MiB guest (ours: agent's log2 histogram, bucket upper bounds; QEMU: per fault, from its trace events)", size)
+	set title sprintf("Demand-fault latency CDF, %s MiB guest, every fault of every run (ours: agent's stamps; QEMU: its trace events)", size)
 	set logscale x 10
 	set xlabel "fault -> page installed (microseconds, log)"
 	set ylabel "fraction of demand faults <= x"
@@ -47,7 +48,9 @@ if (which eq 'downtime') {
 }
 
 if (which eq 'bysize') {
-	set multiplot layout 2,3 title "How each figure grows with guest size (x: MiB, log2)"
+	# data: size, then median min max of downtime ms, total ms, MiB sent,
+	# fault p50 us, fault p99 us, blocktime ms (columns 2-4, 5-7, ... 17-19)
+	set multiplot layout 2,3 title "How each figure grows with guest size: median of the runs, bars min to max (x: MiB, log2)"
 	set logscale x 2
 	set logscale y 10
 	set key inside left top font ",8"
@@ -55,21 +58,56 @@ if (which eq 'bysize') {
 	set ylabel "ms"
 	set title "downtime"
 	set yrange [0.05:5000]   # headroom for the key
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:2 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:2:3:4 with yerrorlines lw 2 title c
 	set title "total migration time"
 	unset key
 	set yrange [*:*]
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:3 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:5:6:7 with yerrorlines lw 2 title c
 	set title "bytes sent"
 	set ylabel "MiB"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:4 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:8:9:10 with yerrorlines lw 2 title c
 	set title "demand-fault latency p50"
 	set ylabel "us"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:5 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:11:12:13 with yerrorlines lw 2 title c
 	set title "demand-fault latency p99"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:6 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:14:15:16 with yerrorlines lw 2 title c
 	set title "vCPU blocktime (sum of fault latencies)"
 	set ylabel "ms"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:7 with linespoints lw 2 title c
+	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:17:18:19 with yerrorlines lw 2 title c
+	unset multiplot
+}
+
+if (which eq 'pagemap') {
+	# data: four blocks (index 0 pushed, 1 zero, 2 precopy, 3 demand): ms MiB
+	if (exists("datafile")) {
+		set title sprintf("Page map: %s", configs)
+	} else {
+		set title sprintf("Page map: %s, %s MiB guest (median run): each installed page, guest address against time since the destination's vCPUs started", configs, size)
+		datafile = datadir.'/pagemap_'.configs.'_'.size.'.dat'
+	}
+	set xlabel "time since the vCPUs started at the destination (ms; < 0: installed during the switch-over)"
+	set ylabel "guest address (MiB)"
+	set key outside right top
+	f = datafile
+	plot f index 0 using 1:2 with dots lc rgb '#4a90d9' title 'pushed', \
+	     f index 1 using 1:2 with dots lc rgb '#b0b0b0' title 'zero (pushed as a marker)', \
+	     f index 2 using 1:2 with dots lc rgb '#2ca02c' title 'precopy', \
+	     f index 3 using 1:2 with points pt 7 ps 0.5 lc rgb '#d62728' title 'demand (requested by a fault)'
+}
+
+if (which eq 'steps') {
+	set multiplot layout 1,2 title sprintf("Where a demand fault's time goes, %s MiB guest (ours: agent stamps on one clock; faults served by their reply)", size)
+	set style data histograms
+	set style histogram rowstacked
+	set style fill solid 0.85 border -1
+	set boxwidth 0.6
+	set ylabel "microseconds"
+	set key outside bottom center maxrows 3 font ",8"
+	set xtics rotate by -20 font ",8"
+	set title "median of each step"
+	plot for [i=2:6] datadir.'/fault_steps_p50.dat' using i:xtic(1) title columnheader(i)
+	set title "p99 of each step (their sum is not the p99 of the total)"
+	unset key
+	plot for [i=2:6] datadir.'/fault_steps_p99.dat' using i:xtic(1) title columnheader(i)
 	unset multiplot
 }

@@ -4,7 +4,8 @@
  * postcopy-ram migration of the project's guest program between two
  * libvirtd instances on this host, through libvirt's C API:
  *
- *   1. create a transient TCG domain on the source daemon that boots the
+ *   1. create a transient domain (KVM with qboot and -cpu qemu64, or TCG:
+ *      --accel) on the source daemon that boots the
  *      guest through its multiboot header (<os><kernel>), serial to a file;
  *   2. once the guest printed the --start-text line (default: its start line)
  *      and --start-after-ms passed,
@@ -36,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -52,7 +54,8 @@ struct opts {
 	long start_after_ms;
 	long precopy_ms;
 	long timeout_s;
-	bool trace;
+	const char *trace; /* comma-separated QEMU trace events, or NULL */
+	bool kvm;	   /* --accel kvm: domain type kvm, qboot, -cpu qemu64 */
 };
 
 /* What the run found; printed as JSON at the end. */
@@ -60,8 +63,8 @@ struct result {
 	char name[64];
 	char uuid[40];
 	char error[512];
-	char *completed_stats;	  /* JSON object text, from the JOB_COMPLETED event */
-	char *dest_query_migrate; /* raw QMP reply text */
+	json_object *completed_stats;	 /* from the JOB_COMPLETED event */
+	json_object *dest_query_migrate; /* the destination's QMP reply */
 	char checksum[32];
 	double t_boot_ms;	    /* domain created -> guest start line */
 	double t_migrate_call_ms;   /* migration call: start -> return */
@@ -148,60 +151,40 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 	}
 }
 
-/* A JSON string literal (the texts here are libvirt messages and paths). */
-static void sb_json_str(struct sbuf *b, const char *s)
+/* libvirt's typed parameters as one JSON object. */
+static json_object *typed_params_json(virTypedParameterPtr p, int n)
 {
-	sb_printf(b, "\"");
-	for (; s && *s; s++) {
-		unsigned char c = *s;
+	json_object *o = json_object_new_object();
 
-		if (c == '"' || c == '\\')
-			sb_printf(b, "\\%c", c);
-		else if (c < 0x20)
-			sb_printf(b, "\\u%04x", c);
-		else
-			sb_printf(b, "%c", c);
-	}
-	sb_printf(b, "\"");
-}
-
-static char *typed_params_json(virTypedParameterPtr p, int n)
-{
-	struct sbuf b = { 0 };
-
-	sb_printf(&b, "{");
 	for (int i = 0; i < n; i++) {
-		sb_printf(&b, "%s", i ? ", " : "");
-		sb_json_str(&b, p[i].field);
-		sb_printf(&b, ": ");
+		json_object *v = NULL;
+
 		switch (p[i].type) {
 		case VIR_TYPED_PARAM_INT:
-			sb_printf(&b, "%d", p[i].value.i);
+			v = json_object_new_int(p[i].value.i);
 			break;
 		case VIR_TYPED_PARAM_UINT:
-			sb_printf(&b, "%u", p[i].value.ui);
+			v = json_object_new_int64(p[i].value.ui);
 			break;
 		case VIR_TYPED_PARAM_LLONG:
-			sb_printf(&b, "%lld", p[i].value.l);
+			v = json_object_new_int64(p[i].value.l);
 			break;
 		case VIR_TYPED_PARAM_ULLONG:
-			sb_printf(&b, "%llu", p[i].value.ul);
+			v = json_object_new_uint64(p[i].value.ul);
 			break;
 		case VIR_TYPED_PARAM_DOUBLE:
-			sb_printf(&b, "%.17g", p[i].value.d);
+			v = json_object_new_double(p[i].value.d);
 			break;
 		case VIR_TYPED_PARAM_BOOLEAN:
-			sb_printf(&b, "%s", p[i].value.b ? "true" : "false");
+			v = json_object_new_boolean(p[i].value.b);
 			break;
 		case VIR_TYPED_PARAM_STRING:
-			sb_json_str(&b, p[i].value.s);
+			v = json_object_new_string(p[i].value.s);
 			break;
-		default:
-			sb_printf(&b, "null");
 		}
+		json_object_object_add(o, p[i].field, v);
 	}
-	sb_printf(&b, "}");
-	return b.s;
+	return o;
 }
 
 /* The source daemon reports the finished job (with its statistics) here. */
@@ -273,16 +256,53 @@ static bool wait_for_text(const char *path, const char *needle, char *line, size
 	return false;
 }
 
+/*
+ * Under KVM, this host's PVM emulates ring-0 and real-mode guest code, so
+ * the firmware must be short: qboot (-bios), not SeaBIOS (~4 s).  The CPU
+ * model is a named one: -cpu host and max abort here (QEMU cannot set
+ * IA32_ARCH_CAPABILITIES); check='none' because KVM's CPUID here lacks
+ * SSE3, which qemu64 lists (QEMU warns and runs without it).
+ */
+static const char kvm_os_cpu[] =
+    "    <loader type='rom' readonly='yes'>/usr/share/qemu/qboot.rom</loader>\n"
+    "  </os>\n"
+    "  <cpu mode='custom' match='exact' check='none'>"
+    "<model fallback='forbid'>qemu64</model></cpu>\n";
+
+/* -D names the log back end's file; one -trace per event of --trace. */
+static void trace_args(struct sbuf *b, const struct opts *o, const char *side)
+{
+	const char *p = o->trace;
+
+	sb_printf(b,
+		  "    <qemu:arg value='-msg'/><qemu:arg value='timestamp=on'/>\n"
+		  "    <qemu:arg value='-D'/><qemu:arg value='%s/trace-%s.log'/>\n",
+		  o->workdir, side);
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (n)
+			sb_printf(b,
+				  "    <qemu:arg value='-trace'/>"
+				  "<qemu:arg value='enable=%.*s'/>\n",
+				  (int)n, p);
+		p += n + (p[n] == ',');
+	}
+}
+
 static char *domain_xml(const struct opts *o, const char *side)
 {
 	struct sbuf b = { 0 };
 
 	sb_printf(&b,
-		  "<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
+		  "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
 		  "  <name>%s</name>\n  <uuid>%s</uuid>\n"
 		  "  <memory unit='MiB'>%lu</memory>\n  <vcpu>1</vcpu>\n"
 		  "  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n"
-		  "    <kernel>%s</kernel>\n    <cmdline>%s</cmdline>\n  </os>\n"
+		  "    <kernel>%s</kernel>\n    <cmdline>%s</cmdline>\n",
+		  o->kvm ? "kvm" : "qemu", res.name, res.uuid, o->mem_mib, o->guest, o->cmdline);
+	sb_printf(&b, "%s", o->kvm ? kvm_os_cpu : "  </os>\n");
+	sb_printf(&b,
 		  "  <on_poweroff>destroy</on_poweroff>\n  <on_crash>destroy</on_crash>\n"
 		  "  <devices>\n"
 		  "    <serial type='file'><source path='%s/serial-%s.log'/>"
@@ -291,24 +311,12 @@ static char *domain_xml(const struct opts *o, const char *side)
 		  "  <qemu:commandline>\n"
 		  "    <qemu:arg value='-device'/>"
 		  "<qemu:arg value='isa-debug-exit,iobase=0xf4,iosize=0x04'/>\n",
-		  res.name, res.uuid, o->mem_mib, o->guest, o->cmdline, o->workdir, side);
+		  o->workdir, side);
 	if (o->trace)
 		/* -D names the log back end's file.  (QEMU 7.2 has no property
 		 * for the postcopy-blocktime capability and libvirt does not set
 		 * it: bench/run computes the blocktime from these events.) */
-		sb_printf(
-		    &b,
-		    "    <qemu:arg value='-msg'/><qemu:arg value='timestamp=on'/>\n"
-		    "    <qemu:arg value='-D'/><qemu:arg value='%s/trace-%s.log'/>\n"
-		    "    <qemu:arg value='-trace'/>"
-		    "<qemu:arg value='enable=postcopy_ram_fault_thread_request'/>\n"
-		    "    <qemu:arg value='-trace'/><qemu:arg "
-		    "value='enable=postcopy_place_page*'/>\n"
-		    "    <qemu:arg value='-trace'/><qemu:arg value='enable=postcopy_start*'/>\n"
-		    "    <qemu:arg value='-trace'/>"
-		    "<qemu:arg value='enable=loadvm_postcopy_handle_run*'/>\n"
-		    "    <qemu:arg value='-trace'/><qemu:arg value='enable=migrate_set_state'/>\n",
-		    o->workdir, side);
+		trace_args(&b, o, side);
 	sb_printf(&b, "  </qemu:commandline>\n</domain>\n");
 	return b.s;
 }
@@ -374,68 +382,73 @@ static void random_uuid(char *out)
 		u[14], u[15]);
 }
 
+/* A string member, or null when empty. */
+static void add_str(json_object *o, const char *key, const char *val)
+{
+	json_object_object_add(o, key, val && val[0] ? json_object_new_string(val) : NULL);
+}
+
+static void add_path(json_object *o, const char *key, const char *dir, const char *file)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	add_str(o, key, path);
+}
+
 static void print_result(const struct opts *o)
 {
-	struct sbuf b = { 0 };
+	json_object *j = json_object_new_object();
 	unsigned long lv = 0;
+	char ver[32];
 
 	virGetVersion(&lv, NULL, NULL);
-	sb_printf(&b, "{\n  \"driver\": \"libvirt\",\n  \"libvirt_version\": \"%lu.%lu.%lu\",\n",
-		  lv / 1000000, lv / 1000 % 1000, lv % 1000);
-	sb_printf(&b, "  \"domain\": ");
-	sb_json_str(&b, res.name);
-	sb_printf(&b, ",\n  \"mem_mib\": %lu,\n  \"cmdline\": ", o->mem_mib);
-	sb_json_str(&b, o->cmdline);
-	sb_printf(&b, ",\n  \"start_after_ms\": %ld,\n  \"precopy_ms\": %ld,\n", o->start_after_ms,
-		  o->precopy_ms);
-	sb_printf(&b, "  \"migrate_ret\": %d,\n", res.migrate_ret);
-	sb_printf(&b, "  \"postcopy_started\": %s,\n  \"postcopy_error\": ",
-		  res.postcopy_started ? "true" : "false");
-	if (res.postcopy_error[0])
-		sb_json_str(&b, res.postcopy_error);
-	else
-		sb_printf(&b, "null");
-	sb_printf(&b, ",\n");
-	sb_printf(&b,
-		  "  \"t_boot_ms\": %.1f,\n  \"t_migrate_call_ms\": %.1f,\n"
-		  "  \"t_precopy_start_ms\": %.1f,\n"
-		  "  \"t_postcopy_after_ms\": %.1f,\n  \"t_complete_ms\": %.1f,\n"
-		  "  \"t_guest_done_ms\": %.1f,\n",
-		  res.t_boot_ms, res.t_migrate_call_ms, res.t_precopy_start_ms,
-		  res.t_postcopy_after_ms, res.t_complete_ms, res.t_guest_done_ms);
-	sb_printf(&b, "  \"completed_stats\": %s,\n",
-		  res.completed_stats ? res.completed_stats : "null");
-	sb_printf(&b, "  \"dest_query_migrate\": %s,\n",
-		  res.dest_query_migrate ? res.dest_query_migrate : "null");
-	sb_printf(&b, "  \"checksum\": ");
-	if (res.checksum[0])
-		sb_json_str(&b, res.checksum);
-	else
-		sb_printf(&b, "null");
-	sb_printf(&b, ",\n  \"serial_src\": \"%s/serial-src.log\",\n", o->workdir);
-	sb_printf(&b, "  \"serial_dst\": \"%s/serial-dst.log\",\n", o->workdir);
-	if (o->trace)
-		sb_printf(&b,
-			  "  \"trace_src\": \"%s/trace-src.log\",\n"
-			  "  \"trace_dst\": \"%s/trace-dst.log\",\n",
-			  o->workdir, o->workdir);
-	sb_printf(&b, "  \"error\": ");
-	if (res.error[0])
-		sb_json_str(&b, res.error);
-	else
-		sb_printf(&b, "null");
-	sb_printf(&b, "\n}\n");
-	fputs(b.s, stdout);
-	free(b.s);
+	snprintf(ver, sizeof(ver), "%lu.%lu.%lu", lv / 1000000, lv / 1000 % 1000, lv % 1000);
+	add_str(j, "driver", "libvirt");
+	add_str(j, "libvirt_version", ver);
+	add_str(j, "accel", o->kvm ? "kvm" : "tcg");
+	add_str(j, "domain", res.name);
+	json_object_object_add(j, "mem_mib", json_object_new_uint64(o->mem_mib));
+	add_str(j, "cmdline", o->cmdline);
+	json_object_object_add(j, "start_after_ms", json_object_new_int64(o->start_after_ms));
+	json_object_object_add(j, "precopy_ms", json_object_new_int64(o->precopy_ms));
+	json_object_object_add(j, "migrate_ret", json_object_new_int(res.migrate_ret));
+	json_object_object_add(j, "postcopy_started",
+			       json_object_new_boolean(res.postcopy_started));
+	add_str(j, "postcopy_error", res.postcopy_error);
+	json_object_object_add(j, "t_boot_ms", json_object_new_double(res.t_boot_ms));
+	json_object_object_add(j, "t_migrate_call_ms",
+			       json_object_new_double(res.t_migrate_call_ms));
+	json_object_object_add(j, "t_precopy_start_ms",
+			       json_object_new_double(res.t_precopy_start_ms));
+	json_object_object_add(j, "t_postcopy_after_ms",
+			       json_object_new_double(res.t_postcopy_after_ms));
+	json_object_object_add(j, "t_complete_ms", json_object_new_double(res.t_complete_ms));
+	json_object_object_add(j, "t_guest_done_ms", json_object_new_double(res.t_guest_done_ms));
+	json_object_object_add(j, "completed_stats", res.completed_stats);
+	json_object_object_add(j, "dest_query_migrate", res.dest_query_migrate);
+	res.completed_stats = res.dest_query_migrate = NULL; /* owned by j now */
+	add_str(j, "checksum", res.checksum);
+	add_path(j, "serial_src", o->workdir, "serial-src.log");
+	add_path(j, "serial_dst", o->workdir, "serial-dst.log");
+	if (o->trace) {
+		add_path(j, "trace_src", o->workdir, "trace-src.log");
+		add_path(j, "trace_dst", o->workdir, "trace-dst.log");
+	}
+	add_str(j, "error", res.error);
+	puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY));
+	json_object_put(j);
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: qemu-postcopy --src URI --dst qemu+unix:///system?socket=PATH "
-			"--guest FILE --mem MIB --cmdline STR\n"
-			"                     --workdir DIR --port N [--start-text STR] "
-			"[--start-after-ms 500]\n"
-			"                     [--precopy-ms 500] [--timeout-s 300] [--trace]\n");
+	fprintf(stderr,
+		"usage: qemu-postcopy --src URI --dst qemu+unix:///system?socket=PATH "
+		"--guest FILE --mem MIB --cmdline STR\n"
+		"                     --workdir DIR --port N [--start-text STR] "
+		"[--start-after-ms 500]\n"
+		"                     [--precopy-ms 500] [--timeout-s 300] [--trace EV,EV]\n"
+		"                     [--accel kvm|tcg]\n");
 	exit(2);
 }
 
@@ -453,7 +466,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "start-text", required_argument, NULL, 'S' },
 		{ "precopy-ms", required_argument, NULL, 'P' },
 		{ "timeout-s", required_argument, NULL, 't' },
-		{ "trace", no_argument, NULL, 'T' },
+		{ "trace", required_argument, NULL, 'T' },
+		{ "accel", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -499,7 +513,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->timeout_s = atol(optarg);
 			break;
 		case 'T':
-			o->trace = true;
+			o->trace = optarg;
+			break;
+		case 'A':
+			if (strcmp(optarg, "kvm") && strcmp(optarg, "tcg"))
+				usage();
+			o->kvm = !strcmp(optarg, "kvm");
 			break;
 		default:
 			usage();
@@ -509,9 +528,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	    o->port <= 0 || o->port > 65535 || optind != argc)
 		usage();
 	if (strchr(o->cmdline, '<') || strchr(o->cmdline, '&') || strchr(o->cmdline, '\'') ||
-	    strchr(o->guest, '<') || strchr(o->workdir, '<') || strchr(o->workdir, '\'')) {
-		fprintf(stderr,
-			"qemu-postcopy: no XML metacharacters in --cmdline/--guest/--workdir\n");
+	    strchr(o->guest, '<') || strchr(o->workdir, '<') || strchr(o->workdir, '\'') ||
+	    (o->trace && (strchr(o->trace, '<') || strchr(o->trace, '\'')))) {
+		fprintf(stderr, "qemu-postcopy: no XML metacharacters in "
+				"--cmdline/--guest/--workdir/--trace\n");
 		exit(2);
 	}
 }
@@ -680,7 +700,8 @@ static void run_migration(const struct opts *o, virConnectPtr src, virConnectPtr
 						     &reply, 0) < 0)
 			progress("destination query-migrate failed: %s", virGetLastErrorMessage());
 		else
-			res.dest_query_migrate = reply;
+			res.dest_query_migrate = json_tokener_parse(reply);
+		free(reply);
 		if (ddom)
 			virDomainFree(ddom);
 	}

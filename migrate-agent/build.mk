@@ -5,7 +5,7 @@ BASE_CFLAGS += -Imigrate-agent/include
 
 # The library, for the VMM to link (with $(MIG_LIBS)).
 MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c \
-	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c
+	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c
 MIG_LIBS := -luring -lzstd -lcrypto
 
 # The CLI that attaches to a source VMM's control socket.
@@ -45,26 +45,27 @@ $(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate
 fuzz: $(B)/fuzz/dest-fuzz
 programs: $(B)/fuzz/dest-fuzz
 $(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate-agent/wire.c \
-		migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c \
-		migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
+		migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c \
+		migrate-agent/internal.h migrate-agent/stamps.h $(wildcard migrate-agent/include/migrate/*.h)
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
 		migrate-agent/fuzz/dest-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
-		migrate-agent/util.c migrate-agent/auth.c -lzstd -lcrypto -lpthread
+		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c -lzstd -lcrypto -lpthread
 # The source's side: the frames a destination sends after the switch-over.
 fuzz: $(B)/fuzz/source-fuzz
 programs: $(B)/fuzz/source-fuzz
 $(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c \
 		migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c \
-		migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
+		migrate-agent/stamps.c migrate-agent/stamps.h migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
 		migrate-agent/fuzz/source-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
-		migrate-agent/util.c migrate-agent/auth.c -luring -lzstd -lcrypto -lpthread
+		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c -luring -lzstd -lcrypto \
+		-lpthread
 $(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/auth.c,-lzstd -lcrypto))
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))
 

@@ -35,6 +35,7 @@
 
 #include "internal.h"
 #include "migrate/auth.h"
+#include "stamps.h"
 
 #define MAX_HANDSHAKES_ 8 /* see MAX_HANDSHAKES */
 
@@ -63,6 +64,7 @@ struct mig_dest {
 	 */
 	uint32_t *t_arr;
 	uint64_t t_tl0;
+	struct mig_stamps *stamps; /* per-fault steps, page map (bench) */
 
 	/* req_lock guards which connections are live (urg/bulk/link_ok). */
 	pthread_mutex_t req_lock;
@@ -245,7 +247,9 @@ static void stamp_arrival(struct mig_dest *d, uint64_t i, int kind, uint64_t now
 static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now)
 {
 	stamp_arrival(d, i, kind, now);
+	mig_stamps_install(d->stamps, i, kind, zero, now);
 	if (st == PG_REQUESTED) {
+		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = mig_now_ns() - d->t_fault[i];
 		pthread_mutex_lock(&d->lat_lock);
 		mig_lat_add(&d->lat, lat);
@@ -453,6 +457,8 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 	if (precopy)
 		return stage_page(d, i, &pg, data, err, errlen);
 	int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
+	if (!kind)
+		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
 	int r = run_add(d, run, i, &pg, data, kind, err, errlen);
 	/* Nothing waits behind a run: install it before recv may block. */
 	if (!r && mig_conn_buffered(c) < MIG_PAGE_FRAME_MAX)
@@ -1292,6 +1298,7 @@ static int incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err,
 	d->pst = calloc(d->nr_pages, 1);
 	d->t_fault = calloc(d->nr_pages, 8);
 	d->t_arr = calloc(d->nr_pages, sizeof(*d->t_arr));
+	d->stamps = mig_stamps_new(d->nr_pages);
 	d->stage = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (!d->pst || !d->t_fault || !d->t_arr || d->stage == MAP_FAILED) {
@@ -1495,9 +1502,11 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 			break;
 	}
 	__atomic_fetch_add(&d->faults, 1, __ATOMIC_RELAXED);
+	mig_stamp(d->stamps, i, MIG_STEP_FAULT, d->t_fault[i]);
 	struct mig_page_request q = { .count = 1 };
 	uint64_t addr = i * MIG_PAGE_SIZE;
 	pthread_mutex_lock(&d->req_lock);
+	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
 	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
 	pthread_mutex_unlock(&d->req_lock);
@@ -1653,6 +1662,11 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 	fprintf(f, "},\n");
 	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)m.blocktime_ns / 1e6);
 	report_timeline(d, f);
+	struct mig_stamp_event ev[] = { { "state_received", d->t_state_rx },
+					{ "bulk_done", d->t_phase0 },
+					{ "state_loaded", d->t_state },
+					{ "vcpus_resumed", d->t_resumed } };
+	mig_stamps_report(d->stamps, f, ev, 4, d->t_resumed);
 	fprintf(f, "  \"recoveries\": %llu,\n", (unsigned long long)d->recoveries);
 	fprintf(f, "  \"link_down_ms\": %.3f\n}\n", (double)d->t_broken_ns / 1e6);
 }
@@ -1686,6 +1700,7 @@ void mig_dest_free(struct mig_dest *d)
 	free(d->pst);
 	free(d->t_fault);
 	free(d->t_arr);
+	mig_stamps_free(d->stamps);
 	free(d->lat.ns);
 	free(d);
 }

@@ -30,6 +30,7 @@
 
 #include "internal.h"
 #include "migrate/auth.h"
+#include "stamps.h"
 
 #define NHINTS		  16
 #define PUSH_BUF	  (256u << 10)
@@ -72,7 +73,8 @@ struct src {
 	uint64_t req_addrs, req_in_flight, recoveries;
 	uint64_t sent_count; /* atomic */
 	uint64_t t_paused, t_saved, t_state_sent;
-	void *blob; /* the state, kept in case the link breaks before it arrived */
+	struct mig_stamps *stamps; /* per-request steps (bench) */
+	void *blob;		   /* the state, kept in case the link breaks before it arrived */
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
 	int recoveries_before_running;
@@ -403,12 +405,14 @@ static uint64_t count_sent(struct src *s)
  */
 static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 {
+	uint64_t t_rx = mig_now_ns();
 	struct mig_page_request q;
 	memcpy(&q, p, sizeof(q));
 	for (uint32_t k = 0; k < q.count; k++) {
 		uint64_t addr;
 		memcpy(&addr, p + sizeof(q) + 8 * k, 8);
 		uint64_t i = addr / MIG_PAGE_SIZE;
+		mig_stamp(s->stamps, i, MIG_STEP_REQ_RX, t_rx);
 		s->req_addrs++;
 		if (bit_test_and_set(s->sent, i)) {
 			s->req_in_flight++;
@@ -418,6 +422,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
 		size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
 		pthread_mutex_lock(&s->urg.tx_lock);
+		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
 		int r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -EPIPE;
 		pthread_mutex_unlock(&s->urg.tx_lock);
 		if (r) {
@@ -1020,6 +1025,11 @@ static void report(struct src *s, FILE *f)
 	mig_json_hist(f, d->lat_hist);
 	fprintf(f, "},\n");
 	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)d->blocktime_ns / 1e6);
+	struct mig_stamp_event ev[] = { { "pause", s->t_pause },
+					{ "paused", s->t_paused },
+					{ "state_saved", s->t_saved },
+					{ "state_sent", s->t_state_sent } };
+	mig_stamps_report(s->stamps, f, ev, 4, 0);
 	fprintf(f, "  \"push_MiB_per_s\": %.1f\n}\n",
 		push_s > 0 ? (double)(s->pages_pushed * MIG_PAGE_SIZE) / push_s / 1048576.0 : 0.0);
 }
@@ -1092,6 +1102,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	s->vm = vm;
 	s->o = o;
 	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
+	s->stamps = mig_stamps_new(s->nr_pages); /* NULL: no stamps, nothing else lost */
 	s->features = o->compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
 	s->urg.fd = s->bulk.fd = -1;
@@ -1100,6 +1111,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	pthread_mutex_init(&s->hint_lock, NULL);
 	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
 	    mig_addr_parse(o->addr, &s->sa, err, errlen)) {
+		mig_stamps_free(s->stamps);
 		free(s->sent);
 		free(s);
 		return NULL;
@@ -1214,6 +1226,7 @@ static void src_free(struct src *s)
 	mig_conn_close(&s->bulk);
 	free(s->blob);
 	free(s->sent);
+	mig_stamps_free(s->stamps);
 	free(s);
 }
 

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
 	# build
 	build-essential make gcc clang llvm libclang-rt-14-dev pkg-config
-	liburing-dev libzstd-dev libvirt-dev
+	liburing-dev libzstd-dev libvirt-dev libjson-c-dev
 	# kernel
 	linux-source-6.1 flex bison bc libelf-dev libssl-dev cpio ccache xz-utils
 	kmod patch file

@@ -113,9 +113,12 @@ djson=$(field "$blog" DEST_JSON)
 
 [ "$a_rc" = 0 ] || fail "node a (source) exited $a_rc; console: $alog"
 [ "$b_rc" = 0 ] || fail "node b (destination) exited $b_rc; console: $blog"
-tr -d '\r' < "$alog" | grep -q "^vmm: migration to tcp:10.77.0.2:7100 complete" ||
+# grep reads to the end (no -q): with pipefail, a grep that quits at its
+# first match makes tr die of SIGPIPE on a long console log, and the
+# pipeline fail although the line is there.
+tr -d '\r' < "$alog" | grep "^vmm: migration to tcp:10.77.0.2:7100 complete" > /dev/null ||
 	fail "the source did not migrate (the guest finished first?); console: $alog"
-tr -d '\r' < "$blog" | grep -q "^vmm: lazy RAM: backend=$backend " ||
+tr -d '\r' < "$blog" | grep "^vmm: lazy RAM: backend=$backend " > /dev/null ||
 	fail "the destination did not use the $backend back end; console: $blog"
 [ -n "$sjson" ] && [ -n "$djson" ] || fail "a node did not report its migration summary"
 

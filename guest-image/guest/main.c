@@ -16,6 +16,8 @@
  *   cold=N       hotset: one cold touch every N operations (default 64)
  *   verify=0|1   hash every word of the region at the end (default 1)
  *   quiet=1      no per-iteration serial lines
+ *   mark=N       print iteration N's serial line even when quiet (a cheap
+ *                "now" for a host that only sees the serial port)
  *
  * Output: serial lines "guest: ..." and reports on GUEST_PORT_REPORT, the
  * last one "done" with the final checksum, then the status on
@@ -55,6 +57,15 @@ static inline uint64_t rdtsc(void)
 
 	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
 	return ((uint64_t)hi << 32) | lo;
+}
+
+/* The privilege level this code runs at (0 or 3): the low bits of CS. */
+static inline uint32_t current_ring(void)
+{
+	uint16_t cs;
+
+	__asm__ volatile("mov %%cs, %0" : "=r"(cs));
+	return cs & 3;
 }
 
 static inline void cpu_relax(void)
@@ -118,7 +129,7 @@ static void put_hex(uint64_t v)
 
 struct config {
 	int workload;
-	uint64_t mem, seed, iters, secs, ops, ws, hot, cold;
+	uint64_t mem, seed, iters, secs, ops, ws, hot, cold, mark;
 	int verify, quiet;
 };
 
@@ -238,6 +249,8 @@ static int parse_cmdline(const char *s, struct config *c)
 				c->verify = n != 0;
 			else if (word_eq(k, eq, "quiet"))
 				c->quiet = n != 0;
+			else if (word_eq(k, eq, "mark"))
+				c->mark = n;
 			else
 				bad = 1;
 		}
@@ -437,7 +450,7 @@ static uint64_t run_part(uint32_t cpu)
 		it++;
 		if (cpu == 0) {
 			report(0, GUEST_REPORT_PROGRESS, it, p.ops, p.sum, 0);
-			if (!c->quiet) {
+			if (!c->quiet || it == c->mark) {
 				puts_serial("guest: iter ");
 				put_dec(it);
 				puts_serial(" checksum=");
@@ -506,6 +519,9 @@ static void __attribute__((noreturn)) run_cpu0(const char *cmdline, uint64_t mem
 	put_dec(c->seed);
 	puts_serial(c->secs ? " secs=" : " iters=");
 	put_dec(c->secs ? c->secs : c->iters);
+	/* Under PVM only ring 3 runs natively: show which one this is. */
+	puts_serial(" ring=");
+	put_dec(current_ring());
 	putc_serial('\n');
 	report(0, GUEST_REPORT_START, 0, 0, 0, sh.pages);
 
