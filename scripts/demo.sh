@@ -4,7 +4,7 @@
 # then the destination's page map is drawn (bench/pagemap).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/twonode-migrate.sh --name demo --mem 16M --after 300 \
+scripts/twonode-migrate.sh --name demo --mem 16M \
 	--workload "workload=random mem=8M ops=50000 iters=2000 seed=42 quiet=1"
 rc=$?
 if [ "$rc" = 0 ]; then

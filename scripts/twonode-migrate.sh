@@ -15,7 +15,9 @@ usage() {
 usage: scripts/twonode-migrate.sh [options]
   --mem SIZE        guest RAM (default 8M)
   --workload ARGS   guest command line (default: workload=random mem=2M ops=20000 iters=1500 seed=8)
-  --after MS        migrate this long after the guest starts (default 200)
+  --after MS        migrate this long after the guest starts (default: a
+                    quarter of the reference run's time in node a, so the
+                    guest is mid-run whatever the machine's speed)
   --backend NAME    destination RAM back end (default userfault)
   --name NAME       node name prefix for logs in build/nodes (default migrate)
   --timeout SECONDS limit for each node (default 560)
@@ -27,7 +29,7 @@ cd "$top"
 
 mem=8M
 workload="workload=random mem=2M ops=20000 iters=1500 seed=8"
-after=200
+after=auto
 backend=userfault
 name=migrate
 limit=560
@@ -65,11 +67,15 @@ exit \$rc"
 
 # Inside node a: the reference run, then the run that migrates.
 a_cmd="echo '@@PHASE reference run (not migrated)'
+t0=\$(cut -d' ' -f1 /proc/uptime)
 timeout 200 vmm run --mem $mem --image $G --cmdline '$workload' > /dev/null 2> /tmp/ref.err || { cat /tmp/ref.err; exit 1; }
+t1=\$(cut -d' ' -f1 /proc/uptime)
 echo \"@@REF_SUM \$($sum /tmp/ref.err)\"
-echo '@@PHASE source run: guest starts, migrates to node b after ${after} ms'
+after=$after
+[ \$after = auto ] && after=\$(awk -v a=\$t0 -v b=\$t1 'BEGIN { ms = (b - a) * 250; print (ms < 50 ? 50 : int(ms)) }')
+echo \"@@PHASE source run: guest starts, migrates to node b after \$after ms (reference run: \$t0 s to \$t1 s of uptime)\"
 timeout $((limit - 240)) vmm run --mem $mem --image $G --cmdline '$workload' --migrate-to tcp:10.77.0.2:7100 \
-	--migrate-after $after --recover-ms 20000 --migrate-metrics /tmp/s.json > /dev/null 2> /tmp/s.err
+	--migrate-after \$after --recover-ms 20000 --migrate-metrics /tmp/s.json > /dev/null 2> /tmp/s.err
 rc=\$?
 cat /tmp/s.err
 echo \"@@SRC_JSON \$(tr -d '\n' < /tmp/s.json 2>/dev/null)\"

@@ -621,10 +621,36 @@ static uint64_t state_checksum(const uint8_t *blob, size_t len)
 }
 
 /*
+ * Where vCPU 0's RIP lies in a state blob: inside its REGS section (type 1,
+ * struct kvm_regs, RIP after 16 general registers), found by walking the
+ * sections (docs/vmm.md), whatever their order; 0 if there is none.
+ */
+static size_t regs_rip_offset(const uint8_t *blob, size_t len)
+{
+	size_t pos = 64; /* struct vm_state_header */
+
+	while (pos + 16 <= len) {
+		uint32_t type, index;
+		uint64_t size;
+
+		memcpy(&type, blob + pos, 4);
+		memcpy(&index, blob + pos + 4, 4);
+		memcpy(&size, blob + pos + 8, 8);
+		pos += 16;
+		if (size > len - pos)
+			return 0;
+		if (type == 1 && index == 0 && size >= 17 * 8)
+			return pos + 16 * 8;
+		pos += (size + 7) & ~(uint64_t)7;
+	}
+	return 0;
+}
+
+/*
  * A snapshot of `vmm run --save-after MS FILE` (vmm/snapshot.h): its RAM
- * becomes the session's, its state blob gets a non-canonical RIP (vCPU 0's
- * struct kvm_regs is the first section: RIP at byte 64 + 16 + 16 * 8) and a
- * checksum that matches again, so the VMM accepts it and the guest crashes.
+ * becomes the session's, its state blob gets a non-canonical RIP (in vCPU
+ * 0's struct kvm_regs) and a checksum that matches again, so the VMM
+ * accepts it and the guest crashes.
  */
 static int load_bad_state(struct sess *s, const char *path, uint8_t **blob, size_t *blob_len)
 {
@@ -648,8 +674,12 @@ static int load_bad_state(struct sess *s, const char *path, uint8_t **blob, size
 	size_t got = fread(s->ram, 1, ram, f); /* zero pages at the end may be holes */
 	(void)got;
 	fclose(f);
-	uint64_t rip = 0x8000000000001000ull;
-	memcpy(*blob + 64 + 16 + 16 * 8, &rip, 8);
+	uint64_t rip = 0x8000000000001000ull, rip_at = regs_rip_offset(*blob, state_size);
+	if (!rip_at) {
+		fprintf(stderr, "mig-evil: no vCPU 0 registers in the snapshot %s\n", path);
+		return -1;
+	}
+	memcpy(*blob + rip_at, &rip, 8);
 	uint64_t sum = state_checksum(*blob, state_size);
 	memcpy(*blob + 24, &sum, 8);
 	return 0;

@@ -21,7 +21,7 @@ expect() { # case expected-message-regex
 	wait "$dpid"
 	local rc=$?
 	[ "$rc" != 0 ] || fail "$1: destination exited 0 on a hostile stream"
-	[ "$rc" -lt 128 ] || fail "$1: destination crashed (status $rc)"
+	[ "$rc" -lt 128 ] || { cat "$work/$1.err" >&2; fail "$1: destination crashed (status $rc)"; }
 	grep -Eq "$2" "$work/$1.err" || { cat "$work/$1.err" >&2; fail "$1: message does not match /$2/"; }
 	echo "$1: rejected: $(tail -n1 "$work/$1.err")"
 }
