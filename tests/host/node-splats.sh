@@ -7,8 +7,8 @@
 #  3. Real splats provoked with LKDTM on the debug kernel (build/kernel-debug):
 #     WARNING, KASAN use-after-free, soft lockup, RCU stall and hung task in
 #     one node; BUG() (kernel BUG at / invalid opcode) and a NULL dereference
-#     (Oops) each panic their own node.
-# timeout: 600
+#     (a general protection fault under KASAN) each panic their own node.
+# timeout: 900
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 # It runs no program of $BIN: the sanitized pass would only repeat the nodes.
@@ -99,7 +99,7 @@ provoke HUNG_TASK 'blocked for more than'
 provoke SOFTLOCKUP 'soft lockup'
 await 'rcu_(sched|preempt) (self-)?detected stall'
 exit 0"
-tests/node-launch --name splats-lkdtm --kernel build/kernel-debug/bzImage --quiet --timeout 300 \
+tests/node-launch --name splats-lkdtm --kernel build/kernel-debug/bzImage --quiet --timeout 600 \
 	--append "rcupdate.rcu_cpu_stall_timeout=3" -- "$(innode "$nonfatal")" > "$work/3.out" 2>&1
 rc=$?
 grep -q "no LKDTM\|never saw" build/nodes/splats-lkdtm.log && { cat "$work/3.out"; fail "a splat could not be provoked"; }
@@ -110,8 +110,11 @@ for want in 'WARNING: CPU' 'BUG: KASAN: .*use-after-free' 'blocked for more than
 done
 echo "node-launch, debug kernel, LKDTM WARNING, KASAN, hung task, soft lockup, RCU stall: ok"
 
-# BUG() and a NULL dereference oops; oops=panic ends the node.
-for kind in BUG:'kernel BUG at.*invalid opcode' EXCEPTION:'BUG: kernel NULL pointer dereference.*Oops'; do
+# BUG() and a NULL dereference; oops=panic ends the node.  Under KASAN
+# inline the NULL dereference is caught as a general protection fault (the
+# shadow of address 0 is not canonical), without KASAN it is an Oops.
+for kind in BUG:'kernel BUG at.*invalid opcode' \
+	EXCEPTION:'general protection fault.*0000 \[#1\]|BUG: kernel NULL pointer dereference.*Oops'; do
 	name=${kind%%:*} want=${kind#*:}
 	tests/node-launch --name "splats-$name" --kernel build/kernel-debug/bzImage --quiet --timeout 180 \
 		-- "$(innode "$lkdtm
