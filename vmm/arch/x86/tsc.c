@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <linux/kvm.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -56,6 +57,21 @@ int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w)
 	return w->err;
 }
 
+/*
+ * Rates within TSC_RATE_TOLERANCE_PPM count as the same: two hosts of one
+ * model calibrate their TSC a little differently (two TCG nodes here: 743
+ * ppm apart), and KVM can only honour another rate with TSC scaling, which
+ * many hosts lack.  Further apart, the rate must be set or the load fails.
+ */
+#define TSC_RATE_TOLERANCE_PPM 1000
+
+static bool same_rate(uint32_t saved_khz, uint32_t host_khz)
+{
+	uint64_t diff = saved_khz > host_khz ? saved_khz - host_khz : host_khz - saved_khz;
+
+	return !saved_khz || diff * 1000000 <= (uint64_t)host_khz * TSC_RATE_TOLERANCE_PPM;
+}
+
 /* Moves the vCPU's TSC offset so that its TSC reads `want` from now on. */
 static int shift_tsc(struct vcpu *vcpu, uint64_t want)
 {
@@ -93,7 +109,7 @@ int x86_tsc_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t w
 		return -EBADMSG;
 	}
 	memcpy(&t, p, sizeof(t));
-	if (t.tsc_khz && t.tsc_khz != vm->tsc_khz &&
+	if (!same_rate(t.tsc_khz, vm->tsc_khz) &&
 	    ioctl(vcpu->fd, KVM_SET_TSC_KHZ, (unsigned long)t.tsc_khz) < 0) {
 		r = -errno;
 		snprintf(why, why_len,
