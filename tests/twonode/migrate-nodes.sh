@@ -6,5 +6,5 @@
 # exactly once (scripts/twonode-migrate.sh checks both).
 # MIGRATE_NODES_BACKEND=uffd runs it with the stock back end (debugging).
 exec scripts/twonode-migrate.sh --name migrate-nodes --mem 4M \
-	--workload "workload=random mem=1M ops=20000 iters=1500 seed=8 quiet=1" \
+	--workload "workload=random mem=1M ops=20000 iters=6000 seed=8 quiet=1" \
 	--backend "${MIGRATE_NODES_BACKEND:-userfault}"
