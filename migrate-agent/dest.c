@@ -37,6 +37,7 @@
 #include "internal.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "spin.h"
 #include "stamps.h"
 
 #define MAX_HANDSHAKES_ 8 /* see MAX_HANDSHAKES */
@@ -67,6 +68,7 @@ struct mig_dest {
 	uint32_t *t_arr;
 	uint64_t t_tl0;
 	struct mig_stamps *stamps; /* per-fault steps, page map (bench) */
+	struct mig_spin spin;	   /* the urgent receiver's (spin.h) */
 
 	/* req_lock guards which connections are live (urg/bulk/link_ok). */
 	pthread_mutex_t req_lock;
@@ -251,6 +253,7 @@ static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int 
 	stamp_arrival(d, i, kind, now);
 	mig_stamps_install(d->stamps, i, kind, zero, now);
 	if (st == PG_REQUESTED) {
+		mig_spin_answered(&d->spin);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = mig_now_ns() - d->t_fault[i];
 		pthread_mutex_lock(&d->lat_lock);
@@ -749,8 +752,8 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, 
 		return r;
 	c->wire.frame_limit = 0;
 	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
-	if (m.channel == MIG_CHAN_URGENT)
-		c->spin_us = d->o.spin_us;
+	if (m.channel == MIG_CHAN_URGENT && mig_spin_enabled(&d->spin))
+		c->spin = &d->spin;
 	mig_conn_set_liveness(c, d->o.idle_ms);
 	set_rcvtimeo(c->fd, 0);
 	return 0;
@@ -1171,16 +1174,25 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
 	pthread_cond_init(&d->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	int r = mig_spin_init(&d->spin, d->o.spin_us, true);
+	if (r) {
+		snprintf(err, errlen, "eventfd: %s", strerror(-r));
+		free(d);
+		return NULL;
+	}
 	if (mig_random_bytes(d->secret, sizeof(d->secret), err, errlen)) {
+		mig_spin_destroy(&d->spin);
 		free(d);
 		return NULL;
 	}
 	if (mig_addr_parse(o->addr, &d->sa, err, errlen) < 0) {
+		mig_spin_destroy(&d->spin);
 		free(d);
 		return NULL;
 	}
 	d->lfd = mig_listen(&d->sa, err, errlen);
 	if (d->lfd < 0) {
+		mig_spin_destroy(&d->spin);
 		free(d);
 		return NULL;
 	}
@@ -1512,6 +1524,8 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
 	pthread_mutex_unlock(&d->req_lock);
+	/* After the send: the request goes first, the receiver's wake-up overlaps it. */
+	mig_spin_request(&d->spin);
 	return 0;
 }
 
@@ -1682,6 +1696,7 @@ void mig_dest_free(struct mig_dest *d)
 	free(d->t_fault);
 	free(d->t_arr);
 	mig_stamps_free(d->stamps);
+	mig_spin_destroy(&d->spin);
 	free(d->lat.ns);
 	free(d);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "migrate/net.h"
+#include "spin.h"
 
 #define RBUF_MIN (256u << 10)
 
@@ -265,15 +266,17 @@ static int fill(struct mig_conn *c, size_t need)
 		c->rend -= c->rstart;
 		c->rstart = 0;
 	}
-	uint64_t spin_until = c->spin_us ? mig_now_ns() + c->spin_us * 1000ull : 0;
 	while (c->rend - c->rstart < need) {
-		int flags = 0;
-		if (spin_until)
-			flags = MSG_DONTWAIT;
-		ssize_t n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, flags);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && spin_until) {
-			if (mig_now_ns() > spin_until)
-				spin_until = 0;
+		ssize_t n =
+		    recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, c->spin ? MSG_DONTWAIT : 0);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && c->spin) {
+			int r = 0;
+			if (mig_spin_wanted(c->spin, mig_now_ns()))
+				mig_cpu_relax();
+			else
+				r = mig_spin_block(c->spin, c->fd);
+			if (r)
+				return r;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)

@@ -32,6 +32,7 @@
 #include "internal.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "spin.h"
 #include "stamps.h"
 
 #define NHINTS		  16
@@ -77,6 +78,7 @@ struct src {
 	uint64_t sent_count; /* atomic */
 	uint64_t t_paused, t_saved, t_state_sent;
 	struct mig_stamps *stamps; /* per-request steps (bench) */
+	struct mig_spin spin;	   /* the urgent thread's (spin.h): after each reply */
 	void *blob;		   /* the state, kept in case the link breaks before it arrived */
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
@@ -302,7 +304,6 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			int sb = BULK_SNDBUF;
 			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
-			s->urg.spin_us = s->o->spin_us;
 			/* A destination that accepts but never answers is silent, not slow. */
 			set_rcvtimeo(ufd, s->o->idle_ms);
 			set_rcvtimeo(bfd, s->o->idle_ms);
@@ -312,6 +313,8 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			if (!r) {
 				set_rcvtimeo(ufd, 0);
 				set_rcvtimeo(bfd, 0);
+				if (mig_spin_enabled(&s->spin)) /* no receive timeout from here */
+					s->urg.spin = &s->spin;
 				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
 				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;
@@ -434,6 +437,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 			set_break(s, 0, "urgent channel: send failed");
 			return -1;
 		}
+		mig_spin_answered(&s->spin);
 		s->pages_demand++;
 		add_hint(s, i);
 	}
@@ -1094,6 +1098,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	s->features = o->compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
 	s->urg.fd = s->bulk.fd = -1;
+	mig_spin_init(&s->spin, o->spin_us, false); /* cannot fail without a wake fd */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
@@ -1215,6 +1220,7 @@ static void src_free(struct src *s)
 	free(s->blob);
 	free(s->sent);
 	mig_stamps_free(s->stamps);
+	mig_spin_destroy(&s->spin);
 	free(s);
 }
 

@@ -25,6 +25,7 @@
 
 #include "migrate/migrate.h"
 #include "migrate/vmm-glue.h"
+#include "spin.h"
 #include "vmm/ram.h"
 #include "vmm/vm.h"
 
@@ -68,7 +69,7 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 	static const char *const with_value[] = { "--incoming",	      "--control",
 						  "--migrate-to",     "--migrate-after",
 						  "--precopy-rounds", "--migrate-metrics",
-						  "--recover-ms" };
+						  "--recover-ms",     "--migrate-spin-us" };
 	uint64_t n;
 	if (!strcmp(a, "--compress")) {
 		o->compress = 1;
@@ -106,6 +107,10 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 			return -1;
 		}
 		o->recover_ms = (int)n;
+	} else if (!strcmp(a, "--migrate-spin-us")) {
+		if (parse_num(a, v, MIG_SPIN_MAX_US, &n))
+			return -1;
+		o->spin_us = (unsigned)n;
 	}
 	return 1;
 }
@@ -219,6 +224,7 @@ static struct mig_opts lib_opts(struct migrate_glue *gl, const char *addr)
 		.precopy_rounds = gl->o->precopy_rounds,
 		.compress = gl->o->compress,
 		.recover_ms = gl->o->recover_ms,
+		.spin_us = gl->o->spin_us,
 		.metrics = gl->o->metrics,
 		.progress = isatty(2),
 	};

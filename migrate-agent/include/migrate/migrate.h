@@ -25,7 +25,7 @@ struct mig_opts {
 	int connect_ms;	     /* source: how long to retry the first connection (10000) */
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
-	unsigned spin_us;    /* busy-poll the urgent channel this long (default 50) */
+	unsigned spin_us;    /* urgent channel: spin window, 0 (default) never (spin.h) */
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
 };
 
