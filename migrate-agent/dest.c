@@ -1401,8 +1401,12 @@ static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 	return failed ? -EPROTO : 0;
 }
 
-/* Load the state (STATE's payload p) and start the postcopy threads. */
-static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_t errlen)
+/*
+ * Load the state (STATE's payload p): the last step before the vCPUs may
+ * run.  Everything else postcopy needs is started after they run
+ * (start_postcopy_threads()), off the downtime.
+ */
+static int load_state(struct mig_dest *d, const uint8_t *p, char *err, size_t errlen)
 {
 	struct mig_state_hdr sh;
 	memcpy(&sh, p, sizeof(sh));
@@ -1414,10 +1418,19 @@ static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_
 		return r;
 	}
 	d->t_state = mig_now_ns();
+	return 0;
+}
+
+/*
+ * The postcopy threads, once the vCPUs run: a reply or a break that comes
+ * first waits in the socket or in d->broken for a few microseconds.
+ */
+static void start_postcopy_threads(struct mig_dest *d)
+{
 	start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
 	uint64_t staged = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++)
-		staged += d->pst[i] == PG_STAGED;
+		staged += __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED;
 	if (staged) {
 		pthread_create(&d->stager, NULL, stager_thread, d);
 		d->stager_on = 1;
@@ -1427,7 +1440,6 @@ static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_
 	}
 	pthread_create(&d->sup, NULL, supervisor_thread, d);
 	d->sup_on = 1;
-	return 0;
 }
 
 int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
@@ -1469,7 +1481,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	d->t_state_rx = mig_now_ns();
 	r = wait_bulk_done(d, err, errlen);
 	if (!r)
-		r = start_postcopy(d, p, err, errlen);
+		r = load_state(d, p, err, errlen);
 	if (!r)
 		return 0;
 fail:
@@ -1489,6 +1501,7 @@ void mig_dest_resumed(struct mig_dest *d)
 	if (d->link_ok)
 		send_running(d, d->urg);
 	pthread_mutex_unlock(&d->req_lock);
+	start_postcopy_threads(d);
 	/* Every page may have arrived already (a small or idle guest). */
 	try_complete(d);
 }

@@ -1146,8 +1146,20 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 }
 
 /*
- * The switch-over: pause, save the state, DONE(0) (after PRECOPY_DIRTY) on
- * bulk and STATE on urgent.  From the pause the downtime runs.  On failure
+ * DONE(0) on bulk: no more precopy pages.  Without precopy it goes before
+ * the pause: the destination's bulk receiver has read it by the time STATE
+ * comes, so its wake-up is not part of the downtime (it was 0.03-2 ms here).
+ * After precopy it must follow PRECOPY_DIRTY, after the pause.
+ */
+static int send_done0(struct src *s)
+{
+	struct mig_done done0 = { .phase = 0 };
+	return mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+}
+
+/*
+ * The switch-over: pause, save the state, DONE(0) (after PRECOPY_DIRTY;
+ * before the pause without precopy) on bulk and STATE on urgent.  From the pause the downtime runs.  On failure
  * the VM has been resumed here (the destination has no whole state).
  */
 static int switch_over(struct src *s, char *err, size_t errlen)
@@ -1170,9 +1182,8 @@ static int switch_over(struct src *s, char *err, size_t errlen)
 	}
 	if (s->o->precopy_rounds)
 		r = precopy_finish(s, err, errlen);
-	struct mig_done done0 = { .phase = 0 };
-	if (!r)
-		r = mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+	if (!r && s->o->precopy_rounds)
+		r = send_done0(s);
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
 	if (!r)
 		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
@@ -1205,6 +1216,11 @@ static int before_switch(struct src *s, char *err, size_t errlen)
 	}
 	if (!r)
 		r = send_layout(s, err, errlen);
+	if (!r && !s->o->precopy_rounds) {
+		r = send_done0(s);
+		if (r)
+			snprintf(err, errlen, "bulk channel: cannot send DONE: %s", strerror(-r));
+	}
 	if (r)
 		link_cause(s, err, errlen);
 	return r;

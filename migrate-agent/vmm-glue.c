@@ -47,6 +47,7 @@ struct migrate_glue {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int finishing;
+	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 };
 
 static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out)
@@ -292,6 +293,15 @@ static void unwatch_incoming_signals(struct incoming_signals *is)
 	pthread_join(is->thread, NULL);
 	close(is->stop_fd[0]);
 	close(is->stop_fd[1]);
+	free(is);
+}
+
+/* After the vCPUs run (the join waits for a thread's wake-up: not in the downtime). */
+static void stop_signal_watch(struct migrate_glue *gl)
+{
+	if (gl->sig)
+		unwatch_incoming_signals(gl->sig);
+	gl->sig = NULL;
 }
 
 static int prepare_incoming(struct migrate_glue *gl)
@@ -330,15 +340,34 @@ static int prepare_incoming(struct migrate_glue *gl)
 		.install_run = dst_install_run,
 		.load_state = dst_load,
 	};
-	pr_vmm("waiting for an incoming migration on %s\n", gl->o->incoming);
-	struct incoming_signals is = { .gl = gl };
-	r = watch_incoming_signals(&is);
+	/*
+	 * The vCPU threads exist before the state arrives, parked: at the
+	 * switch-over only the state load and a wake-up remain
+	 * (migrate_started() resumes them; vm_start() starts no thread twice).
+	 */
+	r = vm_pause(gl->vm);
+	if (!r)
+		r = vm_start(gl->vm);
 	if (r) {
+		pr_vmm("cannot start the vCPU threads: %s\n", strerror(-r));
+		return r;
+	}
+	pr_vmm("waiting for an incoming migration on %s\n", gl->o->incoming);
+	struct incoming_signals *is = calloc(1, sizeof(*is));
+	r = is ? 0 : -ENOMEM;
+	if (is) {
+		is->gl = gl;
+		r = watch_incoming_signals(is);
+	}
+	if (r) {
+		free(is);
 		pr_vmm("cannot watch for signals: %s\n", strerror(-r));
 		return r;
 	}
+	gl->sig = is;
 	r = mig_dest_incoming(gl->dest, &gl->dest_vm, err, sizeof(err));
-	unwatch_incoming_signals(&is);
+	if (r)
+		stop_signal_watch(gl);
 	if (r) {
 		pr_vmm("incoming migration failed: %s\n", err);
 		write_dest_metrics(gl);
@@ -690,7 +719,9 @@ int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
 {
 	struct migrate_glue *gl = o->glue;
 	if (o->incoming) {
+		vm_resume(vm); /* parked since prepare_incoming() */
 		mig_dest_resumed(gl->dest);
+		stop_signal_watch(gl);
 		pthread_create(&gl->watch, NULL, watch_thread, gl);
 		gl->watch_on = 1;
 		return 0;
@@ -758,6 +789,7 @@ int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 		close(gl->ctl_fd);
 		unlink(o->control);
 	}
+	stop_signal_watch(gl);
 	if (gl->watch_on) {
 		stop_incoming_with_vm(gl, vm);
 		pthread_join(gl->watch, NULL);

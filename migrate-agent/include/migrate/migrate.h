@@ -112,7 +112,11 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
  */
 int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen);
 
-/* The vCPUs have just been started: note the time, tell the source. */
+/*
+ * The vCPUs have just been started: note the time (the downtime ends), tell
+ * the source, then start the postcopy threads (receivers, supervisor).
+ * Must follow a successful mig_dest_incoming(): replies wait until then.
+ */
 void mig_dest_resumed(struct mig_dest *d);
 
 /*
