@@ -67,7 +67,7 @@ $(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c m
 		migrate-agent/fuzz/source-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
 		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/tls.c \
 		-luring -lzstd -lssl -lcrypto -lpthread
-$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/auth.c,-lzstd -lcrypto))
+$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/auth.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.

@@ -824,6 +824,10 @@ static void *handshake_thread(void *arg)
 		if (!tls_failed)
 			send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL,
 				   why);
+		else if (r == -EPROTO) /* a plain source: tell it in its own words */
+			send_error(c, MIG_ERR_PROTOCOL,
+				   "this destination speaks TLS only (give both ends --tls-creds "
+				   "or --tls-psk)");
 		if (d->session_set || tls_failed)
 			pr_mig("refused a connection: %s\n", why);
 		free_conn(c);

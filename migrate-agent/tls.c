@@ -295,6 +295,20 @@ static int expect_name(SSL *ssl, const char *name)
 	return SSL_set_tlsext_host_name(ssl, name) == 1 && SSL_set1_host(ssl, name) == 1;
 }
 
+/* Why a certificate chain did not verify, when its issuer is unknown to us. */
+static const char *issuer_hint(long verify)
+{
+	switch (verify) {
+	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+	case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+		return " (not signed by the CA of our ca-cert.pem)";
+	}
+	return "";
+}
+
 /* Is reason an alert by which the peer refused our certificate? */
 static bool cert_alert(int reason)
 {
@@ -323,8 +337,8 @@ static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c,
 		return -EACCES;
 	}
 	if (verify != X509_V_OK) {
-		snprintf(err, errlen, "TLS: the peer's certificate was refused: %s",
-			 X509_verify_cert_error_string(verify));
+		snprintf(err, errlen, "TLS: the peer's certificate was refused: %s%s",
+			 X509_verify_cert_error_string(verify), issuer_hint(verify));
 		return -EACCES;
 	}
 	if (e && cert_alert(ERR_GET_REASON(e))) {
