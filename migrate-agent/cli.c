@@ -235,11 +235,13 @@ static int run_request(int fd, const struct request *q, const char *metrics)
 		fprintf(stderr, "migrate-agent: the request is too long\n");
 		return 1;
 	}
-	if (send(fd, req, n, MSG_NOSIGNAL) != (ssize_t)n) {
-		fprintf(stderr, "migrate-agent: cannot talk to the VMM: %s\n", strerror(errno));
+	/* A VMM that refuses us answers before it reads: its answer is still read. */
+	int sent = send(fd, req, n, MSG_NOSIGNAL) == (ssize_t)n, e = errno;
+	int r = read_reply(fd, q->idle_ms, reply, sizeof(reply));
+	if (!sent && r) {
+		fprintf(stderr, "migrate-agent: cannot talk to the VMM: %s\n", strerror(e));
 		return 1;
 	}
-	int r = read_reply(fd, q->idle_ms, reply, sizeof(reply));
 	if (r == -ETIMEDOUT) {
 		fprintf(stderr,
 			"migrate-agent: the VMM at %s is silent (no word for %d ms): giving up; "

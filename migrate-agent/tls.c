@@ -533,6 +533,8 @@ static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
 	int r = 0;
 
 	for (int k = 0; k < n && !r; k++) {
+		if (!iov[k].iov_len)
+			continue;
 		if (iov[k].iov_len <= sizeof(rec) - used) {
 			memcpy(rec + used, iov[k].iov_base, iov[k].iov_len);
 			used += iov[k].iov_len;
