@@ -8,14 +8,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/kvm.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -424,44 +422,22 @@ static int s_stopped(void *ctx)
 	return __atomic_load_n(&gl->vm->stopped, __ATOMIC_ACQUIRE);
 }
 
-/* Dirty logging on memslot 0 (all of guest RAM, vmm/vm.c). */
-static int dirty_flags(struct migrate_glue *gl, uint32_t flags)
-{
-	struct ram *ram = vm_ram(gl->vm);
-	struct kvm_userspace_memory_region r = {
-		.slot = 0,
-		.flags = flags,
-		.guest_phys_addr = 0,
-		.memory_size = ram->size,
-		.userspace_addr = (uintptr_t)ram->host,
-	};
-	return ioctl(gl->vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -errno : 0;
-}
-
 static int s_dirty_start(void *ctx)
 {
-	return dirty_flags(ctx, KVM_MEM_LOG_DIRTY_PAGES);
+	struct migrate_glue *gl = ctx;
+	return vm_dirty_log_set(gl->vm, true);
 }
 
 static int s_dirty_stop(void *ctx)
 {
-	return dirty_flags(ctx, 0);
+	struct migrate_glue *gl = ctx;
+	return vm_dirty_log_set(gl->vm, false);
 }
 
 static int s_dirty_fetch(void *ctx, uint64_t *bitmap)
 {
 	struct migrate_glue *gl = ctx;
-	struct ram *ram = vm_ram(gl->vm);
-	size_t words = (ram->nr_pages + 63) / 64;
-	uint64_t *tmp = calloc(words, 8);
-	if (!tmp)
-		return -ENOMEM;
-	struct kvm_dirty_log l = { .slot = 0, .dirty_bitmap = tmp };
-	int r = ioctl(gl->vm->vm_fd, KVM_GET_DIRTY_LOG, &l) < 0 ? -errno : 0;
-	for (size_t w = 0; !r && w < words; w++)
-		bitmap[w] |= tmp[w];
-	free(tmp);
-	return r;
+	return vm_dirty_log_fetch(gl->vm, bitmap);
 }
 
 /* Migrate out; returns 0 on success (the VM is then stopped here). */
