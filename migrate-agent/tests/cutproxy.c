@@ -14,6 +14,9 @@
  * writes succeed, nothing arrives), then reset.
  * --rate BYTES: each direction of each connection carries at most BYTES a
  * second (a slow link; with --cut-after 0 it never cuts).
+ * --flip-after BYTES: flip one bit of the byte stream once that many bytes
+ * went through, and forward on (an attacker, or a memory error on the way:
+ * TLS must take it as a broken session; plain TCP has only the frame CRC).
  * Prints one line on stderr for each cut; runs until killed.
  */
 #include <errno.h>
@@ -37,6 +40,8 @@ static unsigned long long moved;
 static int swallowing;
 static unsigned long long swallow_at; /* bytes; 0: never */
 static unsigned long long rate;	      /* bytes a second a direction; 0: unlimited */
+static unsigned long long flip_at;    /* bytes; 0: never */
+static int flipped;
 
 struct dir {
 	int from, to;
@@ -92,13 +97,18 @@ static void *pump(void *arg)
 			break;
 		if (__atomic_load_n(&swallowing, __ATOMIC_ACQUIRE))
 			continue;
+		unsigned long long m =
+		    __atomic_add_fetch(&moved, (unsigned long long)r, __ATOMIC_RELAXED);
+		if (flip_at && m >= flip_at &&
+		    !__atomic_exchange_n(&flipped, 1, __ATOMIC_ACQ_REL)) {
+			buf[r / 2] ^= 0x10;
+			fprintf(stderr, "mig-cutproxy: flipped a bit after %llu bytes\n", m);
+		}
 		if (send(d->to, buf, (size_t)r, MSG_NOSIGNAL) != r)
 			break;
 		sent += (unsigned long long)r;
 		if (rate)
 			pace(start_ns, sent);
-		unsigned long long m =
-		    __atomic_add_fetch(&moved, (unsigned long long)r, __ATOMIC_RELAXED);
 		/* Start dropping at once, not at the next check of the main loop. */
 		if (swallow_at && m >= swallow_at)
 			__atomic_store_n(&swallowing, 1, __ATOMIC_RELEASE);
@@ -162,13 +172,16 @@ int main(int argc, char **argv)
 			cuts = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--rate"))
 			rate = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--flip-after"))
+			flip_at = strtoull(argv[i + 1], NULL, 0);
 	}
 	struct sockaddr_in la, ta;
 	char err[200];
 	if (!listen_s || !to_s || mig_addr_parse(listen_s, &la, err, sizeof(err)) ||
 	    mig_addr_parse(to_s, &ta, err, sizeof(err))) {
 		fprintf(stderr, "usage: mig-cutproxy --listen tcp:H:P --to tcp:H:P --cut-after N "
-				"[--down-ms MS] [--cuts N] [--swallow-ms MS] [--rate BYTES]\n");
+				"[--down-ms MS] [--cuts N] [--swallow-ms MS] [--rate BYTES]\n"
+				"                    [--flip-after N]\n");
 		return 2;
 	}
 	if (swallow_ms)
