@@ -4,10 +4,10 @@
 BASE_CFLAGS += -Imigrate-agent/include
 
 # The library, for the VMM to link (with $(MIG_LIBS)).
-MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c \
+MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c \
 	migrate-agent/metrics.c
-MIG_LIBS := -luring -lzstd -lcrypto -ljson-c
+MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
 
 # The CLI that attaches to a source VMM's control socket.
 $(eval $(call program,migrate-agent,migrate-agent/cli.c,))
@@ -17,9 +17,11 @@ $(eval $(call program,migrate-agent,migrate-agent/cli.c,))
 # node flavour is static), so $$^ carries them in link order.
 MIG_VMM_SRCS := $(MIG_LIB_SRCS) migrate-agent/vmm-glue.c
 MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
-	$(shell $(CC) -print-file-name=libcrypto.so) $(shell $(CC) -print-file-name=libjson-c.so)
+	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
+	$(shell $(CC) -print-file-name=libjson-c.so)
 MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-name=libzstd.a) \
-	$(shell $(CC) -print-file-name=libcrypto.a) $(shell $(CC) -print-file-name=libjson-c.a)
+	$(shell $(CC) -print-file-name=libssl.a) $(shell $(CC) -print-file-name=libcrypto.a) \
+	$(shell $(CC) -print-file-name=libjson-c.a)
 ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
 $(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
 $(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
@@ -45,7 +47,7 @@ $(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate
 # against a fake VM, through dest.c's own steps.
 fuzz: $(B)/fuzz/dest-fuzz
 programs: $(B)/fuzz/dest-fuzz
-$(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate-agent/wire.c \
+$(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate-agent/wire.c migrate-agent/tls.c \
 		migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
 		migrate-agent/internal.h migrate-agent/stamps.h migrate-agent/metrics.h migrate-agent/spin.h $(wildcard migrate-agent/include/migrate/*.h)
 	@mkdir -p $(@D)
@@ -53,12 +55,12 @@ $(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
 		migrate-agent/fuzz/dest-fuzz.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c \
-		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
-		-lzstd -lcrypto -ljson-c -lpthread
+		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
+		-lzstd -lssl -lcrypto -ljson-c -lpthread
 # The source's side: the frames a destination sends after the switch-over.
 fuzz: $(B)/fuzz/source-fuzz
 programs: $(B)/fuzz/source-fuzz
-$(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c \
+$(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c migrate-agent/tls.c \
 		migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/auth.c \
 		migrate-agent/stamps.c migrate-agent/stamps.h migrate-agent/metrics.c migrate-agent/metrics.h \
 		migrate-agent/spin.h migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
@@ -67,9 +69,9 @@ $(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c \
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
 		migrate-agent/fuzz/source-fuzz.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c \
-		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
-		-luring -lzstd -lcrypto -ljson-c -lpthread
-$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/auth.c,-lzstd -lcrypto))
+		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
+		-luring -lzstd -lssl -lcrypto -ljson-c -lpthread
+$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/auth.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.

@@ -8,15 +8,19 @@
  *   migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT
  *                 [--precopy-rounds N] [--compress] [--metrics FILE]
  *                 [--recover-ms MS] [--idle-ms MS]
+ *                 [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *
  * The destination is a `vmm run --incoming tcp:HOST:PORT ...` already
  * listening.  Prints the JSON summary on stdout (or writes it to --metrics)
  * and exits 0 once the destination has every page; 1 with the VMM's error
  * message otherwise (also when the VMM says nothing, not even its
  * once-a-second "progress", for --idle-ms: default 10000); 2 for bad usage.
+ * The TLS files are read by the VMM: their paths are made absolute here.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +30,18 @@
 #include <unistd.h>
 
 struct request {
-	const char *vmm, *to, *metrics;
+	const char *vmm, *to, *metrics, *tls_hostname;
+	char *tls_creds, *tls_psk; /* absolute paths (realpath), freed by the caller */
 	int precopy, compress, recover_ms, idle_ms;
 };
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
-			"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
-			"                     [--recover-ms MS] [--idle-ms MS]\n");
+	fprintf(stderr,
+		"usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
+		"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
+		"                     [--recover-ms MS] [--idle-ms MS]\n"
+		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n");
 }
 
 /* A positive number of milliseconds, or -1 after a message. */
@@ -48,6 +55,40 @@ static int parse_ms(const char *opt, const char *v)
 		return -1;
 	}
 	return (int)n;
+}
+
+/* An existing file's absolute path (the VMM has another working directory), or NULL after a message. */
+static char *tls_path(const char *opt, const char *v)
+{
+	char *p = realpath(v, NULL);
+	if (!p)
+		fprintf(stderr, "migrate-agent: %s %s: %s\n", opt, v, strerror(errno));
+	else if (strpbrk(p, " \n")) {
+		fprintf(stderr, "migrate-agent: %s %s: a path with blanks cannot be passed on\n",
+			opt, p);
+		free(p);
+		p = NULL;
+	}
+	return p;
+}
+
+/* The TLS options of q make sense together: 0, or 2 after a message. */
+static int check_tls(const struct request *q)
+{
+	if (q->tls_creds && q->tls_psk) {
+		fprintf(stderr, "migrate-agent: --tls-creds and --tls-psk exclude each other: "
+				"x509 or a PSK\n");
+		return 2;
+	}
+	if (q->tls_hostname && !q->tls_creds) {
+		fprintf(stderr, "migrate-agent: --tls-hostname needs --tls-creds\n");
+		return 2;
+	}
+	if (q->tls_hostname && strpbrk(q->tls_hostname, " \n")) {
+		fprintf(stderr, "migrate-agent: --tls-hostname: not a host name\n");
+		return 2;
+	}
+	return 0;
 }
 
 /* 0, or 2 (usage) after a message. */
@@ -72,7 +113,14 @@ static int parse_args(int argc, char **argv, struct request *q)
 			q->metrics = v;
 		else if (!strcmp(a, "--precopy-rounds"))
 			q->precopy = atoi(v);
-		else if (!strcmp(a, "--recover-ms") && (q->recover_ms = parse_ms(a, v)) < 0)
+		else if (!strcmp(a, "--tls-hostname"))
+			q->tls_hostname = v;
+		else if (!strcmp(a, "--tls-creds") || !strcmp(a, "--tls-psk")) {
+			char **slot = a[6] == 'c' ? &q->tls_creds : &q->tls_psk;
+			free(*slot);
+			if (!(*slot = tls_path(a, v)))
+				return 2;
+		} else if (!strcmp(a, "--recover-ms") && (q->recover_ms = parse_ms(a, v)) < 0)
 			return 2;
 		else if (!strcmp(a, "--idle-ms") && (q->idle_ms = parse_ms(a, v)) < 0)
 			return 2;
@@ -88,7 +136,7 @@ static int parse_args(int argc, char **argv, struct request *q)
 		usage();
 		return 2;
 	}
-	return 0;
+	return check_tls(q);
 }
 
 /* A connected control socket, or -1 after a message. */
@@ -155,20 +203,45 @@ static void cat_file(const char *path)
 		fclose(f);
 }
 
+/* printf at *n in buf; *n counts what did not fit too (then *n >= len). */
+static void append(char *buf, size_t len, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t len, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(buf + (*n < len ? *n : len), *n < len ? len - *n : 0, fmt, ap);
+	va_end(ap);
+	*n += k > 0 ? (size_t)k : 0;
+}
+
 /* Send the request and wait for the verdict: 0 (migrated) or 1 after a message. */
 static int run_request(int fd, const struct request *q, const char *metrics)
 {
-	char req[1400], reply[1024];
-	int n = snprintf(req, sizeof(req), "migrate to=%s precopy=%d compress=%d metrics=%s", q->to,
-			 q->precopy, q->compress, metrics);
+	char req[4096], reply[1024];
+	size_t n = 0;
+	append(req, sizeof(req), &n, "migrate to=%s precopy=%d compress=%d metrics=%s", q->to,
+	       q->precopy, q->compress, metrics);
 	if (q->recover_ms)
-		n += snprintf(req + n, sizeof(req) - n, " recover-ms=%d", q->recover_ms);
-	n += snprintf(req + n, sizeof(req) - n, "\n");
-	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		fprintf(stderr, "migrate-agent: cannot talk to the VMM: %s\n", strerror(errno));
+		append(req, sizeof(req), &n, " recover-ms=%d", q->recover_ms);
+	if (q->tls_creds)
+		append(req, sizeof(req), &n, " tls-creds=%s", q->tls_creds);
+	if (q->tls_psk)
+		append(req, sizeof(req), &n, " tls-psk=%s", q->tls_psk);
+	if (q->tls_hostname)
+		append(req, sizeof(req), &n, " tls-hostname=%s", q->tls_hostname);
+	append(req, sizeof(req), &n, "\n");
+	if (n >= sizeof(req)) {
+		fprintf(stderr, "migrate-agent: the request is too long\n");
 		return 1;
 	}
+	/* A VMM that refuses us answers before it reads: its answer is still read. */
+	int sent = send(fd, req, n, MSG_NOSIGNAL) == (ssize_t)n, e = errno;
 	int r = read_reply(fd, q->idle_ms, reply, sizeof(reply));
+	if (!sent && r) {
+		fprintf(stderr, "migrate-agent: cannot talk to the VMM: %s\n", strerror(e));
+		return 1;
+	}
 	if (r == -ETIMEDOUT) {
 		fprintf(stderr,
 			"migrate-agent: the VMM at %s is silent (no word for %d ms): giving up; "
@@ -193,8 +266,11 @@ static int cmd_migrate(int argc, char **argv)
 {
 	struct request q = { .idle_ms = 10000 };
 	int r = parse_args(argc, argv, &q);
-	if (r)
+	if (r) {
+		free(q.tls_creds);
+		free(q.tls_psk);
 		return r;
+	}
 	char tmp[] = "/tmp/migrate-agent.XXXXXX";
 	if (!q.metrics) {
 		int fd = mkstemp(tmp);
@@ -214,6 +290,8 @@ static int cmd_migrate(int argc, char **argv)
 		unlink(tmp);
 	if (r == 0)
 		fprintf(stderr, "migrate-agent: migration to %s complete\n", q.to);
+	free(q.tls_creds);
+	free(q.tls_psk);
 	return r;
 }
 

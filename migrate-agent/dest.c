@@ -54,6 +54,7 @@ struct mig_dest {
 	struct mig_opts o;
 	struct sockaddr_in sa;
 	int lfd;
+	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 	struct mig_dest_vm *vm;
 	uint64_t nr_pages, session;
 	uint32_t features;
@@ -637,12 +638,6 @@ static void free_conn(struct mig_conn *c)
 	free(c);
 }
 
-static void set_rcvtimeo(int fd, int ms)
-{
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-}
-
 /*
  * Which session a HELLO belongs to (under d->lock): 1 when it makes the
  * session (the first urgent HELLO without RECOVER: it learns the secret),
@@ -755,7 +750,7 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, 
 	if (m.channel == MIG_CHAN_URGENT && mig_spin_enabled(&d->spin))
 		c->spin = &d->spin;
 	mig_conn_set_liveness(c, d->o.idle_ms);
-	set_rcvtimeo(c->fd, 0);
+	mig_conn_set_rcvtimeo(c, 0);
 	return 0;
 }
 
@@ -792,23 +787,38 @@ struct hs_arg {
 	int fd, slot;
 };
 
+/*
+ * TLS (when asked for), then HELLO and AUTH, each within HANDSHAKE_MS.  A
+ * connection that fails TLS proved nothing: it is refused with a message
+ * and never fails the migration, even before any session (a stranger must
+ * not be able to end an incoming migration by connecting first).
+ */
+static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, int *tls_failed,
+			 char *why, size_t len)
+{
+	int r = mig_tls_secure(d->tls, c, HANDSHAKE_MS, why, len);
+	*tls_failed = r != 0;
+	if (r)
+		return r;
+	mig_conn_set_rcvtimeo(c, HANDSHAKE_MS);
+	return handshake(d, c, attempt, why, len);
+}
+
 static void *handshake_thread(void *arg)
 {
 	struct hs_arg *a = arg;
 	struct mig_dest *d = a->d;
 	char why[300];
 	uint32_t attempt = 0;
+	int tls_failed = 0;
 	struct mig_conn *c = new_conn(d, a->fd, "incoming");
-	int r = c ? 0 : -ENOMEM;
-	if (c) {
-		set_rcvtimeo(c->fd, HANDSHAKE_MS);
-		r = handshake(d, c, &attempt, why, sizeof(why));
-	}
+	int r = c ? handshake_all(d, c, &attempt, &tls_failed, why, sizeof(why)) : -ENOMEM;
 	mig_auth_thread_cleanup(); /* before this thread counts as gone */
 	pthread_mutex_lock(&d->lock);
 	d->hs_fd[a->slot] = -1;
 	/* Before any session: a malformed first connection fails the migration. */
-	if (r && c && !d->session_set && r != -ETIMEDOUT && r != -ECONNRESET && !d->hs_failed) {
+	if (r && c && !tls_failed && !d->session_set && r != -ETIMEDOUT && r != -ECONNRESET &&
+	    !d->hs_failed) {
 		snprintf(d->hs_why, sizeof(d->hs_why), "%s", why);
 		d->hs_failed = r;
 	}
@@ -816,13 +826,20 @@ static void *handshake_thread(void *arg)
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
 	if (r && c) {
-		send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL, why);
-		if (d->session_set)
+		if (!tls_failed)
+			send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL,
+				   why);
+		else if (r == -EPROTO) /* a plain source: tell it in its own words */
+			send_error(c, MIG_ERR_PROTOCOL,
+				   "this destination speaks TLS only (give both ends --tls-creds "
+				   "or --tls-psk)");
+		if (d->session_set || tls_failed)
 			pr_mig("refused a connection: %s\n", why);
 		free_conn(c);
 	} else if (c) {
 		offer(d, c, attempt);
 	}
+	mig_auth_thread_cleanup(); /* again: closing a TLS session used OpenSSL */
 	mig_wire_thread_cleanup();
 	free(a);
 	return NULL;
@@ -1174,25 +1191,30 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
 	pthread_cond_init(&d->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	int r = mig_spin_init(&d->spin, d->o.spin_us, true);
-	if (r) {
-		snprintf(err, errlen, "eventfd: %s", strerror(-r));
-		free(d);
-		return NULL;
-	}
 	if (mig_random_bytes(d->secret, sizeof(d->secret), err, errlen)) {
-		mig_spin_destroy(&d->spin);
 		free(d);
 		return NULL;
 	}
 	if (mig_addr_parse(o->addr, &d->sa, err, errlen) < 0) {
-		mig_spin_destroy(&d->spin);
+		free(d);
+		return NULL;
+	}
+	/* Credentials are checked before anything listens. */
+	if (mig_opts_tls(o) && mig_tls_ctx_new(&o->tls, true, &d->tls, err, errlen)) {
+		free(d);
+		return NULL;
+	}
+	int r = mig_spin_init(&d->spin, d->o.spin_us, true);
+	if (r) {
+		snprintf(err, errlen, "eventfd: %s", strerror(-r));
+		mig_tls_ctx_free(d->tls);
 		free(d);
 		return NULL;
 	}
 	d->lfd = mig_listen(&d->sa, err, errlen);
 	if (d->lfd < 0) {
 		mig_spin_destroy(&d->spin);
+		mig_tls_ctx_free(d->tls);
 		free(d);
 		return NULL;
 	}
@@ -1703,6 +1725,7 @@ void mig_dest_free(struct mig_dest *d)
 	free_conn(d->bulk);
 	if (d->lfd >= 0)
 		close(d->lfd);
+	mig_tls_ctx_free(d->tls);
 	if (d->stage)
 		munmap(d->stage, d->vm->ram_size);
 	free(d->pst);

@@ -157,6 +157,14 @@ void mig_conn_set_liveness(struct mig_conn *c, int idle_ms)
 	/* A send blocked that long (the peer reads nothing) fails: -ETIMEDOUT. */
 	struct timeval tv = { .tv_sec = idle_ms / 1000, .tv_usec = (idle_ms % 1000) * 1000 };
 	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	c->snd_timeout_ms = idle_ms; /* for back ends that wait themselves */
+}
+
+void mig_conn_set_rcvtimeo(struct mig_conn *c, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	c->rcv_timeout_ms = ms;
 }
 
 void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns)
@@ -168,6 +176,10 @@ void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns)
 
 void mig_conn_close(struct mig_conn *c)
 {
+	if (c->io)
+		c->io->close(c);
+	c->io = NULL;
+	c->io_ctx = NULL;
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -182,11 +194,13 @@ void mig_conn_kick(struct mig_conn *c)
 		shutdown(c->fd, SHUT_RDWR);
 }
 
-static int write_all(int fd, struct iovec *iov, int n)
+/* ---- The plain TCP back end (c->io == NULL) ---- */
+
+static int plain_send(struct mig_conn *c, struct iovec *iov, int n)
 {
 	while (n > 0) {
-		ssize_t w =
-		    sendmsg(fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = n }, MSG_NOSIGNAL);
+		ssize_t w = sendmsg(c->fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = n },
+				    MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -205,6 +219,45 @@ static int write_all(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
+/* SO_RCVTIMEO bounds the blocking wait; EAGAIN is its expiry. */
+static ssize_t plain_recv(struct mig_conn *c, void *buf, size_t len, bool wait)
+{
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, len, wait ? 0 : MSG_DONTWAIT);
+		if (n >= 0)
+			return n;
+		if (errno == EINTR)
+			continue;
+		if (errno == EWOULDBLOCK)
+			return -EAGAIN;
+		snprintf(c->io_err, sizeof(c->io_err), "receive failed: %s", strerror(errno));
+		return -errno;
+	}
+}
+
+static int io_send(struct mig_conn *c, struct iovec *iov, int n)
+{
+	return c->io ? c->io->send(c, iov, n) : plain_send(c, iov, n);
+}
+
+static ssize_t io_recv(struct mig_conn *c, void *buf, size_t len, bool wait)
+{
+	return c->io ? c->io->recv(c, buf, len, wait) : plain_recv(c, buf, len, wait);
+}
+
+int mig_conn_raw_fd(const struct mig_conn *c)
+{
+	return c->io ? -1 : c->fd;
+}
+
+int mig_conn_write(struct mig_conn *c, const void *buf, size_t len)
+{
+	struct iovec iov = { (void *)buf, len };
+	if (c->fd < 0)
+		return -ENOTCONN;
+	return io_send(c, &iov, 1);
+}
+
 int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, const void *p2,
 		  size_t l2)
 {
@@ -221,7 +274,7 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 		{ (void *)p1, l1 },
 		{ (void *)p2, l2 },
 	};
-	int r = write_all(c->fd, iov, 3);
+	int r = io_send(c, iov, 3);
 	if (r == 0) {
 		mig_conn_sent(c, mig_now_ns());
 		c->tx_bytes += sizeof(h) + l1 + l2;
@@ -266,23 +319,27 @@ static int fill(struct mig_conn *c, size_t need)
 		c->rend -= c->rstart;
 		c->rstart = 0;
 	}
+	c->io_err[0] = 0;
 	while (c->rend - c->rstart < need) {
-		ssize_t n =
-		    recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, c->spin ? MSG_DONTWAIT : 0);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && c->spin) {
+		/*
+		 * With a spin policy (spin.h): non-blocking tries while it wants
+		 * to spin, else its poll() (plain TCP; a TLS back end may hold
+		 * decrypted bytes the socket no longer shows: it blocks in recv).
+		 */
+		bool wait = !c->spin || (c->io && !mig_spin_wanted(c->spin, mig_now_ns()));
+		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, wait);
+		if (n == -EAGAIN && !wait) {
 			int r = 0;
 			if (mig_spin_wanted(c->spin, mig_now_ns()))
 				mig_cpu_relax();
-			else
+			else if (!c->io)
 				r = mig_spin_block(c->spin, c->fd);
 			if (r)
 				return r;
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n < 0)
-			return -errno;
+			return (int)n;
 		if (n == 0)
 			return c->rend == c->rstart ? -ECONNRESET : -EPIPE;
 		c->rend += n;
@@ -294,6 +351,15 @@ static int fill(struct mig_conn *c, size_t need)
 
 static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		    size_t errlen);
+
+/*
+ * Does a plain stream begin with a TLS record header (handshake or alert,
+ * version 3.x)?  Then the peer was given TLS and this end was not.
+ */
+static bool tls_record(const uint8_t *b)
+{
+	return (b[0] == 0x16 || b[0] == 0x15) && b[1] == 3 && b[2] <= 4;
+}
 
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen)
@@ -315,7 +381,9 @@ static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t *
 		return -ETIMEDOUT;
 	}
 	if (r) {
-		if (r == -EPIPE)
+		if (c->io_err[0])
+			snprintf(err, errlen, "%s channel: %s", c->name, c->io_err);
+		else if (r == -EPIPE)
 			snprintf(err, errlen, "%s channel: connection closed inside a frame header",
 				 c->name);
 		else if (r == -ECONNRESET)
@@ -328,6 +396,13 @@ static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t *
 	memcpy(h, c->rbuf + c->rstart, sizeof(*h));
 	char why[200];
 	r = mig_check_hdr(h, why, sizeof(why));
+	if (r && !c->io && tls_record(c->rbuf + c->rstart)) {
+		snprintf(err, errlen,
+			 "%s channel: the peer speaks TLS, this end does not (give both ends "
+			 "--tls-creds or --tls-psk)",
+			 c->name);
+		return -EPROTO;
+	}
 	if (r) {
 		snprintf(err, errlen, "%s channel: rejected frame: %s", c->name, why);
 		return r;
@@ -346,7 +421,10 @@ static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t *
 		return -ETIMEDOUT;
 	}
 	if (r) {
-		if (r == -ECONNRESET || r == -EPIPE) {
+		if (c->io_err[0]) {
+			snprintf(err, errlen, "%s channel: inside a %s frame: %s", c->name,
+				 mig_msg_name(h->type), c->io_err);
+		} else if (r == -ECONNRESET || r == -EPIPE) {
 			r = -EPIPE;
 			snprintf(err, errlen,
 				 "%s channel: truncated %s frame (connection closed inside its "

@@ -17,6 +17,7 @@
  * page that the pusher already claimed is not answered: the page is on its
  * way on the bulk channel, and answering would send it twice.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <liburing.h>
 #include <math.h>
@@ -53,6 +54,7 @@ struct src {
 	uint32_t attempt; /* connection attempts so far (HELLO.attempt) */
 	uint64_t *sent;
 	struct mig_conn urg, bulk;
+	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 
 	pthread_mutex_t lock;
 	int broken;   /* link lost: recoverable after the switch-over */
@@ -281,10 +283,32 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 	return authenticate(s, c, channel, err, errlen);
 }
 
-static void set_rcvtimeo(int fd, int ms)
+/*
+ * Whether a failed connection attempt is worth repeating: a destination
+ * that refused us (its ERROR, our credentials, another protocol or TLS
+ * setting) will refuse the next attempt too.
+ */
+static int permanent_refusal(int r)
 {
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return r == -ECONNREFUSED || r == -EPROTO || r == -EPROTONOSUPPORT || r == -EACCES;
+}
+
+/* One channel: TLS first when asked for, then HELLO and AUTH. */
+static int open_channel(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
+			size_t errlen)
+{
+	char why[200];
+	int r = mig_tls_secure(s->tls, c, s->o->idle_ms, why, sizeof(why));
+	if (r) {
+		snprintf(err, errlen, "%s channel: %s", c->name, why);
+		return r;
+	}
+	/* A destination that accepts but never answers is silent, not slow. */
+	mig_conn_set_rcvtimeo(c, s->o->idle_ms);
+	r = hello(s, c, channel, recover, err, errlen);
+	if (!r)
+		mig_conn_set_rcvtimeo(c, 0);
+	return r;
 }
 
 /* Connect both channels, retrying until deadline (monotonic ns). */
@@ -304,15 +328,10 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			int sb = BULK_SNDBUF;
 			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
-			/* A destination that accepts but never answers is silent, not slow. */
-			set_rcvtimeo(ufd, s->o->idle_ms);
-			set_rcvtimeo(bfd, s->o->idle_ms);
-			int r = hello(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
+			int r = open_channel(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
 			if (!r)
-				r = hello(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
+				r = open_channel(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
 			if (!r) {
-				set_rcvtimeo(ufd, 0);
-				set_rcvtimeo(bfd, 0);
 				if (mig_spin_enabled(&s->spin)) /* no receive timeout from here */
 					s->urg.spin = &s->spin;
 				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
@@ -321,7 +340,7 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			}
 			mig_conn_close(&s->urg);
 			mig_conn_close(&s->bulk);
-			if (r == -ECONNREFUSED || r == -EPROTO || r == -EPROTONOSUPPORT)
+			if (permanent_refusal(r))
 				return r;
 		} else {
 			if (ufd >= 0)
@@ -431,7 +450,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 		size_t n = put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, 0);
 		pthread_mutex_lock(&s->urg.tx_lock);
 		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
-		int r = send(s->urg.fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -EPIPE;
+		int r = mig_conn_write(&s->urg, buf, n);
 		pthread_mutex_unlock(&s->urg.tx_lock);
 		if (r) {
 			set_break(s, 0, "urgent channel: send failed");
@@ -552,9 +571,13 @@ static int pusher_init(struct pusher *ps, struct src *s)
 		if (!ps->buf[i])
 			return -ENOMEM;
 	}
-	/* Kernels without io_uring (or with it disabled): plain send() then. */
-	ps->uring =
-	    getenv("MIG_NO_URING") ? 0 : io_uring_queue_init(2 * PUSH_NBUF, &ps->ring, 0) == 0;
+	/*
+	 * The ring writes the socket itself: only for plain TCP (a TLS session
+	 * encrypts in user space first).  Kernels without io_uring (or with it
+	 * disabled): the connection's own send then.
+	 */
+	ps->uring = !s->tls && !getenv("MIG_NO_URING") &&
+		    io_uring_queue_init(2 * PUSH_NBUF, &ps->ring, 0) == 0;
 	return 0;
 }
 
@@ -600,7 +623,8 @@ static int reap(struct pusher *ps)
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-		io_uring_prep_send(sqe, ps->s->bulk.fd, ps->buf[b], ps->used[b], MSG_NOSIGNAL);
+		io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
+				   MSG_NOSIGNAL);
 		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
 		io_uring_submit(&ps->ring);
 		return 0;
@@ -628,17 +652,10 @@ static int flush(struct pusher *ps)
 	if (!ps->used[b])
 		return 0;
 	if (!ps->uring) {
-		size_t off = 0;
-		while (off < ps->used[b]) {
-			ssize_t w =
-			    send(ps->s->bulk.fd, ps->buf[b] + off, ps->used[b] - off, MSG_NOSIGNAL);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				return -EPIPE;
-			off += w;
-			mig_conn_sent(&ps->s->bulk, mig_now_ns());
-		}
+		int r = mig_conn_write(&ps->s->bulk, ps->buf[b], ps->used[b]);
+		if (r)
+			return r;
+		mig_conn_sent(&ps->s->bulk, mig_now_ns());
 		ps->used[b] = 0;
 		return 0;
 	}
@@ -646,7 +663,8 @@ static int flush(struct pusher *ps)
 	if (r)
 		return r;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-	io_uring_prep_send(sqe, ps->s->bulk.fd, ps->buf[b], ps->used[b], MSG_NOSIGNAL);
+	io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
+			   MSG_NOSIGNAL);
 	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
 	io_uring_submit(&ps->ring);
 	ps->inflight[b] = 1;
@@ -1070,6 +1088,22 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 }
 
 /* A new source for vm and o; NULL with a message. */
+/*
+ * The TLS client context when TLS is asked for: the credentials are loaded
+ * (and refused with a message) before anything connects.  The destination's
+ * certificate must name --tls-hostname, by default the address's host.
+ */
+static int tls_client(struct src *s, char *err, size_t errlen)
+{
+	struct mig_tls_opts t = s->o->tls;
+	char host[INET_ADDRSTRLEN];
+	if (!mig_opts_tls(s->o))
+		return 0;
+	if (!t.hostname && t.creds_dir)
+		t.hostname = inet_ntop(AF_INET, &s->sa.sin_addr, host, sizeof(host));
+	return mig_tls_ctx_new(&t, false, &s->tls, err, errlen);
+}
+
 static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, char *err,
 			   size_t errlen)
 {
@@ -1103,7 +1137,8 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
 	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
-	    mig_addr_parse(o->addr, &s->sa, err, errlen)) {
+	    mig_addr_parse(o->addr, &s->sa, err, errlen) || tls_client(s, err, errlen)) {
+		mig_tls_ctx_free(s->tls);
 		mig_stamps_free(s->stamps);
 		free(s->sent);
 		free(s);
@@ -1233,6 +1268,7 @@ static void src_free(struct src *s)
 	stop_watch(s);
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
+	mig_tls_ctx_free(s->tls);
 	free(s->blob);
 	free(s->sent);
 	mig_stamps_free(s->stamps);

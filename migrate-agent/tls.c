@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "migrate/net.h"
 #include "migrate/tls.h"
 
 #define PSK_MAX_ENTRIES 64
@@ -294,6 +295,35 @@ static int expect_name(SSL *ssl, const char *name)
 	return SSL_set_tlsext_host_name(ssl, name) == 1 && SSL_set1_host(ssl, name) == 1;
 }
 
+/* Why a certificate chain did not verify, when its issuer is unknown to us. */
+static const char *issuer_hint(long verify)
+{
+	switch (verify) {
+	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+	case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+		return " (not signed by the CA of our ca-cert.pem)";
+	}
+	return "";
+}
+
+/* Is reason an alert by which the peer refused our certificate? */
+static bool cert_alert(int reason)
+{
+	switch (reason) {
+	case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+	case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+	case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+	case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+		return true;
+	}
+	return false;
+}
+
 /* Names why a handshake failed, from OpenSSL's error queue and the session. */
 static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c, int ssl_err,
 			   char *err, size_t errlen)
@@ -307,8 +337,12 @@ static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c,
 		return -EACCES;
 	}
 	if (verify != X509_V_OK) {
-		snprintf(err, errlen, "TLS: the peer's certificate was refused: %s",
-			 X509_verify_cert_error_string(verify));
+		snprintf(err, errlen, "TLS: the peer's certificate was refused: %s%s",
+			 X509_verify_cert_error_string(verify), issuer_hint(verify));
+		return -EACCES;
+	}
+	if (e && cert_alert(ERR_GET_REASON(e))) {
+		snprintf(err, errlen, "TLS: the peer refused our certificate (%s)", detail);
 		return -EACCES;
 	}
 	switch (e ? ERR_GET_REASON(e) : 0) {
@@ -322,13 +356,6 @@ static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c,
 	case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
 		snprintf(err, errlen, "TLS: the peer does not offer TLS 1.3");
 		return -EPROTO;
-	case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
-	case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
-	case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
-	case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
-	case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
-		snprintf(err, errlen, "TLS: the peer refused our certificate (%s)", detail);
-		return -EACCES;
 	case SSL_R_BINDER_DOES_NOT_VERIFY:
 	case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
 	case SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER: /* how OpenSSL answers a bad binder */
@@ -469,6 +496,11 @@ ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, c
 				return -ETIMEDOUT;
 			continue;
 		}
+		if (code && cert_alert(ERR_GET_REASON(code))) {
+			snprintf(err, errlen, "TLS: the peer refused our certificate (%s)",
+				 ERR_reason_error_string(code));
+			return -EACCES;
+		}
 		snprintf(err, errlen, "TLS: the link broke: %s",
 			 code ? ERR_reason_error_string(code) : "the connection closed");
 		return -ECONNRESET;
@@ -483,4 +515,74 @@ void mig_tls_free(struct mig_tls *t)
 	SSL_shutdown(t->ssl); /* one try: close_notify if the socket takes it */
 	pthread_mutex_unlock(&t->lock);
 	session_free(t);
+}
+
+/* ---- The back end of a migration connection (migrate/net.h) ---- */
+
+/*
+ * Frames are sent as a header and one or two payload pieces: gathered into
+ * one record where they fit, so a demand page costs one record, not three.
+ */
+#define TLS_GATHER (16u << 10)
+
+static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
+{
+	int timeout = c->snd_timeout_ms ? c->snd_timeout_ms : -1;
+	unsigned char rec[TLS_GATHER];
+	size_t used = 0;
+	int r = 0;
+
+	for (int k = 0; k < n && !r; k++) {
+		if (!iov[k].iov_len)
+			continue;
+		if (iov[k].iov_len <= sizeof(rec) - used) {
+			memcpy(rec + used, iov[k].iov_base, iov[k].iov_len);
+			used += iov[k].iov_len;
+			continue;
+		}
+		if (used)
+			r = mig_tls_send(c->io_ctx, rec, used, timeout);
+		used = 0;
+		if (!r)
+			r = mig_tls_send(c->io_ctx, iov[k].iov_base, iov[k].iov_len, timeout);
+	}
+	if (!r && used)
+		r = mig_tls_send(c->io_ctx, rec, used, timeout);
+	return r;
+}
+
+static ssize_t tls_io_recv(struct mig_conn *c, void *buf, size_t len, bool wait)
+{
+	int timeout = !wait ? 0 : c->rcv_timeout_ms ? c->rcv_timeout_ms : -1;
+	ssize_t n = mig_tls_recv(c->io_ctx, buf, len, timeout, c->io_err, sizeof(c->io_err));
+
+	return n == -ETIMEDOUT ? -EAGAIN : n;
+}
+
+static void tls_io_close(struct mig_conn *c)
+{
+	mig_tls_free(c->io_ctx);
+}
+
+static const struct mig_io_ops tls_io = {
+	.name = "tls",
+	.send = tls_io_send,
+	.recv = tls_io_recv,
+	.close = tls_io_close,
+};
+
+int mig_tls_secure(struct mig_tls_ctx *ctx, struct mig_conn *c, int timeout_ms, char *err,
+		   size_t errlen)
+{
+	struct mig_tls *t;
+	int r;
+
+	if (!ctx)
+		return 0;
+	r = mig_tls_handshake(ctx, c->fd, timeout_ms, &t, err, errlen);
+	if (r)
+		return r;
+	c->io = &tls_io;
+	c->io_ctx = t;
+	return 0;
 }

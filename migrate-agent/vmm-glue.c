@@ -8,17 +8,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/kvm.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,10 +66,11 @@ static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out
 int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 {
 	const char *a = argv[*i];
-	static const char *const with_value[] = { "--incoming",	      "--control",
-						  "--migrate-to",     "--migrate-after",
-						  "--precopy-rounds", "--migrate-metrics",
-						  "--recover-ms",     "--migrate-spin-us" };
+	static const char *const with_value[] = {
+		"--incoming",	    "--control",	 "--migrate-to",     "--migrate-after",
+		"--precopy-rounds", "--migrate-metrics", "--recover-ms",     "--tls-creds",
+		"--tls-psk",	    "--tls-hostname",	 "--migrate-spin-us"
+	};
 	uint64_t n;
 	if (!strcmp(a, "--compress")) {
 		o->compress = 1;
@@ -94,6 +94,12 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 		o->migrate_to = v;
 	} else if (!strcmp(a, "--migrate-metrics")) {
 		o->metrics = v;
+	} else if (!strcmp(a, "--tls-creds")) {
+		o->tls_creds = v;
+	} else if (!strcmp(a, "--tls-psk")) {
+		o->tls_psk = v;
+	} else if (!strcmp(a, "--tls-hostname")) {
+		o->tls_hostname = v;
 	} else if (!strcmp(a, "--migrate-after")) {
 		if (parse_num(a, v, 86400000, &o->migrate_after_ms))
 			return -1;
@@ -228,8 +234,41 @@ static struct mig_opts lib_opts(struct migrate_glue *gl, const char *addr)
 		.spin_us = gl->o->spin_us,
 		.metrics = gl->o->metrics,
 		.progress = isatty(2),
+		.tls = { .creds_dir = gl->o->tls_creds,
+			 .psk_file = gl->o->tls_psk,
+			 .hostname = gl->o->tls_hostname },
 	};
 	return m;
+}
+
+/*
+ * The TLS options make sense together, and their files load: checked when
+ * the VMM starts, before anything connects (a source loads them again for
+ * each migration: they may be renewed meanwhile).  0 or -EINVAL with a
+ * message.
+ */
+static int check_tls(const struct migrate_vmm_opts *o)
+{
+	const struct mig_tls_opts t = { .creds_dir = o->tls_creds,
+					.psk_file = o->tls_psk,
+					.hostname = o->tls_hostname ? o->tls_hostname : "-" };
+	struct mig_tls_ctx *ctx;
+	char err[400];
+	if (!o->tls_creds && !o->tls_psk) {
+		if (o->tls_hostname)
+			pr_vmm("--tls-hostname needs --tls-creds\n");
+		return o->tls_hostname ? -EINVAL : 0;
+	}
+	if (o->tls_creds && o->tls_psk) {
+		pr_vmm("--tls-creds and --tls-psk exclude each other: x509 or a PSK\n");
+		return -EINVAL;
+	}
+	if (mig_tls_ctx_new(&t, o->incoming != NULL, &ctx, err, sizeof(err))) {
+		pr_vmm("TLS: %s\n", err);
+		return -EINVAL;
+	}
+	mig_tls_ctx_free(ctx);
+	return 0;
 }
 
 /*
@@ -418,44 +457,22 @@ static int s_stopped(void *ctx)
 	return __atomic_load_n(&gl->vm->stopped, __ATOMIC_ACQUIRE);
 }
 
-/* Dirty logging on memslot 0 (all of guest RAM, vmm/vm.c). */
-static int dirty_flags(struct migrate_glue *gl, uint32_t flags)
-{
-	struct ram *ram = vm_ram(gl->vm);
-	struct kvm_userspace_memory_region r = {
-		.slot = 0,
-		.flags = flags,
-		.guest_phys_addr = 0,
-		.memory_size = ram->size,
-		.userspace_addr = (uintptr_t)ram->host,
-	};
-	return ioctl(gl->vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -errno : 0;
-}
-
 static int s_dirty_start(void *ctx)
 {
-	return dirty_flags(ctx, KVM_MEM_LOG_DIRTY_PAGES);
+	struct migrate_glue *gl = ctx;
+	return vm_dirty_log_set(gl->vm, true);
 }
 
 static int s_dirty_stop(void *ctx)
 {
-	return dirty_flags(ctx, 0);
+	struct migrate_glue *gl = ctx;
+	return vm_dirty_log_set(gl->vm, false);
 }
 
 static int s_dirty_fetch(void *ctx, uint64_t *bitmap)
 {
 	struct migrate_glue *gl = ctx;
-	struct ram *ram = vm_ram(gl->vm);
-	size_t words = (ram->nr_pages + 63) / 64;
-	uint64_t *tmp = calloc(words, 8);
-	if (!tmp)
-		return -ENOMEM;
-	struct kvm_dirty_log l = { .slot = 0, .dirty_bitmap = tmp };
-	int r = ioctl(gl->vm->vm_fd, KVM_GET_DIRTY_LOG, &l) < 0 ? -errno : 0;
-	for (size_t w = 0; !r && w < words; w++)
-		bitmap[w] |= tmp[w];
-	free(tmp);
-	return r;
+	return vm_dirty_log_fetch(gl->vm, bitmap);
 }
 
 /* Migrate out; returns 0 on success (the VM is then stopped here). */
@@ -499,6 +516,7 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
 /*
  * Control socket: one line per connection,
  *   migrate to=tcp:H:P [precopy=N] [compress=0|1] [metrics=FILE] [recover-ms=N]
+ *           [tls-creds=DIR | tls-psk=FILE] [tls-hostname=NAME]
  * answered by "progress" lines every second while the migration runs (so
  * the CLI can tell a long migration from a silent VMM), then one line, "ok"
  * or "error MESSAGE".  A client that says nothing for CTL_READ_MS is
@@ -506,7 +524,7 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
  */
 #define CTL_READ_MS  5000
 #define CTL_BEAT_MS  1000
-#define CTL_LINE_MAX 1024
+#define CTL_LINE_MAX 4096
 
 static void ctl_say(int c, const char *line)
 {
@@ -534,29 +552,53 @@ static int ctl_read_line(int c, char *line)
 	return n ? 0 : -1;
 }
 
-/* Parse "migrate to=... ..." into m (addr in to, metrics in metrics); -1 if malformed. */
-static int ctl_parse(char *line, struct mig_opts *m, char *to, size_t tolen, char *metrics,
-		     size_t mlen)
+/* A request's strings; struct mig_opts points into them. */
+struct ctl_req {
+	char to[256], metrics[512], tls_creds[512], tls_psk[512], tls_hostname[256];
+};
+
+/* "KEY=VALUE" into buf when tok starts with key; 1 if it did. */
+static int ctl_str(const char *tok, const char *key, char *buf, size_t len)
+{
+	size_t k = strlen(key);
+	if (strncmp(tok, key, k))
+		return 0;
+	snprintf(buf, len, "%s", tok + k);
+	return 1;
+}
+
+/* Parse "migrate to=... ..." into m and q; -1 if malformed. */
+static int ctl_parse(char *line, struct mig_opts *m, struct ctl_req *q)
 {
 	char *save = NULL;
 	char *tok = strtok_r(line, " ", &save);
 	if (!tok || strcmp(tok, "migrate"))
 		return -1;
 	while ((tok = strtok_r(NULL, " ", &save))) {
-		if (!strncmp(tok, "to=", 3))
-			snprintf(to, tolen, "%s", tok + 3);
-		else if (!strncmp(tok, "precopy=", 8))
+		if (!strncmp(tok, "precopy=", 8))
 			m->precopy_rounds = atoi(tok + 8);
 		else if (!strncmp(tok, "compress=", 9))
 			m->compress = atoi(tok + 9);
 		else if (!strncmp(tok, "recover-ms=", 11))
 			m->recover_ms = atoi(tok + 11);
-		else if (!strncmp(tok, "metrics=", 8))
-			snprintf(metrics, mlen, "%s", tok + 8);
-		else
+		else if (!ctl_str(tok, "to=", q->to, sizeof(q->to)) &&
+			 !ctl_str(tok, "metrics=", q->metrics, sizeof(q->metrics)) &&
+			 !ctl_str(tok, "tls-creds=", q->tls_creds, sizeof(q->tls_creds)) &&
+			 !ctl_str(tok, "tls-psk=", q->tls_psk, sizeof(q->tls_psk)) &&
+			 !ctl_str(tok, "tls-hostname=", q->tls_hostname, sizeof(q->tls_hostname)))
 			return -1;
 	}
-	return to[0] ? 0 : -1;
+	m->addr = q->to;
+	if (q->metrics[0])
+		m->metrics = q->metrics;
+	/* A request that names any TLS setting replaces the VMM's defaults. */
+	if (q->tls_creds[0] || q->tls_psk[0] || q->tls_hostname[0])
+		m->tls = (struct mig_tls_opts){
+			.creds_dir = q->tls_creds[0] ? q->tls_creds : NULL,
+			.psk_file = q->tls_psk[0] ? q->tls_psk : NULL,
+			.hostname = q->tls_hostname[0] ? q->tls_hostname : NULL,
+		};
+	return q->to[0] ? 0 : -1;
 }
 
 /* "progress" to the client every CTL_BEAT_MS until told to stop. */
@@ -604,8 +646,8 @@ static int ctl_migrate(struct migrate_glue *gl, int c, const char *to, const str
 /* Serve one control connection; 1 once serving ends (the VM migrated away, or the VMM exits). */
 static int ctl_serve(struct migrate_glue *gl, int c)
 {
-	char line[CTL_LINE_MAX], reply[600];
-	char to[256] = "", metrics[512] = "", err[400] = "";
+	char line[CTL_LINE_MAX], reply[600], err[400] = "";
+	struct ctl_req q = { 0 };
 	struct mig_opts m = lib_opts(gl, NULL);
 	/* While the request is awaited, migrate_finish() may cut it short. */
 	pthread_mutex_lock(&gl->lock);
@@ -618,18 +660,44 @@ static int ctl_serve(struct migrate_glue *gl, int c)
 	pthread_mutex_unlock(&gl->lock);
 	if (r)
 		return finishing; /* an idle or empty client: dropped */
-	if (ctl_parse(line, &m, to, sizeof(to), metrics, sizeof(metrics))) {
+	if (ctl_parse(line, &m, &q)) {
 		ctl_say(c, "error bad request (expected: migrate to=tcp:H:P [precopy=N] "
-			   "[compress=1] [metrics=FILE] [recover-ms=N])\n");
+			   "[compress=1] [metrics=FILE] [recover-ms=N] [tls-creds=DIR | "
+			   "tls-psk=FILE] [tls-hostname=NAME])\n");
 		return 0;
 	}
-	m.addr = to;
-	if (metrics[0])
-		m.metrics = metrics;
-	r = ctl_migrate(gl, c, to, &m, err, sizeof(err));
+	if (m.tls.creds_dir && m.tls.psk_file) {
+		ctl_say(c, "error tls-creds and tls-psk exclude each other: x509 or a PSK\n");
+		return 0;
+	}
+	r = ctl_migrate(gl, c, q.to, &m, err, sizeof(err));
 	snprintf(reply, sizeof(reply), r ? "error %s\n" : "ok\n", err);
 	ctl_say(c, reply);
 	return r == 0;
+}
+
+/*
+ * The socket's mode keeps other users out; the peer's credentials are
+ * checked too (a mode can be changed, a directory can be shared): only the
+ * VMM's own effective uid, or root, may start a migration.
+ */
+static int ctl_peer_allowed(int c)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char msg[160];
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		pr_vmm("control socket: cannot read the client's credentials: %s\n",
+		       strerror(errno));
+		return 0;
+	}
+	if (cred.uid == geteuid() || cred.uid == 0)
+		return 1;
+	snprintf(msg, sizeof(msg), "error refused: uid %u does not own this VMM (uid %u)\n",
+		 (unsigned)cred.uid, (unsigned)geteuid());
+	ctl_say(c, msg);
+	pr_vmm("control socket: %s", msg + 6);
+	return 0;
 }
 
 static void *ctl_thread(void *arg)
@@ -642,7 +710,7 @@ static void *ctl_thread(void *arg)
 				continue;
 			break;
 		}
-		int migrated = ctl_serve(gl, c);
+		int migrated = ctl_peer_allowed(c) ? ctl_serve(gl, c) : 0;
 		close(c);
 		if (migrated)
 			break;
@@ -682,8 +750,12 @@ static int start_control(struct migrate_glue *gl)
 	strcpy(sa.sun_path, gl->o->control);
 	unlink(gl->o->control);
 	gl->ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/*
+	 * Only the owner may connect: the mode is set before listen(), so no
+	 * connection can arrive while the file still has the umask's mode.
+	 */
 	if (gl->ctl_fd < 0 || bind(gl->ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(gl->ctl_fd, 4) < 0) {
+	    chmod(gl->o->control, 0600) < 0 || listen(gl->ctl_fd, 4) < 0) {
 		int e = errno;
 		pr_vmm("cannot open the control socket %s: %s\n", gl->o->control, strerror(e));
 		return -e;
@@ -705,6 +777,8 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 		pr_vmm("--migrate-to and --migrate-after go together\n");
 		return -EINVAL;
 	}
+	if (check_tls(o))
+		return -EINVAL;
 	struct migrate_glue *gl = calloc(1, sizeof(*gl));
 	if (!gl)
 		return -ENOMEM;

@@ -502,7 +502,8 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 			    "%s payload checksum mismatch (got 0x%08x, computed 0x%08x): "
 			    "corrupted data",
 			    mig_msg_name(h->type), h->payload_crc, crc);
-	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO)
+	/* ERROR may come first: a peer refusing the connection says why. */
+	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO && h->type != MIG_MSG_ERROR)
 		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
 	long want = fixed_len(h->type);
 	if (want >= 0 && len != (unsigned long)want)

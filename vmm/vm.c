@@ -35,6 +35,7 @@
 #include "vmm/x86.h"
 
 #define KICK_SIGNAL SIGUSR1
+#define RAM_SLOT    0 /* the memslot of all guest RAM */
 
 static void kick_handler(int sig)
 {
@@ -221,9 +222,43 @@ static int create_vcpu(struct vm *vm, unsigned int id, int run_size)
 	return x86_vcpu_init(vcpu);
 }
 
+/* The one memslot: all of guest RAM at guest physical 0 (KVM_MEM_* flags). */
+static int ram_slot_set(struct vm *vm, uint32_t flags)
+{
+	struct kvm_userspace_memory_region region = {
+		.slot = RAM_SLOT,
+		.flags = flags,
+		.guest_phys_addr = 0,
+		.memory_size = vm->ram.size,
+		.userspace_addr = (uintptr_t)vm->ram.host,
+	};
+
+	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+}
+
+int vm_dirty_log_set(struct vm *vm, bool on)
+{
+	return ram_slot_set(vm, on ? KVM_MEM_LOG_DIRTY_PAGES : 0);
+}
+
+int vm_dirty_log_fetch(struct vm *vm, uint64_t *bitmap)
+{
+	size_t words = (vm->ram.nr_pages + 63) / 64;
+	uint64_t *fetched = calloc(words, sizeof(*fetched));
+	struct kvm_dirty_log log = { .slot = RAM_SLOT, .dirty_bitmap = fetched };
+	int r;
+
+	if (!fetched)
+		return -ENOMEM;
+	r = ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
+	for (size_t w = 0; !r && w < words; w++)
+		bitmap[w] |= fetched[w];
+	free(fetched);
+	return r;
+}
+
 int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
 {
-	struct kvm_userspace_memory_region region;
 	struct sigaction sa = { .sa_handler = kick_handler };
 	struct vm *vm;
 	int r, run_size;
@@ -277,17 +312,10 @@ int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
 		goto fail;
 	vm->ram.on_error = ram_failed;
 	vm->ram.on_error_arg = vm;
-	region = (struct kvm_userspace_memory_region){
-		.slot = 0,
-		.guest_phys_addr = 0,
-		.memory_size = vm->ram.size,
-		.userspace_addr = (uintptr_t)vm->ram.host,
-	};
 	*why = "KVM refused the guest RAM";
-	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
-		r = -errno;
+	r = ram_slot_set(vm, 0);
+	if (r < 0)
 		goto fail;
-	}
 	run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (run_size < (int)sizeof(struct kvm_run)) {
 		r = -EPROTO;

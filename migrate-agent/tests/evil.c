@@ -5,7 +5,7 @@
  * source with a hostile page request.  The process under test must reject
  * the stream with a clear message and exit non-zero, having written nothing.
  *
- *   mig-evil CASE tcp:HOST:PORT [--mem SIZE]
+ *   mig-evil CASE tcp:HOST:PORT [--mem SIZE] [--tls-psk FILE]
  *
  * Source-side cases (the peer under test is a destination):
  *   bad-magic bad-hdr-crc unknown-type bad-version truncated out-of-ram
@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +45,14 @@
 
 #include "migrate/auth.h"
 #include "migrate/net.h"
+#include "migrate/tls.h"
 
 static uint64_t ram_size = 16 << 20;
 static uint64_t session = 0x5eed;
 static uint32_t attempt = 1; /* HELLO.attempt: one per pair of channels */
 static const char *snapshot_path = "";
+/* --tls-psk: the scripted sessions speak TLS (an intruder holding the key). */
+static struct mig_tls_ctx *tls;
 
 static void send_raw(int fd, const void *buf, size_t len)
 {
@@ -299,8 +303,7 @@ static void sess_close(struct sess *s)
 static int recv_frame(struct mig_conn *c, int ms, struct mig_frame_hdr *h, const uint8_t **p)
 {
 	char err[300];
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	mig_conn_set_rcvtimeo(c, ms);
 	for (;;) {
 		int r = mig_conn_recv(c, h, p, err, sizeof(err));
 		if (r == -ETIMEDOUT)
@@ -325,6 +328,10 @@ static int sess_open(struct sess *s, struct mig_conn *c, int channel, int recove
 	}
 	mig_conn_init(c, fd, channel == MIG_CHAN_URGENT ? "urgent" : "bulk", MIG_ROLE_DEST, 0);
 	c->wire.ram_size = ram_size;
+	if (mig_tls_secure(tls, c, 3000, err, sizeof(err))) {
+		fprintf(stderr, "mig-evil: %s\n", err);
+		return -1;
+	}
 	struct mig_hello h = hello(channel, 0);
 	if (recover)
 		h.flags = MIG_HELLO_RECOVER;
@@ -855,12 +862,21 @@ int main(int argc, char **argv)
 			"usage: mig-evil CASE tcp:HOST:PORT [--mem MiB | --snapshot FILE]\n");
 		return 2;
 	}
-	if (argc >= 5 && !strcmp(argv[3], "--mem"))
-		ram_size = strtoull(argv[4], NULL, 0) << 20;
-	if (argc >= 5 && !strcmp(argv[3], "--snapshot"))
-		snapshot_path = argv[4];
 	struct sockaddr_in sa;
-	char err[200];
+	char err[300];
+	for (int i = 3; i + 1 < argc; i += 2) {
+		struct mig_tls_opts t = { .psk_file = argv[i + 1] };
+		if (!strcmp(argv[i], "--mem"))
+			ram_size = strtoull(argv[i + 1], NULL, 0) << 20;
+		else if (!strcmp(argv[i], "--snapshot"))
+			snapshot_path = argv[i + 1];
+		else if (!strcmp(argv[i], "--tls-psk") &&
+			 mig_tls_ctx_new(&t, false, &tls, err, sizeof(err))) {
+			fprintf(stderr, "mig-evil: %s\n", err);
+			return 2;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
 	if (mig_addr_parse(argv[2], &sa, err, sizeof(err))) {
 		fprintf(stderr, "mig-evil: %s\n", err);
 		return 2;

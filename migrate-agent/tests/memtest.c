@@ -12,6 +12,7 @@
  *                      [--compress] [--metrics FILE] [--recover-ms MS]
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
  *                    [--metrics FILE] [--recover-ms MS]
+ *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *
  * The source keeps a writer thread dirtying pages until the pause (so
  * precopy rounds have something to resend).  The destination exits 0 only
@@ -22,6 +23,7 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,6 +471,12 @@ int main(int argc, char **argv)
 			o.recover_ms = atoi(v);
 		else if (!strcmp(a, "--touch"))
 			touch = v;
+		else if (!strcmp(a, "--tls-creds"))
+			o.tls.creds_dir = v;
+		else if (!strcmp(a, "--tls-psk"))
+			o.tls.psk_file = v;
+		else if (!strcmp(a, "--tls-hostname"))
+			o.tls.hostname = v;
 		else {
 			fprintf(stderr, "memtest: unknown option %s\n", a);
 			return 2;
@@ -488,5 +496,6 @@ int main(int argc, char **argv)
 	}
 	if (o.progress < 0)
 		o.progress = 0;
+	signal(SIGPIPE, SIG_IGN); /* as in the VMM (OpenSSL writes with write()) */
 	return strcmp(mode, "source") == 0 ? run_source(&o) : run_dest(&o);
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "migrate/tls.h"
 #include "migrate/wire.h"
 
 /* ---- Options shared by both sides ---- */
@@ -27,7 +28,21 @@ struct mig_opts {
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
 	unsigned spin_us;    /* urgent channel: spin window, 0 (default) never (spin.h) */
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
+	/*
+	 * TLS on every connection of the migration when creds_dir or psk_file
+	 * is set (never both): x509 credentials or a PSK file, as QEMU's
+	 * (docs/security.md).  The source checks the destination's certificate
+	 * names hostname, by default the address's host.  No fallback to
+	 * plain: a peer without TLS is refused.
+	 */
+	struct mig_tls_opts tls;
 };
+
+/* Is TLS asked for? */
+static inline int mig_opts_tls(const struct mig_opts *o)
+{
+	return o->tls.creds_dir || o->tls.psk_file;
+}
 
 /* Fill defaults for zero fields. */
 void mig_opts_defaults(struct mig_opts *o);

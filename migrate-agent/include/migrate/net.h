@@ -3,7 +3,10 @@
  * Transport: TCP connections carrying wire.h frames.  One struct mig_conn
  * per connection; sending is serialized by its tx lock, receiving belongs to
  * one thread at a time.  Every received frame is checked (header, payload
- * CRC, message contract) before mig_conn_recv() hands it out.
+ * CRC, message contract) before mig_conn_recv() hands it out.  The bytes
+ * cross the socket through the connection's I/O back end: plain TCP, or a
+ * TLS session (migrate/tls.h, mig_tls_secure()); nothing above this header
+ * knows which.
  */
 #ifndef MIGRATE_NET_H
 #define MIGRATE_NET_H
@@ -11,16 +14,46 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "migrate/wire.h"
 
+struct mig_conn;
 struct mig_spin;
+
+/*
+ * An I/O back end: how a connection's bytes cross its socket.  NULL in
+ * struct mig_conn means plain TCP.  The contract:
+ *   send   all of iov[0..n) (which it may consume), 0; -ETIMEDOUT when the
+ *          peer took nothing for the send timeout (mig_conn_set_liveness),
+ *          another -errno for a broken link.  Callers serialize senders.
+ *   recv   up to len bytes: their count; 0 at the peer's orderly close;
+ *          -EAGAIN when nothing came (at once if !wait, else within the
+ *          receive timeout, mig_conn_set_rcvtimeo); another -errno with a
+ *          sentence in c->io_err (-EACCES: the peer refused our
+ *          credentials, -ECONNRESET: the link or the session broke).
+ *          Safe while another thread sends.
+ *   close  frees the session; the socket is closed by mig_conn_close().
+ */
+struct mig_io_ops {
+	const char *name;
+	int (*send)(struct mig_conn *c, struct iovec *iov, int n);
+	ssize_t (*recv)(struct mig_conn *c, void *buf, size_t len, bool wait);
+	void (*close)(struct mig_conn *c);
+};
 
 struct mig_conn {
 	int fd;
-	const char *name; /* "urgent" or "bulk", for messages */
+	const struct mig_io_ops *io; /* NULL: plain TCP */
+	void *io_ctx;		     /* the back end's session */
+	int rcv_timeout_ms;	     /* 0: none */
+	int snd_timeout_ms;	     /* 0: none */
+	char io_err[160];	     /* the back end's last error */
+	const char *name;	     /* "urgent" or "bulk", for messages */
 	struct mig_wire_ctx wire;
 	pthread_mutex_t tx_lock;
 	uint32_t tx_seq;
@@ -65,7 +98,17 @@ static inline uint64_t mig_conn_heard(const struct mig_conn *c)
 }
 /* Send a heartbeat (PING) on c if nothing went out for quiet_ns. */
 void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns);
-/* Close the socket (if open) and free the buffers. */
+/* Receive timeout of c (0: none): mig_conn_recv() says -ETIMEDOUT after it. */
+void mig_conn_set_rcvtimeo(struct mig_conn *c, int ms);
+/* The socket, when bytes may be written to it directly (plain TCP); else -1. */
+int mig_conn_raw_fd(const struct mig_conn *c);
+/*
+ * Write len bytes of already framed data (mig_conn_put()) on c; the caller
+ * serializes senders (holds tx_lock, or is the channel's only sender).
+ * 0 or -errno.
+ */
+int mig_conn_write(struct mig_conn *c, const void *buf, size_t len);
+/* Close the session and the socket (if open) and free the buffers. */
 void mig_conn_close(struct mig_conn *c);
 /* Make blocked send/recv on c return at once (from any thread); keeps the fd. */
 void mig_conn_kick(struct mig_conn *c);

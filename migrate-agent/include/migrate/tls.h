@@ -56,13 +56,29 @@ int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms)
 
 /*
  * Receives up to len bytes: their count, 0 at the peer's orderly close
- * (close_notify), -ETIMEDOUT after timeout_ms without data (-1: no limit),
- * -ECONNRESET for a link that broke or an alert (err says which).
+ * (close_notify), -ETIMEDOUT after timeout_ms without data (-1: no limit,
+ * 0: do not wait), -EACCES when the peer refused our certificate after the
+ * handshake (TLS 1.3 clients learn it on their first read), -ECONNRESET
+ * for a link that broke, a corrupted record or another alert (err says
+ * which).
  */
 ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, char *err,
 		     size_t errlen);
 
 /* Sends close_notify (best effort) and frees the session. */
 void mig_tls_free(struct mig_tls *t);
+
+struct mig_conn;
+
+/*
+ * The TLS back end of a migration connection (migrate/net.h): runs the
+ * handshake on c's connected socket within timeout_ms (server or client as
+ * ctx was made), then every byte of c crosses the session; mig_conn_close()
+ * ends it.  ctx NULL: c stays plain TCP, 0.  Errors as mig_tls_handshake(),
+ * the sentence in err.  Call before the first frame, from the thread that
+ * owns c.
+ */
+int mig_tls_secure(struct mig_tls_ctx *ctx, struct mig_conn *c, int timeout_ms, char *err,
+		   size_t errlen);
 
 #endif /* MIGRATE_TLS_H */

@@ -12,6 +12,11 @@
  *   --compress               source: zstd for pushed pages
  *   --migrate-metrics FILE   either side: JSON summary
  *   --recover-ms MS          either side: how long a broken link may stay down
+ *   --tls-creds DIR          either side: TLS with x509 credentials (QEMU layout)
+ *   --tls-psk FILE           either side: TLS with a pre-shared key file
+ *   --tls-hostname NAME      source: the name the destination's certificate
+ *                            must carry (default: the address's host)
+ *                            (also the defaults of control-socket requests)
  * Run command order: migrate_parse_opt() for each argument;
  * migrate_prepare() after the VM exists (destination: blocks until the
  * state arrived and is loaded); vm_start(); migrate_started();
@@ -27,6 +32,7 @@ struct vm;
 
 struct migrate_vmm_opts {
 	const char *incoming, *control, *migrate_to, *metrics;
+	const char *tls_creds, *tls_psk, *tls_hostname;
 	uint64_t migrate_after_ms;
 	int precopy_rounds, compress, recover_ms;
 	unsigned spin_us;	   /* the urgent channel's spin window (--migrate-spin-us) */

@@ -20,7 +20,8 @@
  *             the background push (like QEMU's postcopy-preempt channel).
  *     bulk    (MIG_CHAN_BULK): HELLO, then the background push of pages.
  *   The first frame on each connection, in each direction, must be HELLO;
- *   nothing else is accepted before it.  Then AUTH (see struct mig_auth):
+ *   nothing else is accepted before it but an ERROR (the peer refuses the
+ *   connection and says why).  Then AUTH (see struct mig_auth):
  *   the first urgent connection of a session receives the session's secret,
  *   every other connection must prove it knows it.
  *

@@ -153,6 +153,11 @@ static inline int vm_event_fd(struct vm *vm)
 /* The guest's last report (kind 0 if none yet); thread safe. */
 void vm_last_report(struct vm *vm, struct guest_report *out, uint64_t *count);
 
+/* KVM's dirty log of guest RAM (for precopy): on or off. */
+int vm_dirty_log_set(struct vm *vm, bool on);
+/* ORs the pages dirtied since the last fetch into @bitmap (a bit a page). */
+int vm_dirty_log_fetch(struct vm *vm, uint64_t *bitmap);
+
 /* ---- State (vmm/state.c, layout in docs/vmm.md) ---- */
 
 /* Bytes vm_state_save will need (VM paused or not started). */

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# vmm-control-socket: only the VMM's owner may start a migration through its
+# control socket.  The socket is created 0600; another user (nobody, through
+# setpriv) cannot connect; and when the mode is opened up anyway, the VMM
+# refuses that user by its SO_PEERCRED uid, with a message, and goes on
+# serving its owner (who then migrates it: checksum equal).
+# timeout: 180
+set -uo pipefail
+. tests/host/migrate-lib.bash
+for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+[ -f "$GUEST" ] || fail "$GUEST is not built"
+[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+command -v setpriv > /dev/null || skip "setpriv (util-linux) missing"
+[ "$(id -u)" = 0 ] || skip "needs root to act as another user"
+id nobody > /dev/null 2>&1 || skip "no user nobody"
+as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
+as_nobody true || skip "setpriv cannot switch to nobody here"
+
+cmd="workload=random iters=4000 quiet=1"
+ref=$(reference_checksum 32M "$cmd")
+chmod 711 "$work" # other users may reach the socket's directory, not list it
+sock=$work/vm.sock
+dport=$(free_port)
+timeout 120 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
+	--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
+dpid=$!
+pids+=("$dpid")
+wait_listen "$dport"
+timeout 120 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
+	> /dev/null 2> "$work/s.err" &
+spid=$!
+pids+=("$spid")
+for _ in $(seq 3000); do [ -S "$sock" ] && break; sleep 0.02; done
+[ -S "$sock" ] || fail "no control socket"
+
+mode=$(stat -c %a "$sock")
+[ "$mode" = 600 ] || fail "the control socket has mode $mode, want 600"
+echo "mode: $mode"
+
+as_nobody "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" \
+	> /dev/null 2> "$work/nobody1.err" && fail "nobody started a migration through a 0600 socket"
+grep -q "Permission denied" "$work/nobody1.err" || { cat "$work/nobody1.err" >&2; fail "nobody: not refused by the mode"; }
+echo "nobody, mode 600: $(cat "$work/nobody1.err")"
+
+chmod 666 "$sock" # a mistake, or a shared directory: the uid check must hold
+as_nobody "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" \
+	> /dev/null 2> "$work/nobody2.err" && fail "nobody started a migration through an opened socket"
+grep -q "refused: uid $(id -u nobody) does not own this VMM" "$work/nobody2.err" ||
+	{ cat "$work/nobody2.err" "$work/s.err" >&2; fail "nobody: not refused by its uid"; }
+grep -q "control socket: refused: uid" "$work/s.err" || { cat "$work/s.err" >&2; fail "the VMM did not log the refusal"; }
+echo "nobody, mode 666: $(cat "$work/nobody2.err")"
+
+"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" \
+	> "$work/agent.json" 2> "$work/agent.err" || { cat "$work/agent.err" "$work/s.err" >&2; fail "the owner could not migrate"; }
+wait_status "$spid" "the source" 120 || { cat "$work/s.err" >&2; fail "the source vmm failed"; }
+wait_status "$dpid" "the destination" 120 || { cat "$work/d.err" >&2; fail "the destination vmm failed"; }
+got=$(final_checksum "$work/d.err")
+[ "$got" = "$ref" ] || fail "checksum $got after migration, $ref without"
+check_exactly_once "$work/d.json"
+echo "owner: migrated, checksum equal"
