@@ -76,3 +76,6 @@ $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
 $(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c,-lssl -lcrypto))
+
+# What the per-page CRC32C costs against a copy (migrate-agent/tools/crc-cost.c).
+$(eval $(call program,mig-crc-cost,migrate-agent/tools/crc-cost.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))
