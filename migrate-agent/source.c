@@ -75,6 +75,8 @@ struct src {
 	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
 	    pages_precopy_resent, pages_resent;
 	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
+	int precopy_rounds_done;
+	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
 	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
 	uint64_t req_addrs, req_in_flight, recoveries;
 	uint64_t sent_count; /* atomic */
@@ -819,6 +821,44 @@ static void *push_thread(void *arg)
 
 /* ---- Precopy ---- */
 
+/*
+ * Precopy stops when it stops converging.  Round 1 sends every page; each
+ * later round resends what the guest dirtied meanwhile, but only while
+ * that pays: a round goes out only if its dirty set is at most
+ * PRECOPY_CONVERGE_PCT percent of what the round before sent (a guest that
+ * dirties as fast as we send, like the random workload, would have every
+ * round resend nearly everything: 3x the bytes for no fewer faults), and
+ * more than PRECOPY_DONE_PAGES pages (fewer are cheaper as demand or pushed
+ * pages than as one more round).  --precopy-rounds is the most rounds.
+ * The dirty pages of the round not sent are carried into the switch-over's
+ * PRECOPY_DIRTY (the dirty log forgets what it reported), so that the
+ * destination drops their stale staged copies.
+ */
+#define PRECOPY_CONVERGE_PCT 50
+#define PRECOPY_DONE_PAGES   64
+
+static uint64_t count_bits(const uint64_t *map, size_t words)
+{
+	uint64_t n = 0;
+	for (size_t w = 0; w < words; w++)
+		n += (uint64_t)__builtin_popcountll(map[w]);
+	return n;
+}
+
+/* Send a round's pages (every page in round 0, else those in dirty); their count. */
+static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirty, int *r)
+{
+	struct src *s = ps->s;
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < s->nr_pages && !*r; i++) {
+		if (round > 0 && !bit_test(dirty, i))
+			continue;
+		*r = push_page(ps, i, MIG_PAGEF_PRECOPY);
+		n++;
+	}
+	return n;
+}
+
 static int precopy(struct src *s, char *err, size_t errlen)
 {
 	struct mig_source_vm *vm = s->vm;
@@ -836,6 +876,7 @@ static int precopy(struct src *s, char *err, size_t errlen)
 		snprintf(err, errlen, "precopy: cannot start dirty logging: %s", strerror(-r));
 		goto out;
 	}
+	uint64_t sent = 0;
 	for (int round = 0; round < s->o->precopy_rounds && !r; round++) {
 		if (round > 0) {
 			memset(dirty, 0, words * 8);
@@ -844,21 +885,22 @@ static int precopy(struct src *s, char *err, size_t errlen)
 				snprintf(err, errlen, "precopy: dirty log: %s", strerror(-r));
 				break;
 			}
+			uint64_t d = count_bits(dirty, words);
+			if (d <= PRECOPY_DONE_PAGES || d * 100 > sent * PRECOPY_CONVERGE_PCT) {
+				s->precopy_carry = dirty; /* for PRECOPY_DIRTY */
+				dirty = NULL;
+				break;
+			}
 		}
-		uint64_t n = 0;
-		for (uint64_t i = 0; i < s->nr_pages && !r; i++) {
-			if (round > 0 && !bit_test(dirty, i))
-				continue;
-			r = push_page(&ps, i, MIG_PAGEF_PRECOPY);
-			n++;
-		}
+		sent = precopy_round(&ps, round, dirty, &r);
+		s->precopy_rounds_done = round + 1;
 		if (round == 0)
-			s->pages_precopy += n;
+			s->pages_precopy += sent;
 		else
-			s->pages_precopy_resent += n;
+			s->pages_precopy_resent += sent;
 		if (s->o->progress)
 			mig_progress("migrate: precopy round %d: %llu pages", round + 1,
-				     (unsigned long long)n);
+				     (unsigned long long)sent);
 		if (r)
 			snprintf(err, errlen, "precopy: bulk channel send failed");
 	}
@@ -880,6 +922,8 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 	uint64_t *dirty = calloc(words, 8);
 	if (!dirty)
 		return -ENOMEM;
+	if (s->precopy_carry) /* dirtied in a round that was not sent */
+		memcpy(dirty, s->precopy_carry, words * 8);
 	int r = s->vm->dirty_fetch(s->vm->ctx, dirty);
 	if (r) {
 		snprintf(err, errlen, "precopy: final dirty log: %s", strerror(-r));
@@ -1008,6 +1052,7 @@ static void report(struct src *s, FILE *f)
 		.ram_bytes = s->vm->ram_size,
 		.pages = s->nr_pages,
 		.precopy_rounds = s->o->precopy_rounds,
+		.precopy_rounds_done = s->precopy_rounds_done,
 		.compress = !!(s->features & MIG_FEAT_ZSTD),
 		.downtime_us = down,
 		.downtime_source_clock_us = (double)down_src / 1000.0,
@@ -1270,6 +1315,7 @@ static void src_free(struct src *s)
 	mig_conn_close(&s->bulk);
 	mig_tls_ctx_free(s->tls);
 	free(s->blob);
+	free(s->precopy_carry);
 	free(s->sent);
 	mig_stamps_free(s->stamps);
 	mig_spin_destroy(&s->spin);

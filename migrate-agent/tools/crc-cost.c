@@ -49,8 +49,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: mig-crc-cost [MiB] [passes]\n");
 		return 2;
 	}
-	uint8_t *mem = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *mem =
+	    mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	uint8_t *out = malloc(64 * PAGE);
 	if (mem == MAP_FAILED || !out) {
 		perror("mig-crc-cost: memory");
