@@ -586,6 +586,8 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 static void *rx_thread(void *arg)
 {
 	struct rx_arg *a = arg;
+	if (a->c == a->d->urg)
+		mig_thread_urgent();
 	rx_loop(a->d, a->c);
 	mig_wire_thread_cleanup();
 	free(a);

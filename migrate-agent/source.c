@@ -530,6 +530,7 @@ static void *urgent_thread(void *arg)
 	struct src *s = arg;
 	uint8_t *buf = malloc(MIG_PAGE_FRAME_MAX);
 	char err[300];
+	mig_thread_urgent();
 	while (buf && !stopped(s)) {
 		struct mig_frame_hdr h;
 		const uint8_t *p;

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -119,4 +120,10 @@ void mig_progress_end(void)
 	if (progress_shown)
 		fputc('\n', stderr);
 	progress_shown = 0;
+}
+
+void mig_thread_urgent(void)
+{
+	/* EPERM (no CAP_SYS_NICE) is fine: the thread keeps its priority. */
+	setpriority(PRIO_PROCESS, (id_t)gettid(), MIG_URGENT_NICE);
 }
