@@ -5,8 +5,9 @@ BASE_CFLAGS += -Imigrate-agent/include
 
 # The library, for the VMM to link (with $(MIG_LIBS)).
 MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/tls.c \
-	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c
-MIG_LIBS := -luring -lzstd -lssl -lcrypto
+	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c \
+	migrate-agent/metrics.c
+MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
 
 # The CLI that attaches to a source VMM's control socket.
 $(eval $(call program,migrate-agent,migrate-agent/cli.c,))
@@ -16,9 +17,11 @@ $(eval $(call program,migrate-agent,migrate-agent/cli.c,))
 # node flavour is static), so $$^ carries them in link order.
 MIG_VMM_SRCS := $(MIG_LIB_SRCS) migrate-agent/vmm-glue.c
 MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
-	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so)
+	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
+	$(shell $(CC) -print-file-name=libjson-c.so)
 MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-name=libzstd.a) \
-	$(shell $(CC) -print-file-name=libssl.a) $(shell $(CC) -print-file-name=libcrypto.a)
+	$(shell $(CC) -print-file-name=libssl.a) $(shell $(CC) -print-file-name=libcrypto.a) \
+	$(shell $(CC) -print-file-name=libjson-c.a)
 ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
 $(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
 $(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
@@ -45,28 +48,29 @@ $(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate
 fuzz: $(B)/fuzz/dest-fuzz
 programs: $(B)/fuzz/dest-fuzz
 $(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate-agent/wire.c migrate-agent/tls.c \
-		migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c \
-		migrate-agent/internal.h migrate-agent/stamps.h $(wildcard migrate-agent/include/migrate/*.h)
+		migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
+		migrate-agent/internal.h migrate-agent/stamps.h migrate-agent/metrics.h $(wildcard migrate-agent/include/migrate/*.h)
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
 		migrate-agent/fuzz/dest-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
-		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/tls.c \
-		-lzstd -lssl -lcrypto -lpthread
+		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
+		-lzstd -lssl -lcrypto -ljson-c -lpthread
 # The source's side: the frames a destination sends after the switch-over.
 fuzz: $(B)/fuzz/source-fuzz
 programs: $(B)/fuzz/source-fuzz
 $(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c migrate-agent/tls.c \
 		migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c \
-		migrate-agent/stamps.c migrate-agent/stamps.h migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
+		migrate-agent/stamps.c migrate-agent/stamps.h migrate-agent/metrics.c migrate-agent/metrics.h \
+		migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
 		migrate-agent/fuzz/source-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
-		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/tls.c \
-		-luring -lzstd -lssl -lcrypto -lpthread
+		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
+		-luring -lzstd -lssl -lcrypto -ljson-c -lpthread
 $(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/auth.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))
 

@@ -23,6 +23,7 @@
  * after RESUME, so it cannot be forgotten.
  */
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "metrics.h"
 #include "migrate/auth.h"
 #include "stamps.h"
 
@@ -1575,51 +1577,40 @@ int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen)
 
 #define TL_BUCKETS 500
 
-static void json_counts(FILE *f, const uint32_t *v, unsigned n)
-{
-	fputc('[', f);
-	for (unsigned k = 0; k < n; k++)
-		fprintf(f, k ? ",%u" : "%u", v[k]);
-	fputc(']', f);
-}
-
 /*
  * The arrival timeline: pages installed per bucket of bucket_ms since the
  * destination resumed, demand and pushed apart; pages installed before the
  * resume count in bucket 0 (and in before_resume); pages installed from the
- * precopy stage are only counted.
+ * precopy stage are only counted.  cnt: 2 * buckets counts, the caller frees
+ * it; -1 when there is no timeline (never resumed, out of memory).
  */
-static void report_timeline(struct mig_dest *d, FILE *f)
+static int build_timeline(struct mig_dest *d, struct mig_timeline *tl, uint32_t **cnt_out)
 {
 	uint64_t t0 = __atomic_load_n(&d->t_tl0, __ATOMIC_RELAXED);
 	uint64_t tr = __atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE);
-	if (!d->t_arr || !t0 || !tr) {
-		fprintf(f, "  \"timeline\": null,\n");
-		return;
-	}
+	if (!d->t_arr || !t0 || !tr)
+		return -1;
 	int64_t r0 = (int64_t)(tr - t0) / 1000; /* resume, us since t_tl0 */
 	int64_t last = 0;
-	uint64_t staged = 0, before[2] = { 0, 0 };
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		uint32_t v = __atomic_load_n(&d->t_arr[i], __ATOMIC_RELAXED);
 		int64_t rel = (int64_t)(v >> 2) - r0;
 		if (v && (v & 3) != 3 && rel > last)
 			last = rel;
 	}
-	uint64_t bucket_ms = (uint64_t)last / 1000 / TL_BUCKETS + 1;
-	unsigned n = (unsigned)((uint64_t)last / 1000 / bucket_ms + 1);
-	uint32_t *cnt = calloc(2 * (size_t)n, sizeof(*cnt));
-	if (!cnt) {
-		fprintf(f, "  \"timeline\": null,\n");
-		return;
-	}
+	*tl = (struct mig_timeline){ .bucket_ms = (uint64_t)last / 1000 / TL_BUCKETS + 1 };
+	tl->buckets = (unsigned)((uint64_t)last / 1000 / tl->bucket_ms + 1);
+	uint32_t *cnt = calloc(2 * (size_t)tl->buckets, sizeof(*cnt));
+	if (!cnt)
+		return -1;
+	uint64_t before[2] = { 0, 0 };
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		uint32_t v = __atomic_load_n(&d->t_arr[i], __ATOMIC_RELAXED);
 		if (!v)
 			continue;
 		unsigned kind = (v & 3) - 1;
 		if (kind == 2) {
-			staged++;
+			tl->precopy_staged++;
 			continue;
 		}
 		int64_t rel = (int64_t)(v >> 2) - r0;
@@ -1627,71 +1618,61 @@ static void report_timeline(struct mig_dest *d, FILE *f)
 			before[kind]++;
 			rel = 0;
 		}
-		cnt[kind * n + (uint64_t)rel / 1000 / bucket_ms]++;
+		cnt[kind * tl->buckets + (uint64_t)rel / 1000 / tl->bucket_ms]++;
 	}
-	fprintf(f, "  \"timeline\": {\"bucket_ms\": %llu, \"buckets\": %u, \"demand\": ",
-		(unsigned long long)bucket_ms, n);
-	json_counts(f, cnt, n);
-	fprintf(f, ", \"pushed\": ");
-	json_counts(f, cnt + n, n);
-	fprintf(f,
-		", \"before_resume\": {\"demand\": %llu, \"pushed\": %llu}, "
-		"\"precopy_staged\": %llu},\n",
-		(unsigned long long)before[0], (unsigned long long)before[1],
-		(unsigned long long)staged);
-	free(cnt);
+	tl->demand = cnt;
+	tl->pushed = cnt + tl->buckets;
+	tl->before_demand = before[0];
+	tl->before_pushed = before[1];
+	*cnt_out = cnt;
+	return 0;
+}
+
+static double ns_to_us(uint64_t from, uint64_t to)
+{
+	return (double)(to - from) / 1000.0;
 }
 
 void mig_dest_report(struct mig_dest *d, FILE *f)
 {
-	struct mig_complete m;
-	fill_complete(d, &m);
-	uint64_t rx =
-	    d->bytes_rx_prev + (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
-	fprintf(f, "{\n  \"role\": \"destination\",\n");
-	fprintf(f, "  \"ram_bytes\": %llu,\n  \"pages\": %llu,\n",
-		(unsigned long long)(d->vm ? d->vm->ram_size : 0), (unsigned long long)d->nr_pages);
+	struct mig_complete c;
+	fill_complete(d, &c);
 	int64_t down = (int64_t)(d->resume_rt - d->pause_rt);
-	if (d->t_resumed && down >= 0)
-		fprintf(f, "  \"downtime_us\": %.1f,\n", (double)down / 1000.0);
-	else /* not resumed, or the two clocks disagree (another host) */
-		fprintf(f, "  \"downtime_us\": null,\n");
-	fprintf(f, "  \"state_to_resume_us\": %.1f,\n",
-		d->t_resumed ? (double)(d->t_resumed - d->t_state_rx) / 1000.0 : -1.0);
-	fprintf(f,
-		"  \"switchover_us\": {\"wait_bulk_done\": %.1f, \"load_state\": %.1f, "
-		"\"start_vcpus\": %.1f},\n",
-		(double)(d->t_phase0 - d->t_state_rx) / 1000.0,
-		(double)(d->t_state - d->t_phase0) / 1000.0,
-		d->t_resumed ? (double)(d->t_resumed - d->t_state) / 1000.0 : -1.0);
-	fprintf(f, "  \"postcopy_ms\": %.3f,\n",
-		d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0);
-	fprintf(f, "  \"bytes_received\": %llu,\n", (unsigned long long)rx);
-	fprintf(f, "  \"pages_received\": %llu,\n", (unsigned long long)m.pages_received);
-	fprintf(f, "  \"pages_demand\": %llu,\n", (unsigned long long)d->pages_demand);
-	fprintf(f, "  \"pages_pushed\": %llu,\n", (unsigned long long)d->pages_pushed);
-	fprintf(f, "  \"pages_precopy\": %llu,\n", (unsigned long long)d->pages_precopy);
-	fprintf(f, "  \"pages_zero\": %llu,\n", (unsigned long long)d->pages_zero);
-	fprintf(f, "  \"duplicate_pages\": %llu,\n", (unsigned long long)m.pages_duplicate);
-	fprintf(f, "  \"pages_requested\": %llu,\n", (unsigned long long)m.requests_sent);
-	fprintf(f, "  \"faults\": %llu,\n  \"faults_deduped\": %llu,\n",
-		(unsigned long long)m.faults, (unsigned long long)m.requests_deduped);
-	fprintf(f,
-		"  \"fault_latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f, "
-		"\"histogram\": ",
-		(double)m.fault_lat_p50_ns / 1000.0, (double)m.fault_lat_p99_ns / 1000.0,
-		(double)m.fault_lat_max_ns / 1000.0);
-	mig_json_hist(f, m.lat_hist);
-	fprintf(f, "},\n");
-	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)m.blocktime_ns / 1e6);
-	report_timeline(d, f);
-	struct mig_stamp_event ev[] = { { "state_received", d->t_state_rx },
-					{ "bulk_done", d->t_phase0 },
-					{ "state_loaded", d->t_state },
-					{ "vcpus_resumed", d->t_resumed } };
-	mig_stamps_report(d->stamps, f, ev, 4, d->t_resumed);
-	fprintf(f, "  \"recoveries\": %llu,\n", (unsigned long long)d->recoveries);
-	fprintf(f, "  \"link_down_ms\": %.3f\n}\n", (double)d->t_broken_ns / 1e6);
+	struct mig_dest_metrics m = {
+		.ram_bytes = d->vm ? d->vm->ram_size : 0,
+		.pages = d->nr_pages,
+		/* not resumed, or the two clocks disagree (another host): null */
+		.downtime_us = d->t_resumed && down >= 0 ? (double)down / 1000.0 : NAN,
+		.state_to_resume_us = d->t_resumed ? ns_to_us(d->t_state_rx, d->t_resumed) : -1.0,
+		.wait_bulk_done_us = ns_to_us(d->t_state_rx, d->t_phase0),
+		.load_state_us = ns_to_us(d->t_phase0, d->t_state),
+		.start_vcpus_us = d->t_resumed ? ns_to_us(d->t_state, d->t_resumed) : -1.0,
+		.postcopy_ms =
+		    d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0,
+		.bytes_received = d->bytes_rx_prev + (d->urg ? d->urg->rx_bytes : 0) +
+				  (d->bulk ? d->bulk->rx_bytes : 0),
+		.pages_demand = d->pages_demand,
+		.pages_pushed = d->pages_pushed,
+		.pages_precopy = d->pages_precopy,
+		.pages_zero = d->pages_zero,
+		.m = &c,
+		.stamps = { .stamps = d->stamps,
+			    .ev = { { "state_received", d->t_state_rx },
+				    { "bulk_done", d->t_phase0 },
+				    { "state_loaded", d->t_state },
+				    { "vcpus_resumed", d->t_resumed } },
+			    .map_base_ns = d->t_resumed },
+		.recoveries = d->recoveries,
+		.link_down_ms = (double)d->t_broken_ns / 1e6,
+	};
+	struct mig_timeline tl;
+	uint32_t *cnt = NULL;
+	if (!build_timeline(d, &tl, &cnt))
+		m.timeline = &tl;
+	int r = mig_metrics_write_dest(&m, f);
+	if (r)
+		pr_mig("cannot write the metrics: %s\n", strerror(-r));
+	free(cnt);
 }
 
 void mig_dest_free(struct mig_dest *d)

@@ -50,9 +50,6 @@ void mig_lat_add(struct mig_lat *l, uint64_t ns);
 uint64_t mig_lat_pct(struct mig_lat *l, double p);
 uint64_t mig_lat_max(const struct mig_lat *l);
 
-/* Write {"a": n, ...} style histogram: "[n0, n1, ...]" */
-void mig_json_hist(FILE *f, const uint64_t *hist);
-
 /*
  * A peer's text (an ERROR message) made safe to print: printable ASCII
  * stays, anything else (escape sequences, newlines that would forge log

@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <liburing.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "metrics.h"
 #include "migrate/auth.h"
 #include "stamps.h"
 
@@ -71,6 +73,7 @@ struct src {
 	uint64_t pause_rt;
 	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
 	    pages_precopy_resent, pages_resent;
+	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
 	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
 	uint64_t req_addrs, req_in_flight, recoveries;
 	uint64_t sent_count; /* atomic */
@@ -372,6 +375,8 @@ static size_t put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t
 		p.encoding = MIG_PAGE_ZERO;
 		payload = NULL;
 		__atomic_fetch_add(&s->pages_zero, 1, __ATOMIC_RELAXED);
+		if (!(flags & (MIG_PAGEF_DEMAND | MIG_PAGEF_PRECOPY)))
+			__atomic_fetch_add(&s->pages_pushed_zero, 1, __ATOMIC_RELAXED);
 	} else if (compress) {
 		if (!cctx)
 			cctx = ZSTD_createCCtx();
@@ -977,79 +982,62 @@ static int recover_link(struct src *s, char *err, size_t errlen)
 
 /* ---- Metrics ---- */
 
+static double per_s(uint64_t pages, double secs)
+{
+	return secs > 0 ? (double)(pages * MIG_PAGE_SIZE) / secs / 1048576.0 : 0.0;
+}
+
 static void report(struct src *s, FILE *f)
 {
 	uint64_t tx = s->bytes_total_prev + s->urg.tx_bytes + s->bulk.tx_bytes;
-	uint64_t hdr = s->hdr_total_prev + s->urg.tx_hdr + s->bulk.tx_hdr;
-	uint64_t pages_bytes = s->bytes_pages;
 	int64_t down_src = s->running_seen ? (int64_t)(s->t_running - s->t_pause) : -1;
 	int64_t down_dst = s->running_seen ? s->running.dest_downtime_ns : -1;
 	double push_s =
 	    s->t_push_end > s->t_push_start ? (double)(s->t_push_end - s->t_push_start) / 1e9 : 0;
-	const struct mig_complete *d = &s->dest;
-	fprintf(f, "{\n  \"role\": \"source\",\n");
-	fprintf(f, "  \"ram_bytes\": %llu,\n  \"pages\": %llu,\n",
-		(unsigned long long)s->vm->ram_size, (unsigned long long)s->nr_pages);
-	fprintf(f, "  \"precopy_rounds\": %d,\n  \"compress\": %s,\n", s->o->precopy_rounds,
-		(s->features & MIG_FEAT_ZSTD) ? "true" : "false");
+	double down = NAN;
 	if (s->running_seen && !s->recoveries_before_running)
-		fprintf(f, "  \"downtime_us\": %.1f,\n",
-			(double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src) /
-			    1000.0);
+		down =
+		    (double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src) / 1000.0;
 	else if (s->running_seen) /* the source clock includes the outage */
-		fprintf(f, "  \"downtime_us\": %.1f,\n", (double)down_dst / 1000.0);
-	else
-		fprintf(f, "  \"downtime_us\": null,\n");
-	fprintf(f, "  \"downtime_source_clock_us\": %.1f,\n", (double)down_src / 1000.0);
-	fprintf(
-	    f,
-	    "  \"switchover_us\": {\"pause\": %.1f, \"save_state\": %.1f, \"send_state\": %.1f},\n",
-	    (double)(s->t_paused - s->t_pause) / 1000.0,
-	    (double)(s->t_saved - s->t_paused) / 1000.0,
-	    (double)(s->t_state_sent - s->t_saved) / 1000.0);
-	fprintf(f, "  \"downtime_dest_clock_us\": %.1f,\n", (double)down_dst / 1000.0);
-	fprintf(f, "  \"total_ms\": %.3f,\n", (double)(s->t_complete - s->t_start) / 1e6);
-	fprintf(f, "  \"postcopy_ms\": %.3f,\n", (double)(s->t_complete - s->t_pause) / 1e6);
-	fprintf(f,
-		"  \"bytes_sent\": {\"pages\": %llu, \"state\": %llu, \"overhead\": %llu, "
-		"\"total\": %llu},\n",
-		(unsigned long long)pages_bytes, (unsigned long long)s->bytes_state,
-		(unsigned long long)(tx - pages_bytes - s->bytes_state), (unsigned long long)tx);
-	(void)hdr;
-	fprintf(f, "  \"pages_requested\": %llu,\n", (unsigned long long)d->requests_sent);
-	fprintf(f, "  \"pages_demand\": %llu,\n", (unsigned long long)s->pages_demand);
-	fprintf(f, "  \"pages_pushed\": %llu,\n", (unsigned long long)s->pages_pushed);
-	fprintf(f, "  \"pages_precopy\": %llu,\n", (unsigned long long)s->pages_precopy);
-	fprintf(f, "  \"pages_precopy_resent\": %llu,\n",
-		(unsigned long long)s->pages_precopy_resent);
-	fprintf(f, "  \"pages_zero\": %llu,\n  \"pages_zstd\": %llu,\n",
-		(unsigned long long)s->pages_zero, (unsigned long long)s->pages_zstd);
-	fprintf(f, "  \"requests_for_pages_in_flight\": %llu,\n",
-		(unsigned long long)s->req_in_flight);
-	fprintf(f, "  \"duplicate_pages\": %llu,\n", (unsigned long long)d->pages_duplicate);
-	fprintf(f, "  \"pages_resent_after_recovery\": %llu,\n",
-		(unsigned long long)s->pages_resent);
-	fprintf(f, "  \"recoveries\": %llu,\n", (unsigned long long)s->recoveries);
-	fprintf(f, "  \"dest_pages_received\": %llu,\n", (unsigned long long)d->pages_received);
-	fprintf(f, "  \"dest_pages_demand\": %llu,\n  \"dest_pages_pushed\": %llu,\n",
-		(unsigned long long)d->pages_demand, (unsigned long long)d->pages_pushed);
-	fprintf(f, "  \"faults\": %llu,\n  \"faults_deduped\": %llu,\n",
-		(unsigned long long)d->faults, (unsigned long long)d->requests_deduped);
-	fprintf(f,
-		"  \"fault_latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f, "
-		"\"histogram\": ",
-		(double)d->fault_lat_p50_ns / 1000.0, (double)d->fault_lat_p99_ns / 1000.0,
-		(double)d->fault_lat_max_ns / 1000.0);
-	mig_json_hist(f, d->lat_hist);
-	fprintf(f, "},\n");
-	fprintf(f, "  \"blocktime_ms\": %.3f,\n", (double)d->blocktime_ns / 1e6);
-	struct mig_stamp_event ev[] = { { "pause", s->t_pause },
-					{ "paused", s->t_paused },
-					{ "state_saved", s->t_saved },
-					{ "state_sent", s->t_state_sent } };
-	mig_stamps_report(s->stamps, f, ev, 4, 0);
-	fprintf(f, "  \"push_MiB_per_s\": %.1f\n}\n",
-		push_s > 0 ? (double)(s->pages_pushed * MIG_PAGE_SIZE) / push_s / 1048576.0 : 0.0);
+		down = (double)down_dst / 1000.0;
+	struct mig_source_metrics m = {
+		.ram_bytes = s->vm->ram_size,
+		.pages = s->nr_pages,
+		.precopy_rounds = s->o->precopy_rounds,
+		.compress = !!(s->features & MIG_FEAT_ZSTD),
+		.downtime_us = down,
+		.downtime_source_clock_us = (double)down_src / 1000.0,
+		.downtime_dest_clock_us = (double)down_dst / 1000.0,
+		.pause_us = (double)(s->t_paused - s->t_pause) / 1000.0,
+		.save_state_us = (double)(s->t_saved - s->t_paused) / 1000.0,
+		.send_state_us = (double)(s->t_state_sent - s->t_saved) / 1000.0,
+		.total_ms = (double)(s->t_complete - s->t_start) / 1e6,
+		.postcopy_ms = (double)(s->t_complete - s->t_pause) / 1e6,
+		.bytes_pages = s->bytes_pages,
+		.bytes_state = s->bytes_state,
+		.bytes_overhead = tx - s->bytes_pages - s->bytes_state,
+		.bytes_total = tx,
+		.pages_demand = s->pages_demand,
+		.pages_pushed = s->pages_pushed,
+		.pages_precopy = s->pages_precopy,
+		.pages_precopy_resent = s->pages_precopy_resent,
+		.pages_zero = s->pages_zero,
+		.pages_zstd = s->pages_zstd,
+		.requests_in_flight = s->req_in_flight,
+		.pages_resent = s->pages_resent,
+		.recoveries = s->recoveries,
+		.dest = &s->dest,
+		.push_MiB_per_s = per_s(s->pages_pushed, push_s),
+		.push_nonzero_MiB_per_s = per_s(s->pages_pushed - s->pages_pushed_zero, push_s),
+		.stamps = { .stamps = s->stamps,
+			    .ev = { { "pause", s->t_pause },
+				    { "paused", s->t_paused },
+				    { "state_saved", s->t_saved },
+				    { "state_sent", s->t_state_sent } } },
+	};
+	int r = mig_metrics_write_source(&m, f);
+	if (r)
+		pr_mig("cannot write the metrics: %s\n", strerror(-r));
 }
 
 static void write_report(struct src *s)

@@ -8,8 +8,6 @@
 
 #include "stamps.h"
 
-#define MAP_MAX_POINTS 65536
-
 struct mig_stamps {
 	uint64_t nr_pages;
 	uint32_t *index;		/* per page: record number + 1, 0 = none */
@@ -88,58 +86,36 @@ void mig_stamps_install(struct mig_stamps *s, uint64_t page, int kind, int zero,
 	__atomic_store_n(&s->map_ns[page], ns, __ATOMIC_RELEASE);
 }
 
-static void report_records(const struct mig_stamps *s, FILE *f)
+uint64_t mig_stamps_pages(const struct mig_stamps *s)
 {
-	uint32_t n = s->nrec < MIG_STAMPS_MAX ? s->nrec : MIG_STAMPS_MAX;
-	fprintf(f, "\"records\": [");
-	for (uint32_t k = 0; k < n; k++) {
-		/* A slot lost to a racing first step holds no times: skip it. */
-		if (__atomic_load_n(&s->index[s->rec[k][0]], __ATOMIC_ACQUIRE) != k + 1)
-			continue;
-		fprintf(f, "%s[%llu", k ? ", " : "", (unsigned long long)s->rec[k][0]);
-		for (int j = 1; j <= MIG_STEPS; j++)
-			fprintf(f, ",%llu", (unsigned long long)s->rec[k][j]);
-		fputc(']', f);
-	}
-	fprintf(f, "], \"dropped\": %u", s->dropped);
+	return s->nr_pages;
 }
 
-static void report_map(const struct mig_stamps *s, FILE *f, uint64_t base)
+uint32_t mig_stamps_records(const struct mig_stamps *s)
 {
-	uint64_t every = s->nr_pages / MAP_MAX_POINTS + 1, n = 0;
-	fprintf(f, "\"page_map\": {\"every\": %llu, \"pages\": [", (unsigned long long)every);
-	for (uint64_t i = 0; i < s->nr_pages; i += every) {
-		uint64_t t = __atomic_load_n(&s->map_ns[i], __ATOMIC_ACQUIRE);
-		if (!t)
-			continue;
-		double us = ((double)t - (double)base) / 1000.0;
-		fprintf(f, "%s[%llu,%.1f,%u,%u]", n++ ? "," : "", (unsigned long long)i, us,
-			s->map_flags[i] & 3, s->map_flags[i] >> 2);
-	}
-	fprintf(f, "]}");
+	return s->nrec < MIG_STAMPS_MAX ? s->nrec : MIG_STAMPS_MAX;
 }
 
-void mig_stamps_report(const struct mig_stamps *s, FILE *f, const struct mig_stamp_event *ev,
-		       unsigned nev, uint64_t map_base_ns)
+uint32_t mig_stamps_dropped(const struct mig_stamps *s)
 {
-	if (!s) {
-		fprintf(f, "  \"stamps\": null,\n");
-		return;
-	}
-	fprintf(f, "  \"stamps\": {\"clock\": \"CLOCK_MONOTONIC ns\", \"steps\": [\"page\", "
-		   "\"fault\", \"request_sent\", \"request_received\", \"page_sent\", "
-		   "\"page_received\", \"installed\"], \"switchover\": {");
-	for (unsigned k = 0; k < nev; k++)
-		fprintf(f, "%s\"%s\": %llu", k ? ", " : "", ev[k].name,
-			(unsigned long long)ev[k].ns);
-	fprintf(f, "}, ");
-	report_records(s, f);
-	uint64_t any = 0;
-	for (uint64_t i = 0; i < s->nr_pages && !any; i++)
-		any = s->map_ns[i];
-	if (any) {
-		fprintf(f, ", \"map_base_ns\": %llu, ", (unsigned long long)map_base_ns);
-		report_map(s, f, map_base_ns);
-	}
-	fprintf(f, "},\n");
+	return s->dropped;
+}
+
+int mig_stamps_record(const struct mig_stamps *s, uint32_t k, uint64_t out[MIG_STEPS + 1])
+{
+	/* A slot lost to a racing first step holds no times. */
+	if (__atomic_load_n(&s->index[s->rec[k][0]], __ATOMIC_ACQUIRE) != k + 1)
+		return -1;
+	for (int j = 0; j <= MIG_STEPS; j++)
+		out[j] = s->rec[k][j];
+	return 0;
+}
+
+uint64_t mig_stamps_installed(const struct mig_stamps *s, uint64_t page, unsigned *kind,
+			      unsigned *zero)
+{
+	uint64_t t = __atomic_load_n(&s->map_ns[page], __ATOMIC_ACQUIRE);
+	*kind = s->map_flags[page] & 3;
+	*zero = s->map_flags[page] >> 2;
+	return t;
 }

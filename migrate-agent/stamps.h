@@ -24,7 +24,6 @@
 #define MIGRATE_STAMPS_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #define MIG_STAMPS_MAX 32768
 
@@ -38,12 +37,6 @@ enum mig_step {
 	MIG_STEPS
 };
 
-/* A named moment of the switch-over, for mig_stamps_report(). */
-struct mig_stamp_event {
-	const char *name;
-	uint64_t ns; /* CLOCK_MONOTONIC; 0: did not happen */
-};
-
 struct mig_stamps;
 
 /* NULL when out of memory: every call below accepts NULL and does nothing. */
@@ -54,13 +47,14 @@ void mig_stamp(struct mig_stamps *s, uint64_t page, enum mig_step step, uint64_t
 /* Destination: page installed at ns; kind 0 demand, 1 pushed, 2 precopy. */
 void mig_stamps_install(struct mig_stamps *s, uint64_t page, int kind, int zero, uint64_t ns);
 
-/*
- * Write the "stamps" member (and a comma) into a JSON object being printed
- * on f: the switch-over events, every record (page, then one time per step,
- * 0 when not seen) and, if any page was installed, the page map relative to
- * map_base_ns (at most 65536 pages, every k-th page when there are more).
- */
-void mig_stamps_report(const struct mig_stamps *s, FILE *f, const struct mig_stamp_event *ev,
-		       unsigned nev, uint64_t map_base_ns);
+/* Reading them back, for the summary (metrics.c), after the migration. */
+uint64_t mig_stamps_pages(const struct mig_stamps *s);
+uint32_t mig_stamps_records(const struct mig_stamps *s); /* slots used, live or not */
+uint32_t mig_stamps_dropped(const struct mig_stamps *s);
+/* Record k into out (page, then one time per step); 0, or -1 for a slot lost to a race. */
+int mig_stamps_record(const struct mig_stamps *s, uint32_t k, uint64_t out[MIG_STEPS + 1]);
+/* Install time of page (0: not installed), its kind and zero flag. */
+uint64_t mig_stamps_installed(const struct mig_stamps *s, uint64_t page, unsigned *kind,
+			      unsigned *zero);
 
 #endif /* MIGRATE_STAMPS_H */

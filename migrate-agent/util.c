@@ -70,18 +70,6 @@ uint64_t mig_lat_max(const struct mig_lat *l)
 	return m;
 }
 
-void mig_json_hist(FILE *f, const uint64_t *hist)
-{
-	int last = MIG_HIST_BUCKETS - 1;
-	while (last > 0 && !hist[last])
-		last--;
-	fputc('[', f);
-	for (int i = 0; i <= last; i++)
-		fprintf(f, "%s{\"lt_us\": %llu, \"n\": %llu}", i ? ", " : "",
-			i == MIG_HIST_BUCKETS - 1 ? 0ull : 2ull << i, (unsigned long long)hist[i]);
-	fputc(']', f);
-}
-
 void mig_escape(char *out, size_t outlen, const void *text, size_t len)
 {
 	const uint8_t *t = text;

@@ -8,10 +8,12 @@
  * socket is closed, so reconnects are refused), then forwards again.
  *
  *   mig-cutproxy --listen tcp:H:P --to tcp:H:P --cut-after BYTES
- *                [--down-ms MS] [--cuts N]
+ *                [--down-ms MS] [--cuts N] [--swallow-ms MS] [--rate BYTES]
  * --swallow-ms MS: when the threshold is reached, first silently drop what
  * both sides send for MS ms (a link that dies without a word: the senders'
  * writes succeed, nothing arrives), then reset.
+ * --rate BYTES: each direction of each connection carries at most BYTES a
+ * second (a slow link; with --cut-after 0 it never cuts).
  * --flip-after BYTES: flip one bit of the byte stream once that many bytes
  * went through, and forward on (an attacker, or a memory error on the way:
  * TLS must take it as a broken session; plain TCP has only the frame CRC).
@@ -37,6 +39,7 @@ static int nfds;
 static unsigned long long moved;
 static int swallowing;
 static unsigned long long swallow_at; /* bytes; 0: never */
+static unsigned long long rate;	      /* bytes a second a direction; 0: unlimited */
 static unsigned long long flip_at;    /* bytes; 0: never */
 static int flipped;
 
@@ -65,10 +68,29 @@ static void untrack_close(int fd)
 	pthread_mutex_unlock(&lock);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Sleep until @sent bytes since @start_ns are within --rate. */
+static void pace(uint64_t start_ns, unsigned long long sent)
+{
+	uint64_t due = start_ns + (uint64_t)(sent * 1000000000.0 / (double)rate), now = now_ns();
+	if (due > now)
+		nanosleep(&(struct timespec){ (time_t)((due - now) / 1000000000ull),
+					      (long)((due - now) % 1000000000ull) },
+			  NULL);
+}
+
 static void *pump(void *arg)
 {
 	struct dir *d = arg;
 	static _Thread_local char buf[1 << 16];
+	uint64_t start_ns = now_ns();
+	unsigned long long sent = 0;
 	for (;;) {
 		ssize_t r = recv(d->from, buf, sizeof(buf), 0);
 		if (r <= 0)
@@ -84,6 +106,9 @@ static void *pump(void *arg)
 		}
 		if (send(d->to, buf, (size_t)r, MSG_NOSIGNAL) != r)
 			break;
+		sent += (unsigned long long)r;
+		if (rate)
+			pace(start_ns, sent);
 		/* Start dropping at once, not at the next check of the main loop. */
 		if (swallow_at && m >= swallow_at)
 			__atomic_store_n(&swallowing, 1, __ATOMIC_RELEASE);
@@ -145,6 +170,8 @@ int main(int argc, char **argv)
 			swallow_ms = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--cuts"))
 			cuts = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--rate"))
+			rate = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--flip-after"))
 			flip_at = strtoull(argv[i + 1], NULL, 0);
 	}
@@ -153,7 +180,8 @@ int main(int argc, char **argv)
 	if (!listen_s || !to_s || mig_addr_parse(listen_s, &la, err, sizeof(err)) ||
 	    mig_addr_parse(to_s, &ta, err, sizeof(err))) {
 		fprintf(stderr, "usage: mig-cutproxy --listen tcp:H:P --to tcp:H:P --cut-after N "
-				"[--down-ms MS] [--cuts N] [--swallow-ms MS] [--flip-after N]\n");
+				"[--down-ms MS] [--cuts N] [--swallow-ms MS] [--rate BYTES]\n"
+				"                    [--flip-after N]\n");
 		return 2;
 	}
 	if (swallow_ms)

@@ -8,6 +8,8 @@
 # With MEMTEST=1, mig-memtest instead (the library alone, no VM, no faults).
 # DWRAP: a command prefix for the destination (e.g. "perf record -o F").
 # ENDS: options for both ends (e.g. "--tls-psk keys.psk": the cost of TLS).
+# KEEP=DIR: keep each run's metrics as DIR/sN.json, DIR/dN.json (for
+# migrate-agent/tools/fault-steps.py).
 set -uo pipefail
 BIN=${1:-build/bin}
 MEM=${2:-256}
@@ -45,5 +47,11 @@ for _ in $(seq "$RUNS"); do
 		--migrate-to "tcp:127.0.0.1:$p" --migrate-after "${AFTER:-1200}" \
 		--migrate-metrics "$work/s.json" ${ENDS:-} > /dev/null 2> "$work/s.err" || cat "$work/s.err"
 	wait "$dpid" || cat "$work/d.err"
+	if [ -n "${KEEP:-}" ]; then
+		mkdir -p "$KEEP"
+		k=$(find "$KEEP" -name 's*.json' | wc -l)
+		cp "$work/s.json" "$KEEP/s$k.json"
+		cp "$work/d.json" "$KEEP/d$k.json"
+	fi
 	echo "$BIN: $(jq -c '{down: .downtime_us, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99, max: .fault_latency_us.max, push: .push_MiB_per_s, push_nonzero: ((.push_MiB_per_s * (.pages_pushed - .pages_zero) / .pages_pushed) | floor), pushed: .pages_pushed, zero: .pages_zero, dem: .pages_demand, dup: .duplicate_pages, infl: .requests_for_pages_in_flight, ms: .postcopy_ms, hist: .fault_latency_us.histogram}' "$work/s.json")"
 done

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The JSON summaries (metrics.h), with json-c.  Field names and layout are
+ * read by bench/run and tests/host/migrate-*.sh: docs/migration.md lists them.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+
+#include "metrics.h"
+#include "stamps.h"
+
+#define MAP_MAX_POINTS 65536
+
+typedef struct json_object json;
+
+/* A number printed with a fixed number of decimals; NAN is null. */
+static json *num(double v, int decimals)
+{
+	char buf[64];
+	if (isnan(v))
+		return NULL;
+	snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+	return json_object_new_double_s(v, buf);
+}
+
+static void put_u64(json *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+static void put_num(json *o, const char *key, double v, int decimals)
+{
+	json_object_object_add(o, key, num(v, decimals));
+}
+
+/* The log2 histogram: [{"lt_us": 2, "n": ...}, ...] up to the last non-empty bucket. */
+static json *histogram(const uint64_t *hist)
+{
+	int last = MIG_HIST_BUCKETS - 1;
+	while (last > 0 && !hist[last])
+		last--;
+	json *a = json_object_new_array_ext(last + 1);
+	for (int i = 0; a && i <= last; i++) {
+		json *b = json_object_new_object();
+		put_u64(b, "lt_us", i == MIG_HIST_BUCKETS - 1 ? 0 : 2ull << i);
+		put_u64(b, "n", hist[i]);
+		json_object_array_add(a, b);
+	}
+	return a;
+}
+
+static json *fault_latency(const struct mig_complete *c)
+{
+	json *o = json_object_new_object();
+	put_num(o, "p50", (double)c->fault_lat_p50_ns / 1000.0, 1);
+	put_num(o, "p99", (double)c->fault_lat_p99_ns / 1000.0, 1);
+	put_num(o, "max", (double)c->fault_lat_max_ns / 1000.0, 1);
+	json_object_object_add(o, "histogram", histogram(c->lat_hist));
+	return o;
+}
+
+static json *u32_array(const uint32_t *v, unsigned n)
+{
+	json *a = json_object_new_array_ext((int)n);
+	for (unsigned k = 0; a && k < n; k++)
+		json_object_array_add(a, json_object_new_uint64(v[k]));
+	return a;
+}
+
+/* ---- Step stamps (stamps.h) ---- */
+
+static const char *const step_names[MIG_STEPS] = {
+	[MIG_STEP_FAULT] = "fault",
+	[MIG_STEP_REQ_SENT] = "request_sent",
+	[MIG_STEP_REQ_RX] = "request_received",
+	[MIG_STEP_PAGE_SENT] = "page_sent",
+	[MIG_STEP_PAGE_RX] = "page_received",
+	[MIG_STEP_INSTALLED] = "installed",
+};
+
+static json *stamp_records(const struct mig_stamps *s)
+{
+	uint32_t n = mig_stamps_records(s);
+	json *a = json_object_new_array_ext((int)n);
+	for (uint32_t k = 0; a && k < n; k++) {
+		uint64_t r[MIG_STEPS + 1];
+		if (mig_stamps_record(s, k, r))
+			continue;
+		json *rec = json_object_new_array_ext(MIG_STEPS + 1);
+		for (int j = 0; j <= MIG_STEPS; j++)
+			json_object_array_add(rec, json_object_new_uint64(r[j]));
+		json_object_array_add(a, rec);
+	}
+	return a;
+}
+
+/* Every installed page (every k-th if there are more than MAP_MAX_POINTS). */
+static json *page_map(const struct mig_stamps *s, uint64_t base)
+{
+	uint64_t nr = mig_stamps_pages(s), every = nr / MAP_MAX_POINTS + 1;
+	json *o = json_object_new_object(), *a = json_object_new_array();
+	put_u64(o, "every", every);
+	for (uint64_t i = 0; a && i < nr; i += every) {
+		unsigned kind, zero;
+		uint64_t t = mig_stamps_installed(s, i, &kind, &zero);
+		if (!t)
+			continue;
+		json *p = json_object_new_array_ext(4);
+		json_object_array_add(p, json_object_new_uint64(i));
+		json_object_array_add(p, num(((double)t - (double)base) / 1000.0, 1));
+		json_object_array_add(p, json_object_new_uint64(kind));
+		json_object_array_add(p, json_object_new_uint64(zero));
+		json_object_array_add(a, p);
+	}
+	json_object_object_add(o, "pages", a);
+	return o;
+}
+
+static int any_installed(const struct mig_stamps *s)
+{
+	unsigned kind, zero;
+	for (uint64_t i = 0; i < mig_stamps_pages(s); i++)
+		if (mig_stamps_installed(s, i, &kind, &zero))
+			return 1;
+	return 0;
+}
+
+static json *stamps(const struct mig_stamps_view *v)
+{
+	if (!v->stamps)
+		return NULL;
+	json *o = json_object_new_object(), *steps = json_object_new_array_ext(MIG_STEPS + 1);
+	json *sw = json_object_new_object();
+	json_object_object_add(o, "clock", json_object_new_string("CLOCK_MONOTONIC ns"));
+	json_object_array_add(steps, json_object_new_string("page"));
+	for (int j = 0; j < MIG_STEPS; j++)
+		json_object_array_add(steps, json_object_new_string(step_names[j]));
+	json_object_object_add(o, "steps", steps);
+	for (unsigned k = 0; k < MIG_SWITCHOVER_EVENTS; k++)
+		put_u64(sw, v->ev[k].name, v->ev[k].ns);
+	json_object_object_add(o, "switchover", sw);
+	json_object_object_add(o, "records", stamp_records(v->stamps));
+	put_u64(o, "dropped", mig_stamps_dropped(v->stamps));
+	if (v->map_base_ns && any_installed(v->stamps)) {
+		put_u64(o, "map_base_ns", v->map_base_ns);
+		json_object_object_add(o, "page_map", page_map(v->stamps, v->map_base_ns));
+	}
+	return o;
+}
+
+/* ---- The two summaries ---- */
+
+static int write_json(json *o, FILE *f)
+{
+	if (!o)
+		return -ENOMEM;
+	const char *text =
+	    json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+	int r = text && fprintf(f, "%s\n", text) >= 0 ? 0 : text ? -EIO : -ENOMEM;
+	json_object_put(o);
+	return r;
+}
+
+static json *source_bytes(const struct mig_source_metrics *m)
+{
+	json *o = json_object_new_object();
+	put_u64(o, "pages", m->bytes_pages);
+	put_u64(o, "state", m->bytes_state);
+	put_u64(o, "overhead", m->bytes_overhead);
+	put_u64(o, "total", m->bytes_total);
+	return o;
+}
+
+int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
+{
+	const struct mig_complete *d = m->dest;
+	json *o = json_object_new_object(), *sw = json_object_new_object();
+	json_object_object_add(o, "role", json_object_new_string("source"));
+	put_u64(o, "ram_bytes", m->ram_bytes);
+	put_u64(o, "pages", m->pages);
+	put_u64(o, "precopy_rounds", (uint64_t)m->precopy_rounds);
+	json_object_object_add(o, "compress", json_object_new_boolean(m->compress));
+	put_num(o, "downtime_us", m->downtime_us, 1);
+	put_num(o, "downtime_source_clock_us", m->downtime_source_clock_us, 1);
+	put_num(sw, "pause", m->pause_us, 1);
+	put_num(sw, "save_state", m->save_state_us, 1);
+	put_num(sw, "send_state", m->send_state_us, 1);
+	json_object_object_add(o, "switchover_us", sw);
+	put_num(o, "downtime_dest_clock_us", m->downtime_dest_clock_us, 1);
+	put_num(o, "total_ms", m->total_ms, 3);
+	put_num(o, "postcopy_ms", m->postcopy_ms, 3);
+	json_object_object_add(o, "bytes_sent", source_bytes(m));
+	put_u64(o, "pages_requested", d->requests_sent);
+	put_u64(o, "pages_demand", m->pages_demand);
+	put_u64(o, "pages_pushed", m->pages_pushed);
+	put_u64(o, "pages_precopy", m->pages_precopy);
+	put_u64(o, "pages_precopy_resent", m->pages_precopy_resent);
+	put_u64(o, "pages_zero", m->pages_zero);
+	put_u64(o, "pages_zstd", m->pages_zstd);
+	put_u64(o, "requests_for_pages_in_flight", m->requests_in_flight);
+	put_u64(o, "duplicate_pages", d->pages_duplicate);
+	put_u64(o, "pages_resent_after_recovery", m->pages_resent);
+	put_u64(o, "recoveries", m->recoveries);
+	put_u64(o, "dest_pages_received", d->pages_received);
+	put_u64(o, "dest_pages_demand", d->pages_demand);
+	put_u64(o, "dest_pages_pushed", d->pages_pushed);
+	put_u64(o, "faults", d->faults);
+	put_u64(o, "faults_deduped", d->requests_deduped);
+	json_object_object_add(o, "fault_latency_us", fault_latency(d));
+	put_num(o, "blocktime_ms", (double)d->blocktime_ns / 1e6, 3);
+	json_object_object_add(o, "stamps", stamps(&m->stamps));
+	put_num(o, "push_MiB_per_s", m->push_MiB_per_s, 1);
+	put_num(o, "push_nonzero_MiB_per_s", m->push_nonzero_MiB_per_s, 1);
+	return write_json(o, f);
+}
+
+static json *timeline(const struct mig_timeline *t)
+{
+	if (!t)
+		return NULL;
+	json *o = json_object_new_object(), *before = json_object_new_object();
+	put_u64(o, "bucket_ms", t->bucket_ms);
+	put_u64(o, "buckets", t->buckets);
+	json_object_object_add(o, "demand", u32_array(t->demand, t->buckets));
+	json_object_object_add(o, "pushed", u32_array(t->pushed, t->buckets));
+	put_u64(before, "demand", t->before_demand);
+	put_u64(before, "pushed", t->before_pushed);
+	json_object_object_add(o, "before_resume", before);
+	put_u64(o, "precopy_staged", t->precopy_staged);
+	return o;
+}
+
+int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
+{
+	const struct mig_complete *c = m->m;
+	json *o = json_object_new_object(), *sw = json_object_new_object();
+	json_object_object_add(o, "role", json_object_new_string("destination"));
+	put_u64(o, "ram_bytes", m->ram_bytes);
+	put_u64(o, "pages", m->pages);
+	put_num(o, "downtime_us", m->downtime_us, 1);
+	put_num(o, "state_to_resume_us", m->state_to_resume_us, 1);
+	put_num(sw, "wait_bulk_done", m->wait_bulk_done_us, 1);
+	put_num(sw, "load_state", m->load_state_us, 1);
+	put_num(sw, "start_vcpus", m->start_vcpus_us, 1);
+	json_object_object_add(o, "switchover_us", sw);
+	put_num(o, "postcopy_ms", m->postcopy_ms, 3);
+	put_u64(o, "bytes_received", m->bytes_received);
+	put_u64(o, "pages_received", c->pages_received);
+	put_u64(o, "pages_demand", m->pages_demand);
+	put_u64(o, "pages_pushed", m->pages_pushed);
+	put_u64(o, "pages_precopy", m->pages_precopy);
+	put_u64(o, "pages_zero", m->pages_zero);
+	put_u64(o, "duplicate_pages", c->pages_duplicate);
+	put_u64(o, "pages_requested", c->requests_sent);
+	put_u64(o, "faults", c->faults);
+	put_u64(o, "faults_deduped", c->requests_deduped);
+	json_object_object_add(o, "fault_latency_us", fault_latency(c));
+	put_num(o, "blocktime_ms", (double)c->blocktime_ns / 1e6, 3);
+	json_object_object_add(o, "timeline", timeline(m->timeline));
+	json_object_object_add(o, "stamps", stamps(&m->stamps));
+	put_u64(o, "recoveries", m->recoveries);
+	put_num(o, "link_down_ms", m->link_down_ms, 3);
+	return write_json(o, f);
+}
