@@ -358,10 +358,9 @@ static void *migrate_thread(void *arg)
 	virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_DEST_XML,
 				m->dest_xml);
 	m->t_start = now_ms();
-	m->ret =
-	    virDomainMigrateToURI3(m->dom, m->dconnuri, params, nparams,
-				   VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY |
-					   m->extra_flags);
+	m->ret = virDomainMigrateToURI3(m->dom, m->dconnuri, params, nparams,
+					VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER |
+					    VIR_MIGRATE_POSTCOPY | m->extra_flags);
 	m->t_end = now_ms();
 	if (m->ret < 0)
 		snprintf(m->err, sizeof(m->err), "%s", virGetLastErrorMessage());
