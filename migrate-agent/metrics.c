@@ -155,8 +155,8 @@ static int write_json(json *o, FILE *f)
 {
 	if (!o)
 		return -ENOMEM;
-	const char *text =
-	    json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+	const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED |
+								 JSON_C_TO_STRING_NOSLASHESCAPE);
 	int r = text && fprintf(f, "%s\n", text) >= 0 ? 0 : text ? -EIO : -ENOMEM;
 	json_object_put(o);
 	return r;

@@ -60,7 +60,7 @@ struct mig_dest_metrics {
 	double downtime_us, state_to_resume_us;
 	double wait_bulk_done_us, load_state_us, start_vcpus_us, postcopy_ms;
 	uint64_t bytes_received, pages_demand, pages_pushed, pages_precopy, pages_zero;
-	const struct mig_complete *m; /* what COMPLETE carries */
+	const struct mig_complete *m;	     /* what COMPLETE carries */
 	const struct mig_timeline *timeline; /* NULL: "timeline": null */
 	struct mig_stamps_view stamps;
 	uint64_t recoveries;
