@@ -180,6 +180,7 @@ int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
 	put_u64(o, "ram_bytes", m->ram_bytes);
 	put_u64(o, "pages", m->pages);
 	put_u64(o, "precopy_rounds", (uint64_t)m->precopy_rounds);
+	put_u64(o, "precopy_rounds_done", (uint64_t)m->precopy_rounds_done);
 	json_object_object_add(o, "compress", json_object_new_boolean(m->compress));
 	put_num(o, "downtime_us", m->downtime_us, 1);
 	put_num(o, "downtime_source_clock_us", m->downtime_source_clock_us, 1);

@@ -43,7 +43,7 @@ struct mig_timeline {
 
 struct mig_source_metrics {
 	uint64_t ram_bytes, pages;
-	int precopy_rounds, compress;
+	int precopy_rounds, precopy_rounds_done, compress;
 	double downtime_us, downtime_source_clock_us, downtime_dest_clock_us;
 	double pause_us, save_state_us, send_state_us;
 	double total_ms, postcopy_ms;

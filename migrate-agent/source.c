@@ -92,6 +92,8 @@ struct src {
 	pthread_cond_t watch_cond;
 	int link_up, watch_stop, watch_on;
 	int dirty_on; /* dirty logging is on (precopy) */
+	int precopy_rounds_done;
+	uint64_t *precopy_pending; /* dirty bits fetched for a round not sent */
 	pthread_t watch;
 };
 
@@ -815,6 +817,43 @@ static void *push_thread(void *arg)
 
 /* ---- Precopy ---- */
 
+/*
+ * Precopy stops when it stops converging: a round that would resend more
+ * than PRECOPY_MAX_RESEND_PCT percent of what the round before it sent
+ * gains little (the guest dirties those pages about as fast as they go),
+ * so the rest is left to postcopy, which sends each page once.
+ * --precopy-rounds is the most rounds it may take.
+ */
+#define PRECOPY_MAX_RESEND_PCT 50
+
+static uint64_t bits_set(const uint64_t *map, size_t words)
+{
+	uint64_t n = 0;
+	for (size_t w = 0; w < words; w++)
+		n += (uint64_t)__builtin_popcountll(map[w]);
+	return n;
+}
+
+/*
+ * Whether the round about to resend @dirty pages, after one that sent
+ * @prev, is worth it.  If not, the fetched bits stay pending for
+ * precopy_finish(): they were taken out of KVM's log, and a page dirtied
+ * since its last send must never count as sent.
+ */
+static bool precopy_converges(struct src *s, uint64_t **dirty, uint64_t n, uint64_t prev)
+{
+	if (n * 100 <= prev * PRECOPY_MAX_RESEND_PCT)
+		return true;
+	if (s->o->progress)
+		mig_progress("migrate: precopy stops after %d rounds: the next would resend "
+			     "%llu of %llu pages",
+			     s->precopy_rounds_done, (unsigned long long)n,
+			     (unsigned long long)prev);
+	s->precopy_pending = *dirty;
+	*dirty = NULL;
+	return false;
+}
+
 static int precopy(struct src *s, char *err, size_t errlen)
 {
 	struct mig_source_vm *vm = s->vm;
@@ -832,6 +871,7 @@ static int precopy(struct src *s, char *err, size_t errlen)
 		snprintf(err, errlen, "precopy: cannot start dirty logging: %s", strerror(-r));
 		goto out;
 	}
+	uint64_t prev = s->nr_pages;
 	for (int round = 0; round < s->o->precopy_rounds && !r; round++) {
 		if (round > 0) {
 			memset(dirty, 0, words * 8);
@@ -840,6 +880,8 @@ static int precopy(struct src *s, char *err, size_t errlen)
 				snprintf(err, errlen, "precopy: dirty log: %s", strerror(-r));
 				break;
 			}
+			if (!precopy_converges(s, &dirty, bits_set(dirty, words), prev))
+				break;
 		}
 		uint64_t n = 0;
 		for (uint64_t i = 0; i < s->nr_pages && !r; i++) {
@@ -852,6 +894,8 @@ static int precopy(struct src *s, char *err, size_t errlen)
 			s->pages_precopy += n;
 		else
 			s->pages_precopy_resent += n;
+		prev = n;
+		s->precopy_rounds_done = round + 1;
 		if (s->o->progress)
 			mig_progress("migrate: precopy round %d: %llu pages", round + 1,
 				     (unsigned long long)n);
@@ -873,9 +917,11 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 {
 	size_t words = (s->nr_pages + 63) / 64;
 	size_t bytes = (s->nr_pages + 7) / 8;
-	uint64_t *dirty = calloc(words, 8);
+	uint64_t *dirty = s->precopy_pending ? s->precopy_pending : calloc(words, 8);
+	s->precopy_pending = NULL;
 	if (!dirty)
 		return -ENOMEM;
+	/* Adds to the bits of a round precopy did not send (dirty_fetch ORs). */
 	int r = s->vm->dirty_fetch(s->vm->ctx, dirty);
 	if (r) {
 		snprintf(err, errlen, "precopy: final dirty log: %s", strerror(-r));
@@ -1004,6 +1050,7 @@ static void report(struct src *s, FILE *f)
 		.ram_bytes = s->vm->ram_size,
 		.pages = s->nr_pages,
 		.precopy_rounds = s->o->precopy_rounds,
+		.precopy_rounds_done = s->precopy_rounds_done,
 		.compress = !!(s->features & MIG_FEAT_ZSTD),
 		.downtime_us = down,
 		.downtime_source_clock_us = (double)down_src / 1000.0,
@@ -1250,6 +1297,7 @@ static void src_free(struct src *s)
 	mig_tls_ctx_free(s->tls);
 	free(s->blob);
 	free(s->sent);
+	free(s->precopy_pending);
 	mig_stamps_free(s->stamps);
 	free(s);
 }
