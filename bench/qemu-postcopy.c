@@ -56,6 +56,7 @@ struct opts {
 	long timeout_s;
 	const char *trace; /* comma-separated QEMU trace events, or NULL */
 	bool kvm;	   /* --accel kvm: domain type kvm, qboot, -cpu qemu64 */
+	bool tls;	   /* --tls: VIR_MIGRATE_TLS (x509 in each daemon's qemu.conf dir) */
 };
 
 /* What the run found; printed as JSON at the end. */
@@ -338,6 +339,7 @@ struct migrate_args {
 	const char *dconnuri;
 	char *dest_xml;
 	int port;
+	unsigned int extra_flags; /* VIR_MIGRATE_TLS with --tls */
 	double t_start, t_end;
 	volatile int done;
 	int ret;
@@ -356,9 +358,9 @@ static void *migrate_thread(void *arg)
 	virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_DEST_XML,
 				m->dest_xml);
 	m->t_start = now_ms();
-	m->ret =
-	    virDomainMigrateToURI3(m->dom, m->dconnuri, params, nparams,
-				   VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_POSTCOPY);
+	m->ret = virDomainMigrateToURI3(m->dom, m->dconnuri, params, nparams,
+					VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER |
+					    VIR_MIGRATE_POSTCOPY | m->extra_flags);
 	m->t_end = now_ms();
 	if (m->ret < 0)
 		snprintf(m->err, sizeof(m->err), "%s", virGetLastErrorMessage());
@@ -448,7 +450,7 @@ static void usage(void)
 		"                     --workdir DIR --port N [--start-text STR] "
 		"[--start-after-ms 500]\n"
 		"                     [--precopy-ms 500] [--timeout-s 300] [--trace EV,EV]\n"
-		"                     [--accel kvm|tcg]\n");
+		"                     [--accel kvm|tcg] [--tls]\n");
 	exit(2);
 }
 
@@ -468,6 +470,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "timeout-s", required_argument, NULL, 't' },
 		{ "trace", required_argument, NULL, 'T' },
 		{ "accel", required_argument, NULL, 'A' },
+		{ "tls", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -514,6 +517,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'T':
 			o->trace = optarg;
+			break;
+		case 'L':
+			o->tls = true;
 			break;
 		case 'A':
 			if (strcmp(optarg, "kvm") && strcmp(optarg, "tcg"))
@@ -632,7 +638,10 @@ static void start_postcopy_after(const struct opts *o, struct migrate_args *m, v
 static void run_migration(const struct opts *o, virConnectPtr src, virConnectPtr dst,
 			  virDomainPtr dom, const char *xml)
 {
-	struct migrate_args m = { .dom = dom, .dconnuri = o->dst_uri, .port = o->port };
+	struct migrate_args m = { .dom = dom,
+				  .dconnuri = o->dst_uri,
+				  .port = o->port,
+				  .extra_flags = o->tls ? VIR_MIGRATE_TLS : 0 };
 	char *live_xml = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_MIGRATABLE);
 	double t0, deadline;
 	pthread_t th;

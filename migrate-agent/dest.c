@@ -806,6 +806,24 @@ static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint32_t *attem
 	return handshake(d, c, attempt, why, len);
 }
 
+/*
+ * Tell a refused connection why and close it.  A peer that failed TLS gets
+ * no frame, except a plain one (it sent a HELLO in clear): an ERROR in its
+ * own words.
+ */
+static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
+{
+	if (!tls_failed)
+		send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL, why);
+	else if (r == -EPROTO)
+		send_error(c, MIG_ERR_PROTOCOL,
+			   "this destination speaks TLS only (give both ends --tls-creds or "
+			   "--tls-psk)");
+	if (d->session_set || tls_failed)
+		pr_mig("refused a connection: %s\n", why);
+	free_conn(c);
+}
+
 static void *handshake_thread(void *arg)
 {
 	struct hs_arg *a = arg;
@@ -827,20 +845,10 @@ static void *handshake_thread(void *arg)
 	d->handshakes--;
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
-	if (r && c) {
-		if (!tls_failed)
-			send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL,
-				   why);
-		else if (r == -EPROTO) /* a plain source: tell it in its own words */
-			send_error(c, MIG_ERR_PROTOCOL,
-				   "this destination speaks TLS only (give both ends --tls-creds "
-				   "or --tls-psk)");
-		if (d->session_set || tls_failed)
-			pr_mig("refused a connection: %s\n", why);
-		free_conn(c);
-	} else if (c) {
+	if (r && c)
+		refuse(d, c, r, tls_failed, why);
+	else if (c)
 		offer(d, c, attempt);
-	}
 	mig_auth_thread_cleanup(); /* again: closing a TLS session used OpenSSL */
 	mig_wire_thread_cleanup();
 	free(a);

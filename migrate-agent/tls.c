@@ -30,6 +30,7 @@
 #define PSK_MIN_KEY	16 /* bytes: 128 bits at least */
 #define PSK_MAX_KEY	64
 #define PSK_MAX_ID	128
+#define TLS_READ_BUF	(64u << 10)
 
 struct psk_entry {
 	char id[PSK_MAX_ID + 1];
@@ -218,6 +219,12 @@ int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ct
 			 SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_num_tickets(c->ssl, 0); /* every connection authenticates in full */
+	/*
+	 * Read what the socket has, not a record header then its body: half
+	 * the receive system calls on the bulk channel (its records are full).
+	 */
+	SSL_CTX_set_read_ahead(c->ssl, 1);
+	SSL_CTX_set_default_read_buffer_len(c->ssl, TLS_READ_BUF);
 	if (o->creds_dir) {
 		snprintf(c->hostname, sizeof(c->hostname), "%s", o->hostname ? o->hostname : "");
 		r = load_x509(c, o->creds_dir, err, errlen);

@@ -17,6 +17,7 @@
  *                        must keep them and COMPLETE must not come early
  *   reset-before-resume  a reconnection reset before RESUME, then a real one
  *   intruder             a "recovery" by a third party during a healthy link
+ *                        (with --tls-psk: first a plain one, then one with the key)
  *   idlers               three silent connections ahead of the real recovery
  *   stall                half the pages, then silence with the links open
  *   ansi-error           an ERROR with terminal escapes and a forged log line
@@ -550,10 +551,32 @@ static int case_reset_before_resume(struct sess *s)
  * session id (it travels in every HELLO) connects as a "recovery".  It must
  * be refused, and the live link must go on undisturbed.
  */
+/*
+ * With TLS: a stranger without the key, but holding the session's secret
+ * (the worst case), sends a plain recovery HELLO.  The destination must
+ * refuse it at the TLS handshake; the caller checks that the live link
+ * goes on.  0 when refused.
+ */
+static int plain_stranger(struct sess *s)
+{
+	struct mig_tls_ctx *saved = tls;
+	struct sess x = { .sa = s->sa, .u.fd = -1, .b.fd = -1 };
+	int refused;
+
+	tls = NULL; /* sess_open() speaks TLS when tls is set */
+	refused = sess_open(&x, &x.u, MIG_CHAN_URGENT, 1) != 0;
+	sess_close(&x);
+	tls = saved;
+	fprintf(stderr, "mig-evil: a plain stranger was %s\n", refused ? "refused" : "ACCEPTED");
+	return refused ? 0 : -1;
+}
+
 static int case_intruder(struct sess *s)
 {
 	if (sess_start(s) || sess_switch(s, 1) || sess_push(s, 0, s->nr_pages / 2, NULL))
 		return 1;
+	if (tls && plain_stranger(s))
+		return 3;
 	struct sess x = { .sa = s->sa, .u.fd = -1, .b.fd = -1 };
 	uint8_t known[MIG_SECRET_LEN];
 	memcpy(known, secret, sizeof(known));

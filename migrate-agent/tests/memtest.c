@@ -9,13 +9,17 @@
  * exercised for real.
  *
  *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
- *                      [--compress] [--metrics FILE] [--recover-ms MS]
+ *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
  *                    [--metrics FILE] [--recover-ms MS]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *
  * The source keeps a writer thread dirtying pages until the pause (so
- * precopy rounds have something to resend).  The destination exits 0 only
+ * precopy rounds have something to resend).  --lockstep replaces it by a
+ * guest that rewrites its hot eighth of RAM, whole, just before each dirty
+ * log fetch until the pause, and nothing after: precopy always finds the
+ * hot set dirty again (it cannot converge), and a page whose dirty bit was
+ * fetched but not resent shows in the checksum.  The destination exits 0 only
  * if every page arrived and the checksum of its RAM equals the source's.
  */
 #include <errno.h>
@@ -91,6 +95,8 @@ static uint64_t parse_size(const char *s)
 
 static pthread_t writer;
 static int writer_stop;
+static int lockstep; /* no writer thread: see --lockstep above */
+static uint64_t lockstep_gen = 1ull << 40;
 static uint64_t *dirty;
 static pthread_mutex_t dirty_lock = PTHREAD_MUTEX_INITIALIZER;
 static int dirty_on;
@@ -116,14 +122,16 @@ static void *writer_thread(void *arg)
 static int src_pause(void *ctx)
 {
 	__atomic_store_n(&writer_stop, 1, __ATOMIC_RELEASE);
-	pthread_join(writer, NULL);
+	if (!lockstep)
+		pthread_join(writer, NULL);
 	return 0;
 }
 
 static int src_resume(void *ctx)
 {
 	writer_stop = 0;
-	pthread_create(&writer, NULL, writer_thread, NULL);
+	if (!lockstep)
+		pthread_create(&writer, NULL, writer_thread, NULL);
 	return 0;
 }
 
@@ -152,6 +160,11 @@ static int src_dirty_start(void *ctx)
 static int src_dirty_fetch(void *ctx, uint64_t *bm)
 {
 	pthread_mutex_lock(&dirty_lock);
+	if (lockstep && !__atomic_load_n(&writer_stop, __ATOMIC_ACQUIRE))
+		for (uint64_t i = 0; i < nr_pages / 8 + 1; i++) {
+			fill_page(i, lockstep_gen++);
+			dirty[i / 64] |= 1ull << (i % 64);
+		}
 	for (uint64_t w = 0; w < (nr_pages + 63) / 64; w++) {
 		bm[w] |= dirty[w];
 		dirty[w] = 0;
@@ -171,7 +184,8 @@ static int run_source(struct mig_opts *o)
 	for (uint64_t i = 0; i < nr_pages; i++)
 		fill_page(i, 0);
 	dirty = calloc((nr_pages + 63) / 64, 8);
-	pthread_create(&writer, NULL, writer_thread, NULL);
+	if (!lockstep)
+		pthread_create(&writer, NULL, writer_thread, NULL);
 	struct mig_source_vm vm = {
 		.ram = ram,
 		.ram_size = ram_size,
@@ -450,6 +464,10 @@ int main(int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--compress")) {
 			o.compress = 1;
+			continue;
+		}
+		if (!strcmp(a, "--lockstep")) {
+			lockstep = 1;
 			continue;
 		}
 		if (!v) {

@@ -7,6 +7,7 @@
 #   migrate-agent/tools/loopback-perf.sh [BINDIR] [MEM_MiB] [RUNS]
 # With MEMTEST=1, mig-memtest instead (the library alone, no VM, no faults).
 # DWRAP: a command prefix for the destination (e.g. "perf record -o F").
+# ENDS: options for both ends (e.g. "--tls-psk keys.psk": the cost of TLS).
 # VMM_ARGS: more options for both vmm processes (e.g. "--migrate-spin-us 100").
 # KEEP=DIR: keep each run's metrics as DIR/sN.json, DIR/dN.json (for
 # migrate-agent/tools/fault-steps.py).
@@ -23,21 +24,21 @@ for _ in $(seq "$RUNS"); do
 	p=$(port)
 	if [ "${MEMTEST:-0}" = 1 ]; then
 		"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$p" --mem "${MEM}M" --touch none \
-			--metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
+			--metrics "$work/d.json" ${ENDS:-} > /dev/null 2> "$work/d.err" &
 		dpid=$!
 		for _ in $(seq 100); do
 			ss -Hltn "sport = :$p" | grep -q LISTEN && break
 			sleep 0.02
 		done
 		"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$p" --mem "${MEM}M" \
-			--metrics "$work/s.json" > /dev/null 2> "$work/s.err" || cat "$work/s.err"
+			--metrics "$work/s.json" ${ENDS:-} > /dev/null 2> "$work/s.err" || cat "$work/s.err"
 		wait "$dpid" || cat "$work/d.err"
 		echo "$BIN memtest: $(jq -c '{push: .push_MiB_per_s, push_nonzero: ((.push_MiB_per_s * (.pages_pushed - .pages_zero) / .pages_pushed) | floor), pushed: .pages_pushed, zero: .pages_zero, dup: .duplicate_pages, ms: .postcopy_ms}' "$work/s.json")"
 		continue
 	fi
-	# shellcheck disable=SC2086 # VMM_ARGS is a list of options
+	# shellcheck disable=SC2086 # VMM_ARGS and ENDS are lists of options
 	${DWRAP:-} "$BIN/vmm" run --mem "${MEM}M" --incoming "tcp:127.0.0.1:$p" ${VMM_ARGS:-} \
-		--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
+		--migrate-metrics "$work/d.json" ${ENDS:-} > /dev/null 2> "$work/d.err" &
 	dpid=$!
 	for _ in $(seq 100); do
 		ss -Hltn "sport = :$p" | grep -q LISTEN && break
@@ -47,7 +48,7 @@ for _ in $(seq "$RUNS"); do
 	"$BIN/vmm" run --image "$GUEST" --mem "${MEM}M" ${VMM_ARGS:-} \
 		--cmdline "workload=random mem=$((MEM * 5 / 8))M seed=1 iters=$ITERS quiet=1" \
 		--migrate-to "tcp:127.0.0.1:$p" --migrate-after "${AFTER:-1200}" \
-		--migrate-metrics "$work/s.json" > /dev/null 2> "$work/s.err" || cat "$work/s.err"
+		--migrate-metrics "$work/s.json" ${ENDS:-} > /dev/null 2> "$work/s.err" || cat "$work/s.err"
 	wait "$dpid" || cat "$work/d.err"
 	if [ -n "${KEEP:-}" ]; then
 		mkdir -p "$KEEP"

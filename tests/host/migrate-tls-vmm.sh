@@ -11,8 +11,10 @@
 #     a TLS destination and the reverse, a wrong PSK, contradictory flags:
 #     each names its cause; the source's VM goes on and ends with the
 #     unmigrated checksum (nothing lost); a TLS destination stays waiting.
-#   recovery HMAC inside TLS: an intruder holding the PSK (but not the
-#     session's secret) is refused; the live migration completes.
+#   during a live migration: a plain stranger (even one holding the
+#     session's secret) is refused at the handshake, and an intruder holding
+#     the PSK but not the secret is refused by the recovery HMAC; the live
+#     migration completes undisturbed.
 # timeout: 400
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -190,7 +192,8 @@ grep -q "exclude each other" "$work/both.err" || { cat "$work/both.err" >&2; fai
 grep -q "missing.psk: No such file" "$work/missing.err" || { cat "$work/missing.err" >&2; fail "missing: no clear message"; }
 echo "flags: $(cat "$work/both.err") / $(cat "$work/missing.err")"
 
-# Inside TLS, recovery still needs the session's secret: an intruder that
+# During a healthy link: a plain "recovery" is refused at the TLS handshake;
+# inside TLS, recovery still needs the session's secret: an intruder that
 # holds the PSK and replays the session id is refused; the live link goes on.
 start_memtest_dest intruder --metrics "$work/intruder-d.json" --tls-psk "$c/keys.psk"
 timeout 120 "$BIN/mig-evil" intruder "tcp:127.0.0.1:$dport" --mem 4 --tls-psk "$c/keys.psk" \
@@ -202,5 +205,8 @@ cat "$work/intruder-e.err"
 [ "$erc" = 0 ] || fail "intruder: accepted, or the live link was disturbed (status $erc)"
 [ "$rc" = 0 ] && grep -q "checksum ok" "$work/intruder-d.err" || { cat "$work/intruder-d.err" >&2; fail "intruder: destination status $rc"; }
 grep -q "wrong proof of the session secret" "$work/intruder-d.err" || fail "intruder: not refused by its proof"
+grep -q "a plain stranger was refused" "$work/intruder-e.err" || fail "intruder: a plain stranger was not refused"
+grep -q "refused a connection: TLS: the peer does not speak TLS" "$work/intruder-d.err" ||
+	{ cat "$work/intruder-d.err" >&2; fail "intruder: the plain stranger was not refused by TLS"; }
 check_json "$work/intruder-d.json" '.recoveries == 0' "intruder: counted as a recovery"
 echo "migrate-tls-vmm: passed"
