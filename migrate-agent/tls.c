@@ -50,8 +50,9 @@ struct mig_tls {
 	SSL *ssl;
 	int fd;
 	pthread_mutex_t lock;
-	bool psk_offered;      /* server: the client offered a PSK */
-	bool unknown_identity; /* ... with an identity we lack */
+	bool psk_offered;			   /* server: the client offered a PSK */
+	bool unknown_identity;			   /* ... with an identity we lack */
+	unsigned long socket_writes, socket_reads; /* under lock */
 };
 
 /* ---- credentials ---- */
@@ -394,6 +395,44 @@ static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c,
 	return -EPROTO;
 }
 
+/* Counts the socket's system calls that moved bytes (called under t->lock). */
+static long count_io(BIO *b, int oper, const char *argp, size_t len, int argi, long argl, int ret,
+		     size_t *processed)
+{
+	struct mig_tls *t = (struct mig_tls *)BIO_get_callback_arg(b);
+
+	(void)argp, (void)len, (void)argi, (void)argl;
+	if (ret > 0 && processed && *processed) {
+		if (oper == (BIO_CB_WRITE | BIO_CB_RETURN))
+			t->socket_writes++;
+		else if (oper == (BIO_CB_READ | BIO_CB_RETURN))
+			t->socket_reads++;
+	}
+	return ret;
+}
+
+void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out)
+{
+	pthread_mutex_lock(&t->lock);
+	out->cipher = SSL_CIPHER_standard_name(SSL_get_current_cipher(t->ssl));
+	out->socket_writes = t->socket_writes;
+	out->socket_reads = t->socket_reads;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* The session reads and writes fd, counting its system calls. */
+static bool attach_socket(struct mig_tls *t, int fd)
+{
+	BIO *sock;
+
+	if (SSL_set_fd(t->ssl, fd) != 1)
+		return false;
+	sock = SSL_get_rbio(t->ssl);
+	BIO_set_callback_arg(sock, (char *)t);
+	BIO_set_callback_ex(sock, count_io);
+	return true;
+}
+
 static void session_free(struct mig_tls *t)
 {
 	SSL_free(t->ssl);
@@ -416,8 +455,7 @@ int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_
 	pthread_mutex_init(&t->lock, NULL);
 	t->fd = fd;
 	SSL_set_app_data(t->ssl, t);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
-	    SSL_set_fd(t->ssl, fd) != 1 ||
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 || !attach_socket(t, fd) ||
 	    (!c->server && c->hostname[0] && !expect_name(t->ssl, c->hostname))) {
 		session_free(t);
 		snprintf(err, errlen, "TLS: cannot set up the session");
