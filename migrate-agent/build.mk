@@ -4,7 +4,7 @@
 BASE_CFLAGS += -Imigrate-agent/include
 
 # The library, for the VMM to link (with $(MIG_LIBS)).
-MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/tls.c \
+MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c \
 	migrate-agent/metrics.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
@@ -48,31 +48,34 @@ $(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate
 fuzz: $(B)/fuzz/dest-fuzz
 programs: $(B)/fuzz/dest-fuzz
 $(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate-agent/wire.c migrate-agent/tls.c \
-		migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
-		migrate-agent/internal.h migrate-agent/stamps.h migrate-agent/metrics.h $(wildcard migrate-agent/include/migrate/*.h)
+		migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
+		migrate-agent/internal.h migrate-agent/stamps.h migrate-agent/metrics.h migrate-agent/spin.h $(wildcard migrate-agent/include/migrate/*.h)
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
-		migrate-agent/fuzz/dest-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
+		migrate-agent/fuzz/dest-fuzz.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c \
 		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
 		-lzstd -lssl -lcrypto -ljson-c -lpthread
 # The source's side: the frames a destination sends after the switch-over.
 fuzz: $(B)/fuzz/source-fuzz
 programs: $(B)/fuzz/source-fuzz
 $(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c migrate-agent/tls.c \
-		migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/auth.c \
+		migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/auth.c \
 		migrate-agent/stamps.c migrate-agent/stamps.h migrate-agent/metrics.c migrate-agent/metrics.h \
-		migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
+		migrate-agent/spin.h migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
 		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
-		migrate-agent/fuzz/source-fuzz.c migrate-agent/wire.c migrate-agent/net.c \
+		migrate-agent/fuzz/source-fuzz.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c \
 		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
 		-luring -lzstd -lssl -lcrypto -ljson-c -lpthread
-$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/auth.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
-$(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c,-lzstd))
+$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/auth.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
+$(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
 $(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c,-lssl -lcrypto))
+
+# What the per-page CRC32C costs against a copy (migrate-agent/tools/crc-cost.c).
+$(eval $(call program,mig-crc-cost,migrate-agent/tools/crc-cost.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))

@@ -37,6 +37,7 @@
 #include "internal.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "spin.h"
 #include "stamps.h"
 
 #define MAX_HANDSHAKES_ 8 /* see MAX_HANDSHAKES */
@@ -68,6 +69,7 @@ struct mig_dest {
 	uint32_t *t_arr;
 	uint64_t t_tl0;
 	struct mig_stamps *stamps; /* per-fault steps, page map (bench) */
+	struct mig_spin spin;	   /* the urgent receiver's (spin.h) */
 
 	/* req_lock guards which connections are live (urg/bulk/link_ok). */
 	pthread_mutex_t req_lock;
@@ -252,6 +254,7 @@ static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int 
 	stamp_arrival(d, i, kind, now);
 	mig_stamps_install(d->stamps, i, kind, zero, now);
 	if (st == PG_REQUESTED) {
+		mig_spin_answered(&d->spin);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = mig_now_ns() - d->t_fault[i];
 		pthread_mutex_lock(&d->lat_lock);
@@ -744,8 +747,8 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, 
 		return r;
 	c->wire.frame_limit = 0;
 	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
-	if (m.channel == MIG_CHAN_URGENT)
-		c->spin_us = d->o.spin_us;
+	if (m.channel == MIG_CHAN_URGENT && mig_spin_enabled(&d->spin))
+		c->spin = &d->spin;
 	mig_conn_set_liveness(c, d->o.idle_ms);
 	mig_conn_set_rcvtimeo(c, 0);
 	return 0;
@@ -1209,8 +1212,16 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 		free(d);
 		return NULL;
 	}
+	int r = mig_spin_init(&d->spin, d->o.spin_us, true);
+	if (r) {
+		snprintf(err, errlen, "eventfd: %s", strerror(-r));
+		mig_tls_ctx_free(d->tls);
+		free(d);
+		return NULL;
+	}
 	d->lfd = mig_listen(&d->sa, err, errlen);
 	if (d->lfd < 0) {
+		mig_spin_destroy(&d->spin);
 		mig_tls_ctx_free(d->tls);
 		free(d);
 		return NULL;
@@ -1420,8 +1431,12 @@ static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 	return failed ? -EPROTO : 0;
 }
 
-/* Load the state (STATE's payload p) and start the postcopy threads. */
-static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_t errlen)
+/*
+ * Load the state (STATE's payload p): the last step before the vCPUs may
+ * run.  Everything else postcopy needs is started after they run
+ * (start_postcopy_threads()), off the downtime.
+ */
+static int load_state(struct mig_dest *d, const uint8_t *p, char *err, size_t errlen)
 {
 	struct mig_state_hdr sh;
 	memcpy(&sh, p, sizeof(sh));
@@ -1433,10 +1448,19 @@ static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_
 		return r;
 	}
 	d->t_state = mig_now_ns();
+	return 0;
+}
+
+/*
+ * The postcopy threads, once the vCPUs run: a reply or a break that comes
+ * first waits in the socket or in d->broken for a few microseconds.
+ */
+static void start_postcopy_threads(struct mig_dest *d)
+{
 	start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
 	uint64_t staged = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++)
-		staged += d->pst[i] == PG_STAGED;
+		staged += __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED;
 	if (staged) {
 		pthread_create(&d->stager, NULL, stager_thread, d);
 		d->stager_on = 1;
@@ -1446,7 +1470,6 @@ static int start_postcopy(struct mig_dest *d, const uint8_t *p, char *err, size_
 	}
 	pthread_create(&d->sup, NULL, supervisor_thread, d);
 	d->sup_on = 1;
-	return 0;
 }
 
 int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
@@ -1488,7 +1511,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	d->t_state_rx = mig_now_ns();
 	r = wait_bulk_done(d, err, errlen);
 	if (!r)
-		r = start_postcopy(d, p, err, errlen);
+		r = load_state(d, p, err, errlen);
 	if (!r)
 		return 0;
 fail:
@@ -1508,6 +1531,7 @@ void mig_dest_resumed(struct mig_dest *d)
 	if (d->link_ok)
 		send_running(d, d->urg);
 	pthread_mutex_unlock(&d->req_lock);
+	start_postcopy_threads(d);
 	/* Every page may have arrived already (a small or idle guest). */
 	try_complete(d);
 }
@@ -1543,6 +1567,8 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
 	pthread_mutex_unlock(&d->req_lock);
+	/* After the send: the request goes first, the receiver's wake-up overlaps it. */
+	mig_spin_request(&d->spin);
 	return 0;
 }
 
@@ -1714,6 +1740,7 @@ void mig_dest_free(struct mig_dest *d)
 	free(d->t_fault);
 	free(d->t_arr);
 	mig_stamps_free(d->stamps);
+	mig_spin_destroy(&d->spin);
 	free(d->lat.ns);
 	free(d);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "migrate/net.h"
+#include "spin.h"
 
 #define RBUF_MIN (256u << 10)
 
@@ -318,13 +319,23 @@ static int fill(struct mig_conn *c, size_t need)
 		c->rend -= c->rstart;
 		c->rstart = 0;
 	}
-	uint64_t spin_until = c->spin_us ? mig_now_ns() + c->spin_us * 1000ull : 0;
 	c->io_err[0] = 0;
 	while (c->rend - c->rstart < need) {
-		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, !spin_until);
-		if (n == -EAGAIN && spin_until) {
-			if (mig_now_ns() > spin_until)
-				spin_until = 0;
+		/*
+		 * With a spin policy (spin.h): non-blocking tries while it wants
+		 * to spin, else its poll() (plain TCP; a TLS back end may hold
+		 * decrypted bytes the socket no longer shows: it blocks in recv).
+		 */
+		bool wait = !c->spin || (c->io && !mig_spin_wanted(c->spin, mig_now_ns()));
+		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, wait);
+		if (n == -EAGAIN && !wait) {
+			int r = 0;
+			if (mig_spin_wanted(c->spin, mig_now_ns()))
+				mig_cpu_relax();
+			else if (!c->io)
+				r = mig_spin_block(c->spin, c->fd);
+			if (r)
+				return r;
 			continue;
 		}
 		if (n < 0)

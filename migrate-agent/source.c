@@ -33,6 +33,7 @@
 #include "internal.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "spin.h"
 #include "stamps.h"
 
 #define NHINTS		  16
@@ -74,11 +75,14 @@ struct src {
 	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
 	    pages_precopy_resent, pages_resent;
 	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
+	int precopy_rounds_done;
+	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
 	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
 	uint64_t req_addrs, req_in_flight, recoveries;
 	uint64_t sent_count; /* atomic */
 	uint64_t t_paused, t_saved, t_state_sent;
 	struct mig_stamps *stamps; /* per-request steps (bench) */
+	struct mig_spin spin;	   /* the urgent thread's (spin.h): after each reply */
 	void *blob;		   /* the state, kept in case the link breaks before it arrived */
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
@@ -92,8 +96,6 @@ struct src {
 	pthread_cond_t watch_cond;
 	int link_up, watch_stop, watch_on;
 	int dirty_on; /* dirty logging is on (precopy) */
-	int precopy_rounds_done;
-	uint64_t *precopy_pending; /* dirty bits fetched for a round not sent */
 	pthread_t watch;
 };
 
@@ -328,11 +330,12 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			int sb = BULK_SNDBUF;
 			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
 			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
-			s->urg.spin_us = s->o->spin_us;
 			int r = open_channel(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
 			if (!r)
 				r = open_channel(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
 			if (!r) {
+				if (mig_spin_enabled(&s->spin)) /* no receive timeout from here */
+					s->urg.spin = &s->spin;
 				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
 				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;
@@ -455,6 +458,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 			set_break(s, 0, "urgent channel: send failed");
 			return -1;
 		}
+		mig_spin_answered(&s->spin);
 		s->pages_demand++;
 		add_hint(s, i);
 	}
@@ -818,15 +822,22 @@ static void *push_thread(void *arg)
 /* ---- Precopy ---- */
 
 /*
- * Precopy stops when it stops converging: a round that would resend more
- * than PRECOPY_MAX_RESEND_PCT percent of what the round before it sent
- * gains little (the guest dirties those pages about as fast as they go),
- * so the rest is left to postcopy, which sends each page once.
- * --precopy-rounds is the most rounds it may take.
+ * Precopy stops when it stops converging.  Round 1 sends every page; each
+ * later round resends what the guest dirtied meanwhile, but only while
+ * that pays: a round goes out only if its dirty set is at most
+ * PRECOPY_CONVERGE_PCT percent of what the round before sent (a guest that
+ * dirties as fast as we send, like the random workload, would have every
+ * round resend nearly everything: 3x the bytes for no fewer faults), and
+ * more than PRECOPY_DONE_PAGES pages (fewer are cheaper as demand or pushed
+ * pages than as one more round).  --precopy-rounds is the most rounds.
+ * The dirty pages of the round not sent are carried into the switch-over's
+ * PRECOPY_DIRTY (the dirty log forgets what it reported), so that the
+ * destination drops their stale staged copies.
  */
-#define PRECOPY_MAX_RESEND_PCT 50
+#define PRECOPY_CONVERGE_PCT 50
+#define PRECOPY_DONE_PAGES   64
 
-static uint64_t bits_set(const uint64_t *map, size_t words)
+static uint64_t count_bits(const uint64_t *map, size_t words)
 {
 	uint64_t n = 0;
 	for (size_t w = 0; w < words; w++)
@@ -834,24 +845,18 @@ static uint64_t bits_set(const uint64_t *map, size_t words)
 	return n;
 }
 
-/*
- * Whether the round about to resend @dirty pages, after one that sent
- * @prev, is worth it.  If not, the fetched bits stay pending for
- * precopy_finish(): they were taken out of KVM's log, and a page dirtied
- * since its last send must never count as sent.
- */
-static bool precopy_converges(struct src *s, uint64_t **dirty, uint64_t n, uint64_t prev)
+/* Send a round's pages (every page in round 0, else those in dirty); their count. */
+static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirty, int *r)
 {
-	if (n * 100 <= prev * PRECOPY_MAX_RESEND_PCT)
-		return true;
-	if (s->o->progress)
-		mig_progress("migrate: precopy stops after %d rounds: the next would resend "
-			     "%llu of %llu pages",
-			     s->precopy_rounds_done, (unsigned long long)n,
-			     (unsigned long long)prev);
-	s->precopy_pending = *dirty;
-	*dirty = NULL;
-	return false;
+	struct src *s = ps->s;
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < s->nr_pages && !*r; i++) {
+		if (round > 0 && !bit_test(dirty, i))
+			continue;
+		*r = push_page(ps, i, MIG_PAGEF_PRECOPY);
+		n++;
+	}
+	return n;
 }
 
 static int precopy(struct src *s, char *err, size_t errlen)
@@ -871,7 +876,7 @@ static int precopy(struct src *s, char *err, size_t errlen)
 		snprintf(err, errlen, "precopy: cannot start dirty logging: %s", strerror(-r));
 		goto out;
 	}
-	uint64_t prev = s->nr_pages;
+	uint64_t sent = 0;
 	for (int round = 0; round < s->o->precopy_rounds && !r; round++) {
 		if (round > 0) {
 			memset(dirty, 0, words * 8);
@@ -880,25 +885,22 @@ static int precopy(struct src *s, char *err, size_t errlen)
 				snprintf(err, errlen, "precopy: dirty log: %s", strerror(-r));
 				break;
 			}
-			if (!precopy_converges(s, &dirty, bits_set(dirty, words), prev))
+			uint64_t d = count_bits(dirty, words);
+			if (d <= PRECOPY_DONE_PAGES || d * 100 > sent * PRECOPY_CONVERGE_PCT) {
+				s->precopy_carry = dirty; /* for PRECOPY_DIRTY */
+				dirty = NULL;
 				break;
+			}
 		}
-		uint64_t n = 0;
-		for (uint64_t i = 0; i < s->nr_pages && !r; i++) {
-			if (round > 0 && !bit_test(dirty, i))
-				continue;
-			r = push_page(&ps, i, MIG_PAGEF_PRECOPY);
-			n++;
-		}
-		if (round == 0)
-			s->pages_precopy += n;
-		else
-			s->pages_precopy_resent += n;
-		prev = n;
+		sent = precopy_round(&ps, round, dirty, &r);
 		s->precopy_rounds_done = round + 1;
+		if (round == 0)
+			s->pages_precopy += sent;
+		else
+			s->pages_precopy_resent += sent;
 		if (s->o->progress)
 			mig_progress("migrate: precopy round %d: %llu pages", round + 1,
-				     (unsigned long long)n);
+				     (unsigned long long)sent);
 		if (r)
 			snprintf(err, errlen, "precopy: bulk channel send failed");
 	}
@@ -917,11 +919,11 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 {
 	size_t words = (s->nr_pages + 63) / 64;
 	size_t bytes = (s->nr_pages + 7) / 8;
-	uint64_t *dirty = s->precopy_pending ? s->precopy_pending : calloc(words, 8);
-	s->precopy_pending = NULL;
+	uint64_t *dirty = calloc(words, 8);
 	if (!dirty)
 		return -ENOMEM;
-	/* Adds to the bits of a round precopy did not send (dirty_fetch ORs). */
+	if (s->precopy_carry) /* dirtied in a round that was not sent */
+		memcpy(dirty, s->precopy_carry, words * 8);
 	int r = s->vm->dirty_fetch(s->vm->ctx, dirty);
 	if (r) {
 		snprintf(err, errlen, "precopy: final dirty log: %s", strerror(-r));
@@ -1175,6 +1177,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	s->features = o->compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
 	s->urg.fd = s->bulk.fd = -1;
+	mig_spin_init(&s->spin, o->spin_us, false); /* cannot fail without a wake fd */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
@@ -1223,8 +1226,20 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 }
 
 /*
- * The switch-over: pause, save the state, DONE(0) (after PRECOPY_DIRTY) on
- * bulk and STATE on urgent.  From the pause the downtime runs.  On failure
+ * DONE(0) on bulk: no more precopy pages.  Without precopy it goes before
+ * the pause: the destination's bulk receiver has read it by the time STATE
+ * comes, so its wake-up is not part of the downtime (it was 0.03-2 ms here).
+ * After precopy it must follow PRECOPY_DIRTY, after the pause.
+ */
+static int send_done0(struct src *s)
+{
+	struct mig_done done0 = { .phase = 0 };
+	return mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+}
+
+/*
+ * The switch-over: pause, save the state, DONE(0) (after PRECOPY_DIRTY;
+ * before the pause without precopy) on bulk and STATE on urgent.  From the pause the downtime runs.  On failure
  * the VM has been resumed here (the destination has no whole state).
  */
 static int switch_over(struct src *s, char *err, size_t errlen)
@@ -1247,9 +1262,8 @@ static int switch_over(struct src *s, char *err, size_t errlen)
 	}
 	if (s->o->precopy_rounds)
 		r = precopy_finish(s, err, errlen);
-	struct mig_done done0 = { .phase = 0 };
-	if (!r)
-		r = mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+	if (!r && s->o->precopy_rounds)
+		r = send_done0(s);
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
 	if (!r)
 		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
@@ -1282,6 +1296,11 @@ static int before_switch(struct src *s, char *err, size_t errlen)
 	}
 	if (!r)
 		r = send_layout(s, err, errlen);
+	if (!r && !s->o->precopy_rounds) {
+		r = send_done0(s);
+		if (r)
+			snprintf(err, errlen, "bulk channel: cannot send DONE: %s", strerror(-r));
+	}
 	if (r)
 		link_cause(s, err, errlen);
 	return r;
@@ -1296,9 +1315,10 @@ static void src_free(struct src *s)
 	mig_conn_close(&s->bulk);
 	mig_tls_ctx_free(s->tls);
 	free(s->blob);
+	free(s->precopy_carry);
 	free(s->sent);
-	free(s->precopy_pending);
 	mig_stamps_free(s->stamps);
+	mig_spin_destroy(&s->spin);
 	free(s);
 }
 

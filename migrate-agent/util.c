@@ -15,8 +15,6 @@ void mig_opts_defaults(struct mig_opts *o)
 		o->idle_ms = o->recover_ms;
 	if (!o->connect_ms)
 		o->connect_ms = 10000;
-	if (!o->spin_us)
-		o->spin_us = 50;
 	if (!o->prepage)
 		o->prepage = 32;
 	if (o->progress < 0)

@@ -24,6 +24,7 @@
 
 #include "migrate/migrate.h"
 #include "migrate/vmm-glue.h"
+#include "spin.h"
 #include "vmm/ram.h"
 #include "vmm/vm.h"
 
@@ -45,6 +46,7 @@ struct migrate_glue {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int finishing;
+	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 };
 
 static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out)
@@ -64,11 +66,11 @@ static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out
 int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 {
 	const char *a = argv[*i];
-	static const char *const with_value[] = { "--incoming",	      "--control",
-						  "--migrate-to",     "--migrate-after",
-						  "--precopy-rounds", "--migrate-metrics",
-						  "--recover-ms",     "--tls-creds",
-						  "--tls-psk",	      "--tls-hostname" };
+	static const char *const with_value[] = {
+		"--incoming",	    "--control",	 "--migrate-to",     "--migrate-after",
+		"--precopy-rounds", "--migrate-metrics", "--recover-ms",     "--tls-creds",
+		"--tls-psk",	    "--tls-hostname",	 "--migrate-spin-us"
+	};
 	uint64_t n;
 	if (!strcmp(a, "--compress")) {
 		o->compress = 1;
@@ -112,6 +114,10 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 			return -1;
 		}
 		o->recover_ms = (int)n;
+	} else if (!strcmp(a, "--migrate-spin-us")) {
+		if (parse_num(a, v, MIG_SPIN_MAX_US, &n))
+			return -1;
+		o->spin_us = (unsigned)n;
 	}
 	return 1;
 }
@@ -225,6 +231,7 @@ static struct mig_opts lib_opts(struct migrate_glue *gl, const char *addr)
 		.precopy_rounds = gl->o->precopy_rounds,
 		.compress = gl->o->compress,
 		.recover_ms = gl->o->recover_ms,
+		.spin_us = gl->o->spin_us,
 		.metrics = gl->o->metrics,
 		.progress = isatty(2),
 		.tls = { .creds_dir = gl->o->tls_creds,
@@ -325,6 +332,15 @@ static void unwatch_incoming_signals(struct incoming_signals *is)
 	pthread_join(is->thread, NULL);
 	close(is->stop_fd[0]);
 	close(is->stop_fd[1]);
+	free(is);
+}
+
+/* After the vCPUs run (the join waits for a thread's wake-up: not in the downtime). */
+static void stop_signal_watch(struct migrate_glue *gl)
+{
+	if (gl->sig)
+		unwatch_incoming_signals(gl->sig);
+	gl->sig = NULL;
 }
 
 static int prepare_incoming(struct migrate_glue *gl)
@@ -363,15 +379,34 @@ static int prepare_incoming(struct migrate_glue *gl)
 		.install_run = dst_install_run,
 		.load_state = dst_load,
 	};
-	pr_vmm("waiting for an incoming migration on %s\n", gl->o->incoming);
-	struct incoming_signals is = { .gl = gl };
-	r = watch_incoming_signals(&is);
+	/*
+	 * The vCPU threads exist before the state arrives, parked: at the
+	 * switch-over only the state load and a wake-up remain
+	 * (migrate_started() resumes them; vm_start() starts no thread twice).
+	 */
+	r = vm_pause(gl->vm);
+	if (!r)
+		r = vm_start(gl->vm);
 	if (r) {
+		pr_vmm("cannot start the vCPU threads: %s\n", strerror(-r));
+		return r;
+	}
+	pr_vmm("waiting for an incoming migration on %s\n", gl->o->incoming);
+	struct incoming_signals *is = calloc(1, sizeof(*is));
+	r = is ? 0 : -ENOMEM;
+	if (is) {
+		is->gl = gl;
+		r = watch_incoming_signals(is);
+	}
+	if (r) {
+		free(is);
 		pr_vmm("cannot watch for signals: %s\n", strerror(-r));
 		return r;
 	}
+	gl->sig = is;
 	r = mig_dest_incoming(gl->dest, &gl->dest_vm, err, sizeof(err));
-	unwatch_incoming_signals(&is);
+	if (r)
+		stop_signal_watch(gl);
 	if (r) {
 		pr_vmm("incoming migration failed: %s\n", err);
 		write_dest_metrics(gl);
@@ -758,7 +793,9 @@ int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
 {
 	struct migrate_glue *gl = o->glue;
 	if (o->incoming) {
+		vm_resume(vm); /* parked since prepare_incoming() */
 		mig_dest_resumed(gl->dest);
+		stop_signal_watch(gl);
 		pthread_create(&gl->watch, NULL, watch_thread, gl);
 		gl->watch_on = 1;
 		return 0;
@@ -826,6 +863,7 @@ int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 		close(gl->ctl_fd);
 		unlink(o->control);
 	}
+	stop_signal_watch(gl);
 	if (gl->watch_on) {
 		stop_incoming_with_vm(gl, vm);
 		pthread_join(gl->watch, NULL);

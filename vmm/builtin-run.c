@@ -27,7 +27,8 @@ static void usage(void)
 	    "               [--save-after MS FILE] [--trace-reports]\n"
 	    "  migration (docs/migration.md): [--incoming tcp:H:P] | [--control SOCKET]\n"
 	    "               [--migrate-to tcp:H:P --migrate-after MS] [--precopy-rounds N]\n"
-	    "               [--compress] [--migrate-metrics FILE] [--recover-ms MS]\n");
+	    "               [--compress] [--migrate-metrics FILE] [--recover-ms MS]\n"
+	    "               [--migrate-spin-us US]\n");
 }
 
 /* Migration options and hooks: migrate-agent/include/migrate/vmm-glue.h. */

@@ -370,6 +370,8 @@ int vm_start(struct vm *vm)
 {
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *vcpu = &vm->vcpus[i];
+		if (vcpu->thread_started)
+			continue; /* started paused before (an incoming migration) */
 		int r = pthread_create(&vcpu->thread, NULL, vcpu_thread, vcpu);
 
 		if (r) {

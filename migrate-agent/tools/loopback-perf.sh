@@ -8,6 +8,7 @@
 # With MEMTEST=1, mig-memtest instead (the library alone, no VM, no faults).
 # DWRAP: a command prefix for the destination (e.g. "perf record -o F").
 # ENDS: options for both ends (e.g. "--tls-psk keys.psk": the cost of TLS).
+# VMM_ARGS: more options for both vmm processes (e.g. "--migrate-spin-us 100").
 # KEEP=DIR: keep each run's metrics as DIR/sN.json, DIR/dN.json (for
 # migrate-agent/tools/fault-steps.py).
 set -uo pipefail
@@ -35,14 +36,16 @@ for _ in $(seq "$RUNS"); do
 		echo "$BIN memtest: $(jq -c '{push: .push_MiB_per_s, push_nonzero: ((.push_MiB_per_s * (.pages_pushed - .pages_zero) / .pages_pushed) | floor), pushed: .pages_pushed, zero: .pages_zero, dup: .duplicate_pages, ms: .postcopy_ms}' "$work/s.json")"
 		continue
 	fi
-	${DWRAP:-} "$BIN/vmm" run --mem "${MEM}M" --incoming "tcp:127.0.0.1:$p" \
+	# shellcheck disable=SC2086 # VMM_ARGS and ENDS are lists of options
+	${DWRAP:-} "$BIN/vmm" run --mem "${MEM}M" --incoming "tcp:127.0.0.1:$p" ${VMM_ARGS:-} \
 		--migrate-metrics "$work/d.json" ${ENDS:-} > /dev/null 2> "$work/d.err" &
 	dpid=$!
 	for _ in $(seq 100); do
 		ss -Hltn "sport = :$p" | grep -q LISTEN && break
 		sleep 0.02
 	done
-	"$BIN/vmm" run --image "$GUEST" --mem "${MEM}M" \
+	# shellcheck disable=SC2086
+	"$BIN/vmm" run --image "$GUEST" --mem "${MEM}M" ${VMM_ARGS:-} \
 		--cmdline "workload=random mem=$((MEM * 5 / 8))M seed=1 iters=$ITERS quiet=1" \
 		--migrate-to "tcp:127.0.0.1:$p" --migrate-after "${AFTER:-1200}" \
 		--migrate-metrics "$work/s.json" ${ENDS:-} > /dev/null 2> "$work/s.err" || cat "$work/s.err"

@@ -21,13 +21,19 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Wait until something listens on 127.0.0.1:$1 (up to 5 s).
-wait_listen() {
-	for _ in $(seq 100); do
+# Wait until something listens on 127.0.0.1:$1: a hang guard (60 s), not a
+# speed limit.  With a pid (and its stderr file), fail at once, saying why,
+# if that process died first (a port taken meanwhile by someone else).
+wait_listen() { # port [pid [stderr-file]]
+	for _ in $(seq 600); do
 		if ss -Hltn "sport = :$1" 2>/dev/null | grep -q LISTEN; then return 0; fi
-		sleep 0.05
+		if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
+			[ -n "${3:-}" ] && cat "$3" >&2
+			fail "the process that was to listen on port $1 exited"
+		fi
+		sleep 0.1
 	done
-	fail "nothing listens on port $1"
+	fail "nothing listens on port $1 after 60 s"
 }
 
 # jq -e on a file, with a readable failure.
@@ -66,7 +72,7 @@ start_memtest_dest() { # name [options...]
 		> /dev/null 2> "$work/$name-d.err" &
 	dpid=$!
 	pids+=("$dpid")
-	wait_listen "$dport"
+	wait_listen "$dport" "$dpid" "$work/$name-d.err"
 }
 
 # The exit status of a background process, or fail when it outlives the

@@ -26,7 +26,7 @@ struct mig_opts {
 	int connect_ms;	     /* source: how long to retry the first connection (10000) */
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
-	unsigned spin_us;    /* busy-poll the urgent channel this long (default 50) */
+	unsigned spin_us;    /* urgent channel: spin window, 0 (default) never (spin.h) */
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
 	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file
@@ -127,7 +127,11 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
  */
 int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen);
 
-/* The vCPUs have just been started: note the time, tell the source. */
+/*
+ * The vCPUs have just been started: note the time (the downtime ends), tell
+ * the source, then start the postcopy threads (receivers, supervisor).
+ * Must follow a successful mig_dest_incoming(): replies wait until then.
+ */
 void mig_dest_resumed(struct mig_dest *d);
 
 /*

@@ -23,6 +23,7 @@
 #include "migrate/wire.h"
 
 struct mig_conn;
+struct mig_spin;
 
 /*
  * An I/O back end: how a connection's bytes cross its socket.  NULL in
@@ -58,9 +59,9 @@ struct mig_conn {
 	uint32_t tx_seq;
 	uint8_t *rbuf;
 	size_t rcap, rstart, rend;
-	unsigned spin_us;  /* busy-poll this long before blocking in recv */
-	uint64_t tx_bytes; /* every byte sent, headers included */
-	uint64_t tx_hdr;   /* bytes of frame headers sent */
+	struct mig_spin *spin; /* NULL: blocking recv; else a spinning policy (spin.h) */
+	uint64_t tx_bytes;     /* every byte sent, headers included */
+	uint64_t tx_hdr;       /* bytes of frame headers sent */
 	uint64_t rx_bytes;
 	uint64_t last_rx_ns; /* mig_now_ns() of the last bytes received (atomic) */
 	uint64_t last_tx_ns; /* ... and of the last bytes sent (atomic) */

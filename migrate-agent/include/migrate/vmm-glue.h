@@ -35,6 +35,7 @@ struct migrate_vmm_opts {
 	const char *tls_creds, *tls_psk, *tls_hostname;
 	uint64_t migrate_after_ms;
 	int precopy_rounds, compress, recover_ms;
+	unsigned spin_us;	   /* the urgent channel's spin window (--migrate-spin-us) */
 	bool busy_poll;		   /* destination: the fault thread spins (vmm run --busy-poll) */
 	struct migrate_glue *glue; /* the migration's own state, from migrate_prepare() */
 };

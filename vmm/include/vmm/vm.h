@@ -132,6 +132,11 @@ static inline struct ram *vm_ram(struct vm *vm)
 int vm_boot_image(struct vm *vm, const char *path, const char *cmdline, void *mem,
 		  const char **why);
 
+/*
+ * Start the vCPU threads not started yet.  After vm_pause() they start
+ * parked, until vm_resume() (an incoming migration creates them before the
+ * state arrives, so that its switch-over only wakes them).
+ */
 int vm_start(struct vm *vm);
 /* Every vCPU out of the guest with pending I/O completed; state is stable. */
 int vm_pause(struct vm *vm);
