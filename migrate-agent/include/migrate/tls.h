@@ -65,6 +65,14 @@ int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms)
 ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, char *err,
 		     size_t errlen);
 
+/* What a session negotiated, and how its bytes crossed the socket. */
+struct mig_tls_info {
+	const char *cipher;	     /* its IANA name, e.g. "TLS_AES_128_GCM_SHA256" */
+	unsigned long socket_writes; /* write() calls that moved bytes, handshake included */
+	unsigned long socket_reads;  /* read() calls that moved bytes, handshake included */
+};
+void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out);
+
 /* Sends close_notify (best effort) and frees the session. */
 void mig_tls_free(struct mig_tls *t);
 
