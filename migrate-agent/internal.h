@@ -6,8 +6,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/zero-page.h" /* page_is_zero() */
 #include "migrate/migrate.h"
 #include "migrate/net.h"
+
+_Static_assert(MIG_PAGE_SIZE == ZERO_PAGE_TEST_SIZE, "page_is_zero() tests wire-size pages");
 
 #define pr_mig(...) fprintf(stderr, "migrate: " __VA_ARGS__)
 
@@ -72,9 +75,6 @@ void mig_error_text(const uint8_t *payload, char *out, size_t outlen);
  */
 #define MIG_URGENT_NICE (-10)
 void mig_thread_urgent(void);
-
-/* Is this page all zeroes? */
-int mig_page_is_zero(const void *page);
 
 /* A progress line on stderr, rewritten in place. */
 void mig_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

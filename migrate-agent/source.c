@@ -376,7 +376,7 @@ static size_t put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t
 	struct mig_page p = { .addr = i * MIG_PAGE_SIZE, .flags = flags };
 	uint8_t zbuf[MIG_PAGE_SIZE];
 	const void *payload = data;
-	if (mig_page_is_zero(data)) {
+	if (page_is_zero(data)) {
 		p.encoding = MIG_PAGE_ZERO;
 		payload = NULL;
 		__atomic_fetch_add(&s->pages_zero, 1, __ATOMIC_RELAXED);

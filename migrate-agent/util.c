@@ -92,16 +92,6 @@ void mig_error_text(const uint8_t *payload, char *out, size_t outlen)
 	mig_escape(out, outlen, payload + sizeof(e), e.msg_len);
 }
 
-int mig_page_is_zero(const void *page)
-{
-	const uint64_t *p = page;
-	uint64_t acc = 0;
-	for (unsigned i = 0; i < MIG_PAGE_SIZE / 8; i += 8)
-		acc |= p[i] | p[i + 1] | p[i + 2] | p[i + 3] | p[i + 4] | p[i + 5] | p[i + 6] |
-		       p[i + 7];
-	return acc == 0;
-}
-
 static int progress_shown;
 
 void mig_progress(const char *fmt, ...)

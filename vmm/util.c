@@ -114,13 +114,3 @@ int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	}
 	return 0;
 }
-
-int page_is_zero(const void *page)
-{
-	const uint64_t *w = page;
-
-	for (size_t i = 0; i < PAGE_SIZE / 8; i++)
-		if (w[i])
-			return 0;
-	return 1;
-}

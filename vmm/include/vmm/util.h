@@ -7,7 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PAGE_SIZE  4096UL
+#include "common/zero-page.h" /* page_is_zero() */
+
+#define PAGE_SIZE 4096UL
+_Static_assert(PAGE_SIZE == ZERO_PAGE_TEST_SIZE, "page_is_zero() tests 4 KiB pages");
 #define PAGE_SHIFT 12
 
 #define ARRAY_SIZE(a)			(sizeof(a) / sizeof((a)[0]))
@@ -30,7 +33,5 @@ uint64_t fnv64(uint64_t h, const void *buf, size_t len);
 /* Reads or writes exactly len bytes at off; -errno, -EIO on a short file. */
 int pread_full(int fd, void *buf, size_t len, uint64_t off);
 int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
-/* True if the page (PAGE_SIZE bytes) is all zero. */
-int page_is_zero(const void *page);
 
 #endif /* VMM_UTIL_H */
