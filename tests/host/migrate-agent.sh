@@ -35,8 +35,7 @@ run_case() { # name agent-options [proxy-cut-bytes]
 		> /dev/null 2> "$work/$name-s.err" &
 	local spid=$!
 	pids+=("$spid")
-	for _ in $(seq 3000); do [ -S "$sock" ] && break; sleep 0.02; done
-	[ -S "$sock" ] || fail "$name: no control socket"
+	wait_socket "$sock"
 	sleep 0.3 # let the guest write its memory
 	"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" $opts \
 		> "$work/$name-agent.json" 2> "$work/$name-agent.err" ||
@@ -76,7 +75,7 @@ timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control
 	> /dev/null 2> "$work/gone-s.err" &
 gspid=$!
 pids+=("$gspid")
-for _ in $(seq 3000); do [ -S "$work/gone.sock" ] && break; sleep 0.02; done
+wait_socket "$work/gone.sock"
 sleep 0.3
 "$BIN/migrate-agent" migrate --vmm "$work/gone.sock" --to "tcp:127.0.0.1:$pport" --recover-ms 800 \
 	> /dev/null 2> "$work/gone-agent.err" && fail "gone: migrate-agent claimed success"

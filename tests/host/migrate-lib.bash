@@ -16,6 +16,12 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 
 command -v jq > /dev/null || skip "jq is not installed"
 
+# Wait until a VMM's control socket exists (a 60 s hang guard), or fail.
+wait_socket() { # path
+	for _ in $(seq 3000); do [ -S "$1" ] && return 0; sleep 0.02; done
+	fail "no control socket at $1 after 60 s"
+}
+
 # A free TCP port on 127.0.0.1 (the kernel picks it).
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -80,7 +80,7 @@ timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control
 	> /dev/null 2> "$work/x509-s.err" &
 spid=$!
 pids+=("$spid")
-for _ in $(seq 3000); do [ -S "$sock" ] && break; sleep 0.02; done
+wait_socket "$sock"
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" --tls-creds "$c/good" \
 	> "$work/x509-agent.json" 2> "$work/x509-agent.err" ||
 	{ cat "$work/x509-agent.err" "$work/x509-s.err" "$work/x509-d.err" >&2; fail "x509: migrate-agent failed"; }
@@ -172,7 +172,7 @@ timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control
 	> /dev/null 2> "$work/expired-s.err" &
 spid=$!
 pids+=("$spid")
-for _ in $(seq 3000); do [ -S "$sock" ] && break; sleep 0.02; done
+wait_socket "$sock"
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" --tls-creds "$c/expired" \
 	> /dev/null 2> "$work/expired-agent.err" && fail "expired: migrate-agent claimed success"
 grep -q "client-cert.pem has expired" "$work/expired-agent.err" || { cat "$work/expired-agent.err" >&2; fail "expired: no clear message from migrate-agent"; }

@@ -30,8 +30,7 @@ timeout 120 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control
 	> /dev/null 2> "$work/s.err" &
 spid=$!
 pids+=("$spid")
-for _ in $(seq 3000); do [ -S "$sock" ] && break; sleep 0.02; done
-[ -S "$sock" ] || fail "no control socket"
+wait_socket "$sock"
 
 mode=$(stat -c %a "$sock")
 [ "$mode" = 600 ] || fail "the control socket has mode $mode, want 600"
