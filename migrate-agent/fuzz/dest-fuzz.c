@@ -75,11 +75,9 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 	struct mig_dest *d = calloc(1, sizeof(*d));
 	d->o.idle_ms = d->o.recover_ms = 1000;
 	d->vm = vm;
-	d->nr_pages = fake.nr_pages;
-	d->pst = calloc(d->nr_pages, 1);
-	d->t_fault = calloc(d->nr_pages, 8);
-	d->t_arr = calloc(d->nr_pages, sizeof(*d->t_arr));
-	d->stage = calloc(d->nr_pages, MIG_PAGE_SIZE);
+	char err[64];
+	if (incoming_alloc(d, vm, err, sizeof(err)))
+		abort();
 	d->lfd = -1;
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
@@ -126,10 +124,7 @@ static void free_dest(struct mig_dest *d)
 {
 	free_conn(d->urg);
 	free_conn(d->bulk);
-	free(d->pst);
-	free(d->t_fault);
-	free(d->t_arr);
-	free(d->stage);
+	incoming_free(d);
 	free(d->lat.ns);
 	free(d);
 }

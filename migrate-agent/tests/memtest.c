@@ -62,11 +62,16 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 33);
 }
 
-/* Page i: a quarter are zero, the rest a pattern from (seed, i, gen). */
+/*
+ * Page i: a quarter are zero at first, the rest a pattern from (seed, i,
+ * gen).  A rewrite (gen > 0) zeroes one page in eight, so that a page can
+ * go from data to zero and back between precopy rounds: the destination
+ * stages zero pages apart from data (dest.c, stage_zero).
+ */
 static void fill_page(uint64_t i, uint64_t gen)
 {
 	uint64_t *p = (uint64_t *)(ram + i * MIG_PAGE_SIZE);
-	if (mix(i ^ seed) % 4 == 0 && gen == 0) {
+	if (gen == 0 ? mix(i ^ seed) % 4 == 0 : mix(i ^ seed ^ (gen << 20)) % 8 == 0) {
 		memset(p, 0, MIG_PAGE_SIZE);
 		return;
 	}

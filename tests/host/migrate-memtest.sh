@@ -49,6 +49,15 @@ run precopy-converge "--precopy-rounds 8 --lockstep" "--touch none"
 check_json "$work/precopy-converge-s.json" '.precopy_rounds == 8 and .precopy_rounds_done == 2' \
 	"precopy-converge: precopy did not stop when it stopped converging"
 
+# Staged copies replaced by a later round: with two rounds in lockstep the
+# hot eighth is rewritten once, before the second round, which resends it;
+# the rewrite turns some zero pages into data and some data pages into zero
+# pages (mig-memtest's fill_page), and nothing dirties them after, so the
+# destination installs the second round's staged copies as they are.
+run precopy-restage "--precopy-rounds 2 --lockstep" "--touch none"
+check_json "$work/precopy-restage-s.json" '.precopy_rounds_done == 2 and .pages_precopy_resent > 0' \
+	"precopy-restage: the second round resent nothing"
+
 # Memory: the precopy staging buffer is freed as its pages are installed,
 # so the destination ends with about the guest RAM resident, not twice it.
 port=$(free_port)
