@@ -12,13 +12,21 @@ set output outfile
 set grid
 set key outside right top
 
+# One colour per configuration, in the order bench/run lists them (up to 12,
+# more than gnuplot's 8 default line colours, which made two lines alike),
+# and QEMU's lines dashed, ours solid.
+palette = "#9400d3 #009e73 #56b4e9 #e69f00 #f0e442 #0072b2 #d55e00 #000000 #cc79a7 #8b4513 #808080 #2e8b57"
+colour(i) = word(palette, (i - 1) % words(palette) + 1)
+dash(c) = (strstrt(c, "qemu") == 1 ? 2 : 1)
+
 if (which eq 'cdf') {
 	set title sprintf("Demand-fault latency CDF, %s MiB guest, every fault of every run (ours: agent's stamps; QEMU: its trace events)", size)
 	set logscale x 10
 	set xlabel "fault -> page installed (microseconds, log)"
 	set ylabel "fraction of demand faults <= x"
 	set yrange [0:1.02]
-	plot for [c in configs] datadir.'/cdf_'.c.'_'.size.'.dat' using 1:2 with steps lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/cdf_'.word(configs, i).'_'.size.'.dat' using 1:2 \
+		with steps lw 2 lc rgb colour(i) dt dash(word(configs, i)) title word(configs, i)
 }
 
 if (which eq 'arrivals') {
@@ -28,9 +36,13 @@ if (which eq 'arrivals') {
 	set logscale y 10
 	set key inside right bottom font ",8"
 	set title "demand (requested by a fault)"
-	plot for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($2 > 0 ? $2 : NaN) with lines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/arrivals_'.word(configs, i).'_'.size.'.dat' \
+		using 1:($2 > 0 ? $2 : NaN) with lines lw 2 lc rgb colour(i) dt dash(word(configs, i)) \
+		title word(configs, i)
 	set title "pushed (background, incl. zero pages)"
-	plot for [c in configs] datadir.'/arrivals_'.c.'_'.size.'.dat' using 1:($3 > 0 ? $3 : NaN) with lines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/arrivals_'.word(configs, i).'_'.size.'.dat' \
+		using 1:($3 > 0 ? $3 : NaN) with lines lw 2 lc rgb colour(i) dt dash(word(configs, i)) \
+		title word(configs, i)
 	unset multiplot
 }
 
@@ -44,7 +56,7 @@ if (which eq 'downtime') {
 	set yrange [0.05:*]
 	set ylabel "downtime (ms, log)"
 	set xlabel "guest size"
-	plot for [i=2:ncols] datadir.'/downtime.dat' using i:xtic(1) title columnheader(i)
+	plot for [i=2:ncols] datadir.'/downtime.dat' using i:xtic(1) lc rgb colour(i - 1) title columnheader(i)
 }
 
 if (which eq 'bysize') {
@@ -58,22 +70,28 @@ if (which eq 'bysize') {
 	set ylabel "ms"
 	set title "downtime"
 	set yrange [0.05:5000]   # headroom for the key
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:2:3:4 with yerrorlines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:2:3:4 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
 	set title "total migration time"
 	unset key
 	set yrange [*:*]
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:5:6:7 with yerrorlines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:5:6:7 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
 	set title "bytes sent"
 	set ylabel "MiB"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:8:9:10 with yerrorlines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:8:9:10 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
 	set title "demand-fault latency p50"
 	set ylabel "us"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:11:12:13 with yerrorlines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:11:12:13 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
 	set title "demand-fault latency p99"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:14:15:16 with yerrorlines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:14:15:16 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
 	set title "vCPU blocktime (sum of fault latencies)"
 	set ylabel "ms"
-	plot for [c in configs] datadir.'/size_'.c.'.dat' using 1:17:18:19 with yerrorlines lw 2 title c
+	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:17:18:19 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
 	unset multiplot
 }
 
