@@ -78,7 +78,7 @@ $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/
 $(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c,-lssl -lcrypto))
 
 # What TLS adds to a demand fault's round trip (migrate-agent/tools/tls-pingpong.c).
-$(eval $(call program,mig-tls-pingpong,migrate-agent/tools/tls-pingpong.c migrate-agent/tls.c migrate-agent/net.c migrate-agent/wire.c migrate-agent/spin.c,-lzstd -lssl -lcrypto))
+$(eval $(call program,mig-tls-pingpong,migrate-agent/tools/tls-pingpong.c migrate-agent/tls.c migrate-agent/net.c migrate-agent/wire.c migrate-agent/spin.c migrate-agent/util.c,-lzstd -lssl -lcrypto))
 
 # What the per-page CRC32C costs against a copy (migrate-agent/tools/crc-cost.c).
 $(eval $(call program,mig-crc-cost,migrate-agent/tools/crc-cost.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../internal.h" /* struct mig_lat: the agent's own percentiles */
 #include "migrate/net.h"
 #include "migrate/tls.h"
 #include "migrate/wire.h"
@@ -107,14 +108,9 @@ static void *server_thread(void *arg)
 	return NULL;
 }
 
-static int by_value(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The client's side: rounds round trips, their times (ns) into rtt. */
-static int client(const struct sockaddr_in *sa, struct mig_tls_ctx *ctx, int rounds, uint64_t *rtt)
+/* The client's side: rounds round trips, their times into rtt. */
+static int client(const struct sockaddr_in *sa, struct mig_tls_ctx *ctx, int rounds,
+		  struct mig_lat *rtt)
 {
 	static char req[REQUEST_BYTES], reply[REPLY_BYTES];
 	struct end e;
@@ -126,7 +122,7 @@ static int client(const struct sockaddr_in *sa, struct mig_tls_ctx *ctx, int rou
 	for (int i = 0; i < rounds && !r; i++) {
 		uint64_t t0 = mig_now_ns();
 		r = end_send(&e, req, sizeof(req)) || end_recv(&e, reply, sizeof(reply));
-		rtt[i] = mig_now_ns() - t0;
+		mig_lat_add(rtt, mig_now_ns() - t0);
 	}
 	mig_tls_free(e.tls);
 	close(fd);
@@ -170,28 +166,27 @@ int main(int argc, char **argv)
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sa);
 	s.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	uint64_t *rtt = calloc((size_t)rounds, sizeof(*rtt));
+	struct mig_lat rtt = { 0 };
 	pthread_t th;
-	if (s.lfd < 0 || !rtt || bind(s.lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	if (s.lfd < 0 || bind(s.lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    getsockname(s.lfd, (struct sockaddr *)&sa, &sl) || listen(s.lfd, 1) ||
 	    pthread_create(&th, NULL, server_thread, &s)) {
 		perror("mig-tls-pingpong: set-up");
 		return 1;
 	}
-	int r = client(&sa, cctx, rounds, rtt);
+	int r = client(&sa, cctx, rounds, &rtt);
 	pthread_join(th, NULL);
-	if (r || s.failed) {
+	if (r || s.failed || rtt.n != (uint64_t)rounds) {
 		fprintf(stderr, "mig-tls-pingpong: the exchange failed\n");
 		return 1;
 	}
-	qsort(rtt, (size_t)rounds, sizeof(*rtt), by_value);
 	printf("%s: %d round trips of %zu + %zu bytes: p50 %.1f us, p90 %.1f us, p99 %.1f us\n",
 	       creds ? "tls" : "plain", rounds, REQUEST_BYTES, REPLY_BYTES,
-	       (double)rtt[rounds / 2] / 1e3, (double)rtt[rounds * 9 / 10] / 1e3,
-	       (double)rtt[rounds * 99 / 100] / 1e3);
+	       (double)mig_lat_pct(&rtt, 50) / 1e3, (double)mig_lat_pct(&rtt, 90) / 1e3,
+	       (double)mig_lat_pct(&rtt, 99) / 1e3);
 	mig_tls_ctx_free(s.ctx);
 	mig_tls_ctx_free(cctx);
-	free(rtt);
+	free(rtt.ns);
 	close(s.lfd);
 	return 0;
 }
