@@ -1365,8 +1365,9 @@ static int incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err,
 	d->stamps = mig_stamps_new(d->nr_pages);
 	d->stage = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (!d->pst || !d->t_fault || !d->t_arr || !d->stage_zero || d->stage == MAP_FAILED) {
-		d->stage = NULL;
+	if (d->stage == MAP_FAILED)
+		d->stage = NULL; /* what incoming_free() unmaps */
+	if (!d->pst || !d->t_fault || !d->t_arr || !d->stage_zero || !d->stage) {
 		snprintf(err, errlen, "out of memory for %llu pages",
 			 (unsigned long long)d->nr_pages);
 		return -ENOMEM;

@@ -74,7 +74,6 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 {
 	struct mig_dest *d = calloc(1, sizeof(*d));
 	d->o.idle_ms = d->o.recover_ms = 1000;
-	d->vm = vm;
 	char err[64];
 	if (incoming_alloc(d, vm, err, sizeof(err)))
 		abort();
