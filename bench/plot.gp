@@ -17,6 +17,7 @@ set key outside right top
 # and QEMU's lines dashed, ours solid.
 palette = "#9400d3 #009e73 #56b4e9 #e69f00 #f0e442 #0072b2 #d55e00 #000000 #cc79a7 #8b4513 #808080 #2e8b57"
 colour(i) = word(palette, (i - 1) % words(palette) + 1)
+cfg(i) = word(configs, i)
 dash(c) = (strstrt(c, "qemu") == 1 ? 2 : 1)
 
 if (which eq 'cdf') {
@@ -25,8 +26,8 @@ if (which eq 'cdf') {
 	set xlabel "fault -> page installed (microseconds, log)"
 	set ylabel "fraction of demand faults <= x"
 	set yrange [0:1.02]
-	plot for [i=1:words(configs)] datadir.'/cdf_'.word(configs, i).'_'.size.'.dat' using 1:2 \
-		with steps lw 2 lc rgb colour(i) dt dash(word(configs, i)) title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/cdf_'.cfg(i).'_'.size.'.dat' using 1:2 \
+		with steps lw 2 lc rgb colour(i) dt dash(cfg(i)) title cfg(i)
 }
 
 if (which eq 'arrivals') {
@@ -36,13 +37,11 @@ if (which eq 'arrivals') {
 	set logscale y 10
 	set key inside right bottom font ",8"
 	set title "demand (requested by a fault)"
-	plot for [i=1:words(configs)] datadir.'/arrivals_'.word(configs, i).'_'.size.'.dat' \
-		using 1:($2 > 0 ? $2 : NaN) with lines lw 2 lc rgb colour(i) dt dash(word(configs, i)) \
-		title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/arrivals_'.cfg(i).'_'.size.'.dat' \
+		using 1:($2 > 0 ? $2 : NaN) with lines lw 2 lc rgb colour(i) dt dash(cfg(i)) title cfg(i)
 	set title "pushed (background, incl. zero pages)"
-	plot for [i=1:words(configs)] datadir.'/arrivals_'.word(configs, i).'_'.size.'.dat' \
-		using 1:($3 > 0 ? $3 : NaN) with lines lw 2 lc rgb colour(i) dt dash(word(configs, i)) \
-		title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/arrivals_'.cfg(i).'_'.size.'.dat' \
+		using 1:($3 > 0 ? $3 : NaN) with lines lw 2 lc rgb colour(i) dt dash(cfg(i)) title cfg(i)
 	unset multiplot
 }
 
@@ -70,28 +69,28 @@ if (which eq 'bysize') {
 	set ylabel "ms"
 	set title "downtime"
 	set yrange [0.05:5000]   # headroom for the key
-	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:2:3:4 \
-		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/size_'.cfg(i).'.dat' using 1:2:3:4 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(cfg(i)) pt i title cfg(i)
 	set title "total migration time"
 	unset key
 	set yrange [*:*]
-	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:5:6:7 \
-		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/size_'.cfg(i).'.dat' using 1:5:6:7 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(cfg(i)) pt i title cfg(i)
 	set title "bytes sent"
 	set ylabel "MiB"
-	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:8:9:10 \
-		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/size_'.cfg(i).'.dat' using 1:8:9:10 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(cfg(i)) pt i title cfg(i)
 	set title "demand-fault latency p50"
 	set ylabel "us"
-	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:11:12:13 \
-		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/size_'.cfg(i).'.dat' using 1:11:12:13 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(cfg(i)) pt i title cfg(i)
 	set title "demand-fault latency p99"
-	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:14:15:16 \
-		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/size_'.cfg(i).'.dat' using 1:14:15:16 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(cfg(i)) pt i title cfg(i)
 	set title "vCPU blocktime (sum of fault latencies)"
 	set ylabel "ms"
-	plot for [i=1:words(configs)] datadir.'/size_'.word(configs, i).'.dat' using 1:17:18:19 \
-		with yerrorlines lw 2 lc rgb colour(i) dt dash(word(configs, i)) pt i title word(configs, i)
+	plot for [i=1:words(configs)] datadir.'/size_'.cfg(i).'.dat' using 1:17:18:19 \
+		with yerrorlines lw 2 lc rgb colour(i) dt dash(cfg(i)) pt i title cfg(i)
 	unset multiplot
 }
 
