@@ -19,31 +19,51 @@ int mig_random_bytes(void *buf, size_t n, char *err, size_t errlen)
 	return 0;
 }
 
-void mig_auth_proof(const uint8_t secret[MIG_SECRET_LEN], const uint8_t nonce[MIG_SECRET_LEN],
-		    uint64_t session_id, uint16_t channel, uint8_t out[MIG_SECRET_LEN])
+int mig_auth_proof(const uint8_t secret[MIG_SECRET_LEN], int prover,
+		   const uint8_t nonce[MIG_SECRET_LEN], uint64_t session_id, uint16_t channel,
+		   const uint8_t binding[MIG_SECRET_LEN], uint8_t out[MIG_SECRET_LEN])
 {
-	static const char label[] = "PCMG-AUTH";
-	uint8_t msg[sizeof(label) - 1 + MIG_SECRET_LEN + 8 + 2];
+	const char *label = prover == MIG_ROLE_DEST ? "PCMG-AUTH-DST" : "PCMG-AUTH-SRC";
+	uint8_t msg[13 + MIG_SECRET_LEN + 8 + 2 + MIG_SECRET_LEN];
+	unsigned int len = MIG_SECRET_LEN;
 	size_t n = 0;
-	memcpy(msg + n, label, sizeof(label) - 1);
-	n += sizeof(label) - 1;
+
+	memcpy(msg + n, label, 13);
+	n += 13;
 	memcpy(msg + n, nonce, MIG_SECRET_LEN);
 	n += MIG_SECRET_LEN;
 	memcpy(msg + n, &session_id, 8); /* both ends are little-endian (wire.h) */
 	n += 8;
 	memcpy(msg + n, &channel, 2);
 	n += 2;
-	unsigned int len = MIG_SECRET_LEN;
-	if (!HMAC(EVP_sha256(), secret, MIG_SECRET_LEN, msg, n, out, &len))
-		memset(out, 0, MIG_SECRET_LEN); /* never equal to a real proof's HMAC */
+	memcpy(msg + n, binding, MIG_SECRET_LEN);
+	n += MIG_SECRET_LEN;
+	if (!HMAC(EVP_sha256(), secret, MIG_SECRET_LEN, msg, n, out, &len) ||
+	    len != MIG_SECRET_LEN) {
+		OPENSSL_cleanse(out, MIG_SECRET_LEN);
+		return -EIO;
+	}
+	return 0;
+}
+
+int mig_auth_check(const uint8_t secret[MIG_SECRET_LEN], int prover,
+		   const uint8_t nonce[MIG_SECRET_LEN], uint64_t session_id, uint16_t channel,
+		   const uint8_t binding[MIG_SECRET_LEN], const uint8_t proof[MIG_SECRET_LEN])
+{
+	uint8_t want[MIG_SECRET_LEN];
+	int ok = mig_auth_proof(secret, prover, nonce, session_id, channel, binding, want) == 0 &&
+		 CRYPTO_memcmp(want, proof, MIG_SECRET_LEN) == 0;
+
+	OPENSSL_cleanse(want, sizeof(want));
+	return ok;
+}
+
+void mig_auth_wipe(void *p, size_t n)
+{
+	OPENSSL_cleanse(p, n);
 }
 
 void mig_auth_thread_cleanup(void)
 {
 	OPENSSL_thread_stop();
-}
-
-int mig_auth_equal(const uint8_t *a, const uint8_t *b)
-{
-	return CRYPTO_memcmp(a, b, MIG_SECRET_LEN) == 0;
 }

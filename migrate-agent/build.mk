@@ -75,7 +75,7 @@ $(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c m
 $(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
-$(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c,-lssl -lcrypto))
+$(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c migrate-agent/net.c migrate-agent/wire.c migrate-agent/spin.c,-lzstd -lssl -lcrypto))
 
 # What TLS adds to a demand fault's round trip (migrate-agent/tools/tls-pingpong.c).
 $(eval $(call program,mig-tls-pingpong,migrate-agent/tools/tls-pingpong.c migrate-agent/tls.c migrate-agent/net.c migrate-agent/wire.c migrate-agent/spin.c migrate-agent/util.c,-lzstd -lssl -lcrypto))

@@ -40,7 +40,13 @@
 #include "spin.h"
 #include "stamps.h"
 
-#define MAX_HANDSHAKES_ 8 /* see MAX_HANDSHAKES */
+#define MAX_HANDSHAKES_ 32 /* see MAX_HANDSHAKES */
+
+struct hs_slot {
+	int fd;	      /* -1: free */
+	uint64_t gen; /* which handshake holds it */
+	uint64_t t0;  /* when it was accepted */
+};
 
 enum {
 	PG_MISSING,
@@ -96,15 +102,18 @@ struct mig_dest {
 	 * The session and its secret; connections being authenticated; an
 	 * authenticated pair not yet taken.  All under lock (cond signals).
 	 */
-	int session_set;
+	int session_set, session_fixed; /* claimed; fixed once a pair was taken */
+	uint64_t session_claimed_ns;
 	uint8_t secret[MIG_SECRET_LEN];
 	pthread_t acceptor;
-	int acceptor_on, handshakes, hs_fd[MAX_HANDSHAKES_];
-	int hs_failed; /* a malformed first connection: why in hs_why */
-	char hs_why[300];
+	int acceptor_on, handshakes; /* handshake threads running */
+	struct hs_slot hs[MAX_HANDSHAKES_];
+	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
 	struct mig_conn *pend_urg, *pend_bulk;
 	uint32_t pend_attempt; /* the source's connection attempt they belong to */
 
+	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
+	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */
 	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
 	    dedup, pages_zero;
 	pthread_mutex_t lat_lock;
@@ -262,6 +271,7 @@ static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int 
 	stamp_arrival(d, i, kind, now);
 	mig_stamps_install(d->stamps, i, kind, zero, now);
 	if (st == PG_REQUESTED) {
+		__atomic_fetch_sub(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 		mig_spin_answered(&d->spin);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = mig_now_ns() - d->t_fault[i];
@@ -483,8 +493,12 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 	if (!kind)
 		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
 	int r = run_add(d, run, i, &pg, data, kind, err, errlen);
-	/* Nothing waits behind a run: install it before recv may block. */
-	if (!r && mig_conn_buffered(c) < MIG_PAGE_FRAME_MAX)
+	/*
+	 * The run grows only with a PAGE already here whole: a run never waits
+	 * for a receive that may block, nor behind other frames (a flood of
+	 * heartbeats once kept a page uninstalled for seconds).
+	 */
+	if (!r && !mig_conn_next_is(c, MIG_MSG_PAGE))
 		r = flush_run(d, run);
 	return r;
 }
@@ -614,27 +628,40 @@ static void *rx_thread(void *arg)
 static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on)
 {
 	struct rx_arg *a = malloc(sizeof(*a));
-	a->d = d;
-	a->c = c;
-	pthread_create(t, NULL, rx_thread, a);
-	*on = 1;
+	*on = 0;
+	if (a) {
+		a->d = d;
+		a->c = c;
+		*on = pthread_create(t, NULL, rx_thread, a) == 0;
+	}
+	if (!*on) {
+		free(a);
+		fail_dest(d, "%s channel: cannot start its receiver thread", c->name);
+	}
 }
 
 /* ---- Accepting connections: one handshake per connection, concurrently ---- */
 
 /*
- * Every accepted connection gets its own short-lived handshake thread
- * (HELLO, then AUTH) with a deadline of HANDSHAKE_MS, at most MAX_HANDSHAKES
- * at a time (more are closed at once), each allowed frames of at most
- * MIG_HANDSHAKE_FRAME_LIMIT bytes: an unauthenticated peer costs one
- * thread and one receive buffer for a few seconds, and never touches the
- * session.  An authenticated connection is offered as the pending urgent or
- * bulk channel (a newer one replaces an older one); accept_pair() takes a
- * complete pair.  Before any session exists, a malformed first connection
- * fails the incoming migration (it is what the operator pointed at us).
+ * Every accepted connection gets its own short-lived handshake thread: TLS
+ * (when asked for), then HELLO, then AUTH, all within one total deadline
+ * of HANDSHAKE_MS from the accept, however the bytes trickle in; nothing
+ * but HELLO, AUTH and ERROR is accepted before AUTH completed, each frame
+ * at most MIG_HANDSHAKE_FRAME_LIMIT bytes.  At most MAX_HANDSHAKES run at
+ * once; when all are taken, a new connection evicts the oldest (a real
+ * peer finishes its handshake in milliseconds, so the oldest is the one
+ * least likely to be one): strangers who trickle bytes or churn
+ * connections cannot keep the source, or its recovery, out.  A connection
+ * that fails is refused and closed; it never fails the incoming migration,
+ * whoever it came from (the destination keeps listening until stopped).
+ * An authenticated connection leaves its slot: it is offered as the
+ * pending urgent or bulk channel (a newer one replaces an older one), and
+ * accept_pair() takes a complete pair.
  */
 #define MAX_HANDSHAKES MAX_HANDSHAKES_
 #define HANDSHAKE_MS   3000
+/* Refusals are logged at most once a second, with a count: a flood must not flood the log. */
+#define REFUSE_LOG_NS 1000000000ull
 
 static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 {
@@ -658,74 +685,150 @@ static void free_conn(struct mig_conn *c)
 }
 
 /*
- * Which session a HELLO belongs to (under d->lock): 1 when it makes the
- * session (the first urgent HELLO without RECOVER: it learns the secret),
- * 0 when it must prove the secret, -EPROTO when it cannot belong.
+ * A new session for an urgent HELLO without RECOVER (under d->lock): its
+ * own secret; the channels pending for an earlier claim are dropped.
  */
-static int classify_hello(struct mig_dest *d, const struct mig_hello *m, char *why, size_t len)
+static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct mig_conn **drop,
+			 char *why, size_t len)
 {
-	if (!d->session_set) {
-		if (m->flags & MIG_HELLO_RECOVER) {
-			snprintf(why, len, "recovery HELLO for an unknown session %llx",
-				 (unsigned long long)m->session_id);
-			return -EPROTO;
-		}
-		if (m->channel != MIG_CHAN_URGENT) {
-			snprintf(why, len, "a session starts with its urgent channel");
-			return -EPROTO;
-		}
-		d->session_set = 1;
-		d->session = m->session_id;
-		d->features &= m->features;
-		return 1;
-	}
-	if (m->session_id != d->session) {
-		snprintf(why, len, "connection is not part of session %llx",
-			 (unsigned long long)d->session);
-		return -EPROTO;
-	}
-	return 0;
-}
-
-/* Challenge c for the session secret; 0 when its proof is right. */
-static int challenge(struct mig_dest *d, struct mig_conn *c, uint16_t channel, char *why,
-		     size_t len)
-{
-	struct mig_auth a = { .kind = MIG_AUTH_CHALLENGE };
-	uint8_t want[MIG_SECRET_LEN];
-	struct mig_frame_hdr h;
-	const uint8_t *p;
-	int r = mig_random_bytes(a.data, sizeof(a.data), why, len);
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
-	if (!r)
-		r = mig_conn_recv(c, &h, &p, why, len);
+	int r = mig_random_bytes(d->secret, sizeof(d->secret), why, len);
 	if (r)
 		return r;
-	struct mig_auth proof;
-	if (h.type != MIG_MSG_AUTH ||
-	    (memcpy(&proof, p, sizeof(proof)), proof.kind) != MIG_AUTH_PROOF) {
-		snprintf(why, len, "expected the proof of the session secret, got %s",
-			 mig_msg_name(h.type));
+	d->session_set = 1;
+	d->session = m->session_id;
+	d->session_claimed_ns = mig_now_ns();
+	d->features = MIG_FEAT_KNOWN & m->features;
+	drop[0] = d->pend_urg;
+	drop[1] = d->pend_bulk;
+	d->pend_urg = d->pend_bulk = NULL;
+	return 1;
+}
+
+/*
+ * Which session a HELLO belongs to (under d->lock): 1 when it makes the
+ * session (an urgent HELLO without RECOVER: it learns the secret), 0 when
+ * it must prove the secret, -EPROTO when it cannot belong.  Until a pair
+ * of channels was taken the session is only claimed: a claim that made no
+ * pair within HANDSHAKE_MS gives way to the next source, so a first comer
+ * that stalls cannot hold the destination.  The refusals name no session:
+ * they go to strangers.
+ */
+static int classify_hello(struct mig_dest *d, const struct mig_hello *m, struct mig_conn **drop,
+			  char *why, size_t len)
+{
+	int fresh = !(m->flags & MIG_HELLO_RECOVER) && m->channel == MIG_CHAN_URGENT;
+	int stale = d->session_set && !d->session_fixed &&
+		    mig_now_ns() - d->session_claimed_ns > HANDSHAKE_MS * 1000000ull;
+
+	if (d->session_set && m->session_id == d->session)
+		return 0;
+	if (fresh && (!d->session_set || stale))
+		return claim_session(d, m, drop, why, len);
+	if (!d->session_set && (m->flags & MIG_HELLO_RECOVER))
+		snprintf(why, len, "recovery HELLO, but no session was started here");
+	else if (!d->session_set)
+		snprintf(why, len, "a session starts with its urgent channel");
+	else
+		snprintf(why, len, "the connection is not part of this destination's session");
+	return -EPROTO;
+}
+
+/* The next frame on c, which must be AUTH of this kind, into a. */
+static int recv_auth(struct mig_conn *c, uint32_t kind, struct mig_auth *a, char *why, size_t len)
+{
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = mig_conn_recv(c, &h, &p, why, len);
+	if (r)
+		return r;
+	if (h.type == MIG_MSG_AUTH)
+		memcpy(a, p, sizeof(*a));
+	if (h.type != MIG_MSG_AUTH || a->kind != kind) {
+		snprintf(why, len, "expected AUTH %s, got %s",
+			 kind == MIG_AUTH_PROOF ? "PROOF" : "CHALLENGE", mig_msg_name(h.type));
 		return -EPROTO;
-	}
-	mig_auth_proof(d->secret, a.data, d->session, channel, want);
-	if (!mig_auth_equal(want, proof.data)) {
-		snprintf(why, len, "wrong proof of the session secret");
-		return -EACCES;
 	}
 	return 0;
 }
 
 /*
- * HELLO and AUTH on a new connection; 0 when it is an authenticated channel
- * (*attempt: the source's connection attempt it belongs to).
+ * Both ways (wire.h, AUTH): c proves it holds the session's secret for our
+ * nonce, then we prove it for the peer's.  0 when both proofs were made.
  */
-static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, char *why,
+static int challenge(struct mig_conn *c, const uint8_t *secret, uint64_t session, uint16_t channel,
+		     char *why, size_t len)
+{
+	struct mig_auth out = { .kind = MIG_AUTH_CHALLENGE }, in;
+	uint8_t bind[MIG_SECRET_LEN], nonce[MIG_SECRET_LEN];
+	int r = mig_conn_binding(c, bind);
+	if (r)
+		snprintf(why, len, "cannot read the TLS session's exporter value");
+	if (!r)
+		r = mig_random_bytes(nonce, sizeof(nonce), why, len);
+	memcpy(out.data, nonce, sizeof(nonce));
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
+	if (!r)
+		r = recv_auth(c, MIG_AUTH_PROOF, &in, why, len);
+	if (!r &&
+	    !mig_auth_check(secret, MIG_ROLE_SOURCE, nonce, session, channel, bind, in.data)) {
+		snprintf(why, len, "wrong proof of the session secret");
+		r = -EACCES;
+	}
+	if (!r)
+		r = recv_auth(c, MIG_AUTH_CHALLENGE, &in, why, len);
+	out.kind = MIG_AUTH_PROOF;
+	if (!r && mig_auth_proof(secret, MIG_ROLE_DEST, in.data, session, channel, bind, out.data)) {
+		snprintf(why, len, "cannot compute the proof of the session secret (HMAC failed)");
+		r = -EIO;
+	}
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
+	return r;
+}
+
+/* What a connection's HELLO made it: its session and connection attempt. */
+struct hs_result {
+	uint64_t session;
+	uint32_t attempt;
+};
+
+/* HELLO back, then the secret (a new session) or the challenge. */
+static int answer_hello(struct mig_dest *d, struct mig_conn *c, const struct mig_hello *m,
+			int owner, const uint8_t *secret, uint32_t features, char *why, size_t len)
+{
+	struct mig_hello back = {
+		.version = MIG_VERSION,
+		.role = MIG_ROLE_DEST,
+		.channel = m->channel,
+		.page_size = MIG_PAGE_SIZE,
+		.flags = m->flags & MIG_HELLO_RECOVER,
+		.session_id = m->session_id,
+		.ram_size = d->vm->ram_size,
+		.features = features,
+		.attempt = m->attempt,
+	};
+	int r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
+	if (!r && owner) {
+		struct mig_auth a = { .kind = MIG_AUTH_SECRET };
+		memcpy(a.data, secret, sizeof(a.data));
+		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+		mig_auth_wipe(&a, sizeof(a));
+	} else if (!r) {
+		r = challenge(c, secret, m->session_id, m->channel, why, len);
+	}
+	return r;
+}
+
+/* HELLO and AUTH on a new connection; 0 when it is an authenticated channel. */
+static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *res, char *why,
 		     size_t len)
 {
+	struct mig_conn *drop[2] = { NULL, NULL };
+	uint8_t secret[MIG_SECRET_LEN];
 	struct mig_frame_hdr h;
 	const uint8_t *p;
+	struct mig_hello m;
 	int r = mig_conn_recv(c, &h, &p, why, len);
 	if (r)
 		return r;
@@ -733,42 +836,28 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, 
 		snprintf(why, len, "expected HELLO first, got %s", mig_msg_name(h.type));
 		return -EPROTO;
 	}
-	struct mig_hello m;
 	memcpy(&m, p, sizeof(m));
-	*attempt = m.attempt;
 	pthread_mutex_lock(&d->lock);
-	int owner = classify_hello(d, &m, why, len);
+	int owner = classify_hello(d, &m, drop, why, len);
 	uint32_t features = d->features;
+	memcpy(secret, d->secret, sizeof(secret));
 	pthread_mutex_unlock(&d->lock);
-	if (owner < 0)
-		return owner;
-	c->wire.features = features;
-	struct mig_hello back = {
-		.version = MIG_VERSION,
-		.role = MIG_ROLE_DEST,
-		.channel = m.channel,
-		.page_size = MIG_PAGE_SIZE,
-		.flags = m.flags & MIG_HELLO_RECOVER,
-		.session_id = m.session_id,
-		.ram_size = d->vm->ram_size,
-		.features = features,
-		.attempt = m.attempt,
-	};
-	r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
-	if (!r && owner) {
-		struct mig_auth a = { .kind = MIG_AUTH_SECRET };
-		memcpy(a.data, d->secret, sizeof(a.data));
-		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
-	} else if (!r) {
-		r = challenge(d, c, m.channel, why, len);
+	free_conn(drop[0]);
+	free_conn(drop[1]);
+	if (owner >= 0) {
+		c->wire.features = features;
+		r = answer_hello(d, c, &m, owner, secret, features, why, len);
 	}
-	if (r)
-		return r;
+	mig_auth_wipe(secret, sizeof(secret));
+	if (owner < 0 || r)
+		return owner < 0 ? owner : r;
+	*res = (struct hs_result){ .session = m.session_id, .attempt = m.attempt };
 	c->wire.frame_limit = 0;
 	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
 	if (m.channel == MIG_CHAN_URGENT && mig_spin_enabled(&d->spin))
 		c->spin = &d->spin;
 	mig_conn_set_liveness(c, d->o.idle_ms);
+	mig_conn_set_deadline(c, 0);
 	mig_conn_set_rcvtimeo(c, 0);
 	return 0;
 }
@@ -776,25 +865,32 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, 
 /*
  * An authenticated channel of the source's connection attempt: pending
  * until its partner of the same attempt arrives.  A later attempt replaces
- * whatever an earlier one left; a channel of an earlier attempt is dropped.
+ * whatever an earlier one left; a channel of an earlier attempt, or of a
+ * session claim that gave way, is dropped.
  */
-static void offer(struct mig_dest *d, struct mig_conn *c, uint32_t attempt)
+static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result *res)
 {
 	struct mig_conn *drop[3] = { NULL, NULL, NULL };
+	uint32_t attempt = res->attempt;
 	pthread_mutex_lock(&d->lock);
-	if (attempt > d->pend_attempt || (!d->pend_urg && !d->pend_bulk)) {
-		drop[0] = d->pend_urg;
-		drop[1] = d->pend_bulk;
-		d->pend_urg = d->pend_bulk = NULL;
-		d->pend_attempt = attempt;
-	}
-	if (attempt == d->pend_attempt) {
-		struct mig_conn **slot = !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
-		drop[2] = *slot;
-		*slot = c;
-		pthread_cond_broadcast(&d->cond);
+	if (res->session != d->session) {
+		drop[2] = c;
 	} else {
-		drop[2] = c; /* left over from an earlier attempt */
+		if (attempt > d->pend_attempt || (!d->pend_urg && !d->pend_bulk)) {
+			drop[0] = d->pend_urg;
+			drop[1] = d->pend_bulk;
+			d->pend_urg = d->pend_bulk = NULL;
+			d->pend_attempt = attempt;
+		}
+		if (attempt == d->pend_attempt) {
+			struct mig_conn **slot =
+			    !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
+			drop[2] = *slot;
+			*slot = c;
+			pthread_cond_broadcast(&d->cond);
+		} else {
+			drop[2] = c; /* left over from an earlier attempt */
+		}
 	}
 	pthread_mutex_unlock(&d->lock);
 	for (int k = 0; k < 3; k++)
@@ -804,29 +900,30 @@ static void offer(struct mig_dest *d, struct mig_conn *c, uint32_t attempt)
 struct hs_arg {
 	struct mig_dest *d;
 	int fd, slot;
+	uint64_t gen, t0;
 };
 
 /*
- * TLS (when asked for), then HELLO and AUTH, each within HANDSHAKE_MS.  A
- * connection that fails TLS proved nothing: it is refused with a message
- * and never fails the migration, even before any session (a stranger must
- * not be able to end an incoming migration by connecting first).
+ * TLS (when asked for), then HELLO and AUTH, all by t0 + HANDSHAKE_MS.  A
+ * connection that fails TLS proved nothing: it gets no frame.
  */
-static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint32_t *attempt, int *tls_failed,
-			 char *why, size_t len)
+static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint64_t t0, struct hs_result *res,
+			 int *tls_failed, char *why, size_t len)
 {
-	int r = mig_tls_secure(d->tls, c, HANDSHAKE_MS, why, len);
+	uint64_t deadline = t0 + HANDSHAKE_MS * 1000000ull, now = mig_now_ns();
+	int left_ms = now < deadline ? (int)((deadline - now) / 1000000) : 0;
+	int r = mig_tls_secure(d->tls, c, left_ms, why, len);
 	*tls_failed = r != 0;
 	if (r)
 		return r;
-	mig_conn_set_rcvtimeo(c, HANDSHAKE_MS);
-	return handshake(d, c, attempt, why, len);
+	mig_conn_set_deadline(c, deadline);
+	return handshake(d, c, res, why, len);
 }
 
 /*
- * Tell a refused connection why and close it.  A peer that failed TLS gets
- * no frame, except a plain one (it sent a HELLO in clear): an ERROR in its
- * own words.
+ * Tell a refused connection why (a peer that failed TLS gets no frame,
+ * except a plain one: it sent a HELLO in clear) and close it; log it,
+ * at most once per REFUSE_LOG_NS.
  */
 static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
 {
@@ -836,9 +933,21 @@ static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed
 		send_error(c, MIG_ERR_PROTOCOL,
 			   "this destination speaks TLS only (give both ends --tls-creds or "
 			   "--tls-psk)");
-	if (d->session_set || tls_failed)
-		pr_mig("refused a connection: %s\n", why);
 	free_conn(c);
+	pthread_mutex_lock(&d->lock);
+	uint64_t now = mig_now_ns(), n = ++d->refused;
+	int log = now - d->refused_logged_ns >= REFUSE_LOG_NS || !d->refused_logged_ns;
+	uint64_t more = n - d->refused_at_log - 1;
+	if (log) {
+		d->refused_logged_ns = now;
+		d->refused_at_log = n;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (log && more)
+		pr_mig("refused a connection: %s (and %llu more since the last message)\n", why,
+		       (unsigned long long)more);
+	else if (log)
+		pr_mig("refused a connection: %s\n", why);
 }
 
 static void *handshake_thread(void *arg)
@@ -846,58 +955,69 @@ static void *handshake_thread(void *arg)
 	struct hs_arg *a = arg;
 	struct mig_dest *d = a->d;
 	char why[300];
-	uint32_t attempt = 0;
+	struct hs_result res = { 0 };
 	int tls_failed = 0;
 	struct mig_conn *c = new_conn(d, a->fd, "incoming");
-	int r = c ? handshake_all(d, c, &attempt, &tls_failed, why, sizeof(why)) : -ENOMEM;
+	int r = c ? handshake_all(d, c, a->t0, &res, &tls_failed, why, sizeof(why)) : -ENOMEM;
 	mig_auth_thread_cleanup(); /* before this thread counts as gone */
 	pthread_mutex_lock(&d->lock);
-	d->hs_fd[a->slot] = -1;
-	/* Before any session: a malformed first connection fails the migration. */
-	if (r && c && !tls_failed && !d->session_set && r != -ETIMEDOUT && r != -ECONNRESET &&
-	    !d->hs_failed) {
-		snprintf(d->hs_why, sizeof(d->hs_why), "%s", why);
-		d->hs_failed = r;
-	}
-	d->handshakes--;
-	pthread_cond_broadcast(&d->cond);
+	if (d->hs[a->slot].gen == a->gen)
+		d->hs[a->slot].fd = -1; /* else it was evicted and given to another */
 	pthread_mutex_unlock(&d->lock);
 	if (r && c)
 		refuse(d, c, r, tls_failed, why);
 	else if (c)
-		offer(d, c, attempt);
+		offer(d, c, &res);
 	mig_auth_thread_cleanup(); /* again: closing a TLS session used OpenSSL */
 	mig_wire_thread_cleanup();
+	pthread_mutex_lock(&d->lock);
+	d->handshakes--;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
 	free(a);
 	return NULL;
 }
 
-/* Start a handshake thread for fd, or close fd when too many are running. */
+/* A free handshake slot, or the oldest one's, its handshake ended (under d->lock). */
+static int take_slot(struct mig_dest *d)
+{
+	int oldest = 0;
+	for (int k = 0; k < MAX_HANDSHAKES; k++) {
+		if (d->hs[k].fd < 0)
+			return k;
+		if (d->hs[k].t0 < d->hs[oldest].t0)
+			oldest = k;
+	}
+	shutdown(d->hs[oldest].fd, SHUT_RDWR); /* its thread sees the end, and refuses */
+	d->evicted++;
+	return oldest;
+}
+
+/* Start a handshake thread for fd. */
 static void start_handshake(struct mig_dest *d, int fd)
 {
 	struct hs_arg *a = malloc(sizeof(*a));
-	pthread_mutex_lock(&d->lock);
-	int slot = -1;
-	for (int k = 0; k < MAX_HANDSHAKES && slot < 0; k++)
-		if (d->hs_fd[k] < 0)
-			slot = k;
-	if (a && slot >= 0) {
-		d->hs_fd[slot] = fd;
-		d->handshakes++;
-	}
-	pthread_mutex_unlock(&d->lock);
 	pthread_t t;
-	if (a && slot >= 0) {
-		*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot };
-		if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
-			pthread_detach(t);
-			return;
-		}
-		pthread_mutex_lock(&d->lock);
-		d->hs_fd[slot] = -1;
-		d->handshakes--;
-		pthread_mutex_unlock(&d->lock);
+	if (!a) {
+		close(fd);
+		return;
 	}
+	pthread_mutex_lock(&d->lock);
+	int slot = take_slot(d);
+	*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen,
+			      .t0 = mig_now_ns() };
+	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
+	d->handshakes++;
+	pthread_mutex_unlock(&d->lock);
+	if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
+		pthread_detach(t);
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (d->hs[slot].gen == a->gen)
+		d->hs[slot].fd = -1;
+	d->handshakes--;
+	pthread_mutex_unlock(&d->lock);
 	free(a);
 	close(fd);
 }
@@ -924,8 +1044,8 @@ static void stop_accepting(struct mig_dest *d)
 	d->acceptor_on = 0;
 	pthread_mutex_lock(&d->lock);
 	for (int k = 0; k < MAX_HANDSHAKES; k++)
-		if (d->hs_fd[k] >= 0)
-			shutdown(d->hs_fd[k], SHUT_RDWR);
+		if (d->hs[k].fd >= 0)
+			shutdown(d->hs[k].fd, SHUT_RDWR);
 	while (d->handshakes)
 		pthread_cond_wait(&d->cond, &d->lock);
 	free_conn(d->pend_urg);
@@ -937,14 +1057,14 @@ static void stop_accepting(struct mig_dest *d)
 /*
  * Take an authenticated pair of channels, waiting until deadline (0:
  * forever, until stopped).  0 with *urg and *bulk, or a negative errno
- * with a message.
+ * with a message.  The first pair fixes the session.
  */
 static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
 		       struct mig_conn **bulk, char *err, size_t errlen)
 {
 	int r = 0;
 	pthread_mutex_lock(&d->lock);
-	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed && !d->hs_failed) {
+	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed) {
 		if (!deadline) {
 			pthread_cond_wait(&d->cond, &d->lock);
 			continue;
@@ -958,12 +1078,10 @@ static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **
 		*urg = d->pend_urg;
 		*bulk = d->pend_bulk;
 		d->pend_urg = d->pend_bulk = NULL;
+		d->session_fixed = 1;
 	} else if (d->failed) {
 		snprintf(err, errlen, "%s", d->why);
 		r = -ECANCELED;
-	} else if (d->hs_failed) {
-		snprintf(err, errlen, "%s", d->hs_why);
-		r = d->hs_failed;
 	} else {
 		snprintf(err, errlen,
 			 d->stop ? "stopped" : "no source connected within the deadline");
@@ -1094,6 +1212,7 @@ static int recover_postcopy(struct mig_dest *d)
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
+	d->t_link_ns = mig_now_ns();
 	uint64_t again = repeat_requests(d, urg);
 	pthread_mutex_unlock(&d->req_lock);
 	pthread_mutex_lock(&d->lock);
@@ -1155,16 +1274,53 @@ static uint64_t heartbeat_ns(const struct mig_opts *o)
 	return (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
 }
 
-/* One look at the link (under req_lock): 1 when the source has gone silent. */
-static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb)
+/* The oldest fault still waiting for its page (mig_now_ns()), 0 when none waits. */
+static uint64_t oldest_request(struct mig_dest *d)
 {
+	uint64_t oldest = 0;
+	if (!__atomic_load_n(&d->outstanding, __ATOMIC_ACQUIRE))
+		return 0;
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_REQUESTED &&
+		    (!oldest || d->t_fault[i] < oldest))
+			oldest = d->t_fault[i];
+	return oldest;
+}
+
+/*
+ * One look at the link (under req_lock): 1, with why, when the source has
+ * gone silent or makes no progress.  Heartbeats keep a link from being
+ * silent; only frames with work in them are progress: while pages are
+ * missing, or the state has not come, the source must keep sending them,
+ * and it must answer every page request, each within idle_ms.
+ */
+static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb, char *why, size_t len)
+{
+	uint64_t idle = (uint64_t)d->o.idle_ms * 1000000ull, heard, work, req;
 	if (!d->link_ok || !d->urg || !d->bulk)
 		return 0;
 	mig_conn_ping_if_quiet(d->urg, now, hb);
-	uint64_t heard = mig_conn_heard(d->urg);
+	heard = mig_conn_heard(d->urg);
 	if (mig_conn_heard(d->bulk) > heard)
 		heard = mig_conn_heard(d->bulk);
-	return now > heard && now - heard > (uint64_t)d->o.idle_ms * 1000000ull;
+	work = mig_conn_progress(d->urg);
+	if (mig_conn_progress(d->bulk) > work)
+		work = mig_conn_progress(d->bulk);
+	req = oldest_request(d);
+	if (req && req < d->t_link_ns)
+		req = d->t_link_ns; /* requests repeated on a new link start anew */
+	if (now > heard && now - heard > idle)
+		snprintf(why, len, "source silent for %d ms: stalled, or the link is down",
+			 d->o.idle_ms);
+	else if (req && now > req && now - req > idle)
+		snprintf(why, len, "source left a page request unanswered for %d ms",
+			 d->o.idle_ms);
+	else if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) && now > work &&
+		 now - work > idle)
+		snprintf(why, len, "source sent nothing but heartbeats for %d ms", d->o.idle_ms);
+	else
+		return 0;
+	return 1;
 }
 
 static void *watch_thread(void *arg)
@@ -1178,14 +1334,13 @@ static void *watch_thread(void *arg)
 		if (d->broken || d->stop)
 			continue;
 		pthread_mutex_unlock(&d->lock);
+		char why[160];
 		pthread_mutex_lock(&d->req_lock);
-		int silent = watch_link(d, mig_now_ns(), hb);
+		int silent = watch_link(d, mig_now_ns(), hb, why, sizeof(why));
 		pthread_mutex_unlock(&d->req_lock);
 		pthread_mutex_lock(&d->lock);
 		if (silent && !d->broken && !d->failed) {
-			snprintf(d->why, sizeof(d->why),
-				 "source silent for %d ms: stalled, or the link is down",
-				 d->o.idle_ms);
+			snprintf(d->why, sizeof(d->why), "%s", why);
 			d->broken = 1;
 			pthread_cond_broadcast(&d->cond);
 			pthread_mutex_unlock(&d->lock);
@@ -1326,6 +1481,7 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
+	d->t_link_ns = mig_now_ns();
 	pthread_mutex_unlock(&d->req_lock);
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
@@ -1392,7 +1548,7 @@ static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 {
 	struct mig_conn *urg, *bulk;
 	for (int k = 0; k < MAX_HANDSHAKES; k++)
-		d->hs_fd[k] = -1;
+		d->hs[k].fd = -1;
 	if (pthread_create(&d->acceptor, NULL, acceptor_thread, d)) {
 		snprintf(err, errlen, "cannot start the acceptor thread");
 		return -EAGAIN;
@@ -1404,6 +1560,7 @@ static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
+	d->t_link_ns = mig_now_ns();
 	if (pthread_create(&d->watch, NULL, watch_thread, d) == 0)
 		d->watch_on = 1;
 	return 0;
@@ -1592,6 +1749,7 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 			break;
 	}
 	__atomic_fetch_add(&d->faults, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 	mig_stamp(d->stamps, i, MIG_STEP_FAULT, d->t_fault[i]);
 	struct mig_page_request q = { .count = 1 };
 	uint64_t addr = i * MIG_PAGE_SIZE;
@@ -1770,5 +1928,6 @@ void mig_dest_free(struct mig_dest *d)
 	incoming_free(d);
 	mig_spin_destroy(&d->spin);
 	free(d->lat.ns);
+	mig_auth_wipe(d->secret, sizeof(d->secret));
 	free(d);
 }

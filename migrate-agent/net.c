@@ -141,7 +141,7 @@ int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, u
 		return -ENOMEM;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->last_rx_ns = c->last_tx_ns = mig_now_ns();
+	c->last_rx_ns = c->last_tx_ns = c->last_frame_ns = mig_now_ns();
 	return 0;
 }
 
@@ -165,6 +165,31 @@ void mig_conn_set_rcvtimeo(struct mig_conn *c, int ms)
 	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	c->rcv_timeout_ms = ms;
+}
+
+void mig_conn_set_deadline(struct mig_conn *c, uint64_t deadline_ns)
+{
+	c->deadline_ns = deadline_ns;
+	if (!deadline_ns) /* back to the configured per-receive timeout */
+		mig_conn_set_rcvtimeo(c, c->rcv_timeout_ms);
+}
+
+int mig_conn_binding(struct mig_conn *c, uint8_t *out)
+{
+	if (c->io && c->io->binding)
+		return c->io->binding(c, out);
+	memset(out, 0, MIG_SECRET_LEN);
+	return 0;
+}
+
+bool mig_conn_next_is(const struct mig_conn *c, uint16_t type)
+{
+	struct mig_frame_hdr h;
+
+	if (mig_conn_buffered(c) < sizeof(h))
+		return false;
+	memcpy(&h, c->rbuf + c->rstart, sizeof(h));
+	return h.type == type && mig_conn_buffered(c) - sizeof(h) >= h.len;
 }
 
 void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns)
@@ -299,6 +324,44 @@ size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void 
 	return sizeof(h) + l1 + l2;
 }
 
+/*
+ * With a total deadline: the receive about to block waits at most until
+ * then (-EAGAIN once it passed, as a receive timeout).  The socket's
+ * SO_RCVTIMEO is set for each wait: a system call, but only while a
+ * handshake or an awaited reply runs.
+ */
+static int apply_deadline(struct mig_conn *c)
+{
+	int ms;
+	struct timeval tv;
+
+	if (!c->deadline_ns)
+		return 0;
+	ms = mig_conn_wait_ms(c);
+	if (ms == 0)
+		return -EAGAIN;
+	if (!c->io) {
+		tv = (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	return 0;
+}
+
+int mig_conn_wait_ms(const struct mig_conn *c)
+{
+	uint64_t now, left;
+
+	if (!c->deadline_ns)
+		return c->rcv_timeout_ms ? c->rcv_timeout_ms : -1;
+	now = mig_now_ns();
+	if (now >= c->deadline_ns)
+		return 0;
+	left = (c->deadline_ns - now + 999999) / 1000000;
+	if (c->rcv_timeout_ms && (uint64_t)c->rcv_timeout_ms < left)
+		left = (uint64_t)c->rcv_timeout_ms;
+	return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
 /* Make at least need bytes available at rbuf + rstart. */
 static int fill(struct mig_conn *c, size_t need)
 {
@@ -321,15 +384,18 @@ static int fill(struct mig_conn *c, size_t need)
 	}
 	c->io_err[0] = 0;
 	while (c->rend - c->rstart < need) {
+		int r = apply_deadline(c);
+		if (r)
+			return r;
 		/*
 		 * With a spin policy (spin.h): non-blocking tries while it wants
 		 * to spin, else its poll() (plain TCP; a TLS back end may hold
 		 * decrypted bytes the socket no longer shows: it blocks in recv).
 		 */
-		bool wait = !c->spin || (c->io && !mig_spin_wanted(c->spin, mig_now_ns()));
+		bool wait = !c->spin || c->deadline_ns ||
+			    (c->io && !mig_spin_wanted(c->spin, mig_now_ns()));
 		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, wait);
 		if (n == -EAGAIN && !wait) {
-			int r = 0;
 			if (mig_spin_wanted(c->spin, mig_now_ns()))
 				mig_cpu_relax();
 			else if (!c->io)
@@ -446,5 +512,11 @@ static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t *
 	c->rstart += sizeof(*h) + h->len;
 	if (c->rstart == c->rend)
 		c->rstart = c->rend = 0;
+	if (h->type != MIG_MSG_PING)
+		__atomic_store_n(&c->last_frame_ns, mig_now_ns(), __ATOMIC_RELAXED);
+	else if (c->wire.frame_limit) {
+		snprintf(err, errlen, "%s channel: PING before the handshake completed", c->name);
+		return -EPROTO;
+	}
 	return 0;
 }

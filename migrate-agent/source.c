@@ -129,6 +129,30 @@ static void set_link_up(struct src *s, int up)
 }
 
 /*
+ * Is the link stalled at now (under link_lock, link up)?  Nothing came from
+ * the destination and nothing could be sent to it for idle_ms.  (The wait
+ * for COMPLETE after the last page has no progress deadline of its own:
+ * the source cannot tell a slow link, whose pages are still on their way,
+ * from a destination that withholds COMPLETE; by then the VM runs there,
+ * and the source only holds memory.  docs/security.md.)
+ */
+static int link_stalled(struct src *s, uint64_t now, char *why, size_t len)
+{
+	uint64_t idle = (uint64_t)s->o->idle_ms * 1000000ull;
+	uint64_t heard = mig_conn_heard(&s->urg);
+	uint64_t sent = __atomic_load_n(&s->bulk.last_tx_ns, __ATOMIC_RELAXED);
+
+	if (sent > heard)
+		heard = sent;
+	if (now > heard && now - heard > idle) {
+		snprintf(why, len, "destination silent for %d ms: stalled, or the link is down",
+			 s->o->idle_ms);
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * The watchdog, for the whole migration: every heartbeat interval
  * (idle_ms / 4, at most 1 s) a PING on the urgent channel if nothing else
  * went out; and when nothing came from the destination and nothing could be
@@ -140,7 +164,7 @@ static void set_link_up(struct src *s, int up)
 static void *watch_thread(void *arg)
 {
 	struct src *s = arg;
-	uint64_t ms = (uint64_t)s->o->idle_ms / 4, idle = (uint64_t)s->o->idle_ms * 1000000ull;
+	uint64_t ms = (uint64_t)s->o->idle_ms / 4;
 	uint64_t hb = (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
 	pthread_mutex_lock(&s->link_lock);
 	while (!s->watch_stop) {
@@ -152,15 +176,8 @@ static void *watch_thread(void *arg)
 			continue;
 		uint64_t now = mig_now_ns();
 		mig_conn_ping_if_quiet(&s->urg, now, hb);
-		uint64_t heard = mig_conn_heard(&s->urg);
-		uint64_t sent = __atomic_load_n(&s->bulk.last_tx_ns, __ATOMIC_RELAXED);
-		if (sent > heard)
-			heard = sent;
-		if (now > heard && now - heard > idle) {
-			char why[160];
-			snprintf(why, sizeof(why),
-				 "destination silent for %d ms: stalled, or the link is down",
-				 s->o->idle_ms);
+		char why[160];
+		if (link_stalled(s, now, why, sizeof(why))) {
 			s->link_up = 0;
 			set_break(s, 0, why);
 		}
@@ -204,20 +221,18 @@ static void link_cause(struct src *s, char *err, size_t errlen)
 
 /* ---- Connection set-up ---- */
 
-/*
- * AUTH after HELLO (wire.h): the session's first urgent connection learns
- * the secret; every other connection answers the destination's challenge.
- */
-static int authenticate(struct src *s, struct mig_conn *c, int channel, char *err, size_t errlen)
+/* The next frame on c, which must be AUTH; the destination's ERROR is a refusal. */
+static int recv_auth(struct mig_conn *c, struct mig_auth *a, char *err, size_t errlen)
 {
 	struct mig_frame_hdr fh;
 	const uint8_t *p;
 	int r = mig_conn_recv(c, &fh, &p, err, errlen);
 	if (r)
 		return r;
-	struct mig_auth a;
 	if (fh.type == MIG_MSG_ERROR) {
-		snprintf(err, errlen, "destination refused the %s channel", c->name);
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
 		return -ECONNREFUSED;
 	}
 	if (fh.type != MIG_MSG_AUTH) {
@@ -225,9 +240,64 @@ static int authenticate(struct src *s, struct mig_conn *c, int channel, char *er
 			 mig_msg_name(fh.type));
 		return -EPROTO;
 	}
-	memcpy(&a, p, sizeof(a));
+	memcpy(a, p, sizeof(*a));
+	return 0;
+}
+
+/*
+ * Both ways (wire.h, AUTH): our proof for the destination's nonce, then
+ * the destination's for ours.  A destination that cannot prove the secret
+ * is an impostor (-EACCES).
+ */
+static int prove_both_ways(struct src *s, struct mig_conn *c, int channel,
+			   const struct mig_auth *challenge, char *err, size_t errlen)
+{
+	struct mig_auth proof = { .kind = MIG_AUTH_PROOF }, ours = { .kind = MIG_AUTH_CHALLENGE };
+	struct mig_auth back;
+	uint8_t bind[MIG_SECRET_LEN];
+	int r = mig_conn_binding(c, bind);
+	if (!r)
+		r = mig_auth_proof(s->secret, MIG_ROLE_SOURCE, challenge->data, s->session,
+				   (uint16_t)channel, bind, proof.data);
+	if (!r)
+		r = mig_random_bytes(ours.data, sizeof(ours.data), err, errlen);
+	else
+		snprintf(err, errlen, "%s channel: cannot compute the proof of the session secret",
+			 c->name);
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0);
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &ours, sizeof(ours), NULL, 0);
+	if (!r)
+		r = recv_auth(c, &back, err, errlen);
+	if (r)
+		return r;
+	if (back.kind != MIG_AUTH_PROOF || !mig_auth_check(s->secret, MIG_ROLE_DEST, ours.data,
+							   s->session, (uint16_t)channel, bind,
+							   back.data)) {
+		snprintf(err, errlen,
+			 "%s channel: the peer did not prove the session secret: not our "
+			 "destination",
+			 c->name);
+		return -EACCES;
+	}
+	return 0;
+}
+
+/*
+ * AUTH after HELLO (wire.h): the session's first urgent connection learns
+ * the secret; every other connection proves it, and has the destination
+ * prove it.
+ */
+static int authenticate(struct src *s, struct mig_conn *c, int channel, char *err, size_t errlen)
+{
+	struct mig_auth a;
+	int r = recv_auth(c, &a, err, errlen);
+	if (r)
+		return r;
 	if (!s->have_secret && channel == MIG_CHAN_URGENT && a.kind == MIG_AUTH_SECRET) {
 		memcpy(s->secret, a.data, sizeof(s->secret));
+		mig_auth_wipe(&a, sizeof(a));
 		s->have_secret = 1;
 		return 0;
 	}
@@ -235,9 +305,7 @@ static int authenticate(struct src *s, struct mig_conn *c, int channel, char *er
 		snprintf(err, errlen, "%s channel: unexpected AUTH kind %u", c->name, a.kind);
 		return -EPROTO;
 	}
-	struct mig_auth proof = { .kind = MIG_AUTH_PROOF };
-	mig_auth_proof(s->secret, a.data, s->session, (uint16_t)channel, proof.data);
-	return mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0);
+	return prove_both_ways(s, c, channel, &a, err, errlen);
 }
 
 static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
@@ -305,11 +373,16 @@ static int open_channel(struct src *s, struct mig_conn *c, int channel, int reco
 		snprintf(err, errlen, "%s channel: %s", c->name, why);
 		return r;
 	}
-	/* A destination that accepts but never answers is silent, not slow. */
-	mig_conn_set_rcvtimeo(c, s->o->idle_ms);
+	/*
+	 * A destination that accepts but never answers is silent, not slow:
+	 * one deadline for HELLO and AUTH, however the bytes trickle in, and
+	 * frames no longer than a handshake's until AUTH completed.
+	 */
+	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
+	mig_conn_set_deadline(c, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
 	r = hello(s, c, channel, recover, err, errlen);
-	if (!r)
-		mig_conn_set_rcvtimeo(c, 0);
+	mig_conn_set_deadline(c, 0);
+	c->wire.frame_limit = 0;
 	return r;
 }
 
@@ -342,8 +415,15 @@ static int connect_pair(struct src *s, int recover, uint64_t deadline, char *err
 			}
 			mig_conn_close(&s->urg);
 			mig_conn_close(&s->bulk);
-			if (permanent_refusal(r))
+			/*
+			 * While recovering, whoever answers at the address may be an
+			 * impostor, or a stranger's connection may have taken the
+			 * slot: only the deadline ends the tries.
+			 */
+			if (!recover && permanent_refusal(r))
 				return r;
+			if (recover)
+				pr_mig("reconnection refused (%s); trying again\n", err);
 		} else {
 			if (ufd >= 0)
 				close(ufd);
@@ -947,6 +1027,48 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 
 /* ---- Recovery ---- */
 
+/*
+ * Wait for RESUME on a reconnected pair, within idle_ms (heartbeats do not
+ * extend it): 0 with *h and *p, -ETIMEDOUT or another -errno with err.
+ */
+static int await_resume(struct src *s, struct mig_frame_hdr *h, const uint8_t **p, char *err,
+			size_t errlen)
+{
+	mig_conn_set_deadline(&s->urg, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
+	int r = mig_conn_recv(&s->urg, h, p, err, errlen);
+	mig_conn_set_deadline(&s->urg, 0);
+	if (!r && h->type != MIG_MSG_RESUME) {
+		snprintf(err, errlen, "recovery: expected RESUME, got %s", mig_msg_name(h->type));
+		r = -EPROTO;
+	}
+	return r;
+}
+
+/*
+ * Reconnect and take RESUME before deadline.  A reconnection whose RESUME
+ * does not come within idle_ms is dropped and tried again: a destination
+ * that only sends heartbeats cannot hold the source past the deadline.
+ */
+static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_frame_hdr *h,
+				const uint8_t **p, char *err, size_t errlen)
+{
+	for (;;) {
+		int r = connect_pair(s, 1, deadline, err, errlen);
+		if (r)
+			return r;
+		set_link_up(s, 1);
+		r = await_resume(s, h, p, err, errlen);
+		if (!r)
+			return 0;
+		set_link_up(s, 0);
+		mig_conn_close(&s->urg);
+		mig_conn_close(&s->bulk);
+		if (mig_now_ns() > deadline)
+			return r;
+		pr_mig("reconnected, but no RESUME (%s); trying again\n", err);
+	}
+}
+
 static int recover_link(struct src *s, char *err, size_t errlen)
 {
 	uint64_t deadline = mig_now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
@@ -958,9 +1080,9 @@ static int recover_link(struct src *s, char *err, size_t errlen)
 	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
-	int r = connect_pair(s, 1, deadline, err, errlen);
-	if (!r)
-		set_link_up(s, 1);
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = reconnect_for_resume(s, deadline, &h, &p, err, errlen);
 	if (r) {
 		char e2[300];
 		snprintf(e2, sizeof(e2), "%s", err);
@@ -968,15 +1090,6 @@ static int recover_link(struct src *s, char *err, size_t errlen)
 			 "destination unreachable for %d ms after the link broke (%s); giving up",
 			 s->o->recover_ms, e2);
 		return r;
-	}
-	struct mig_frame_hdr h;
-	const uint8_t *p;
-	r = mig_conn_recv(&s->urg, &h, &p, err, errlen);
-	if (r)
-		return r;
-	if (h.type != MIG_MSG_RESUME) {
-		snprintf(err, errlen, "recovery: expected RESUME, got %s", mig_msg_name(h.type));
-		return -EPROTO;
 	}
 	/* The destination's bitmap is the truth: resend everything it lacks. */
 	struct mig_resume rs;
@@ -1212,7 +1325,13 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 	}
 	struct mig_frame_hdr h;
 	const uint8_t *p;
+	/* The acknowledgement within idle_ms: heartbeats are not an answer. */
+	mig_conn_set_deadline(&s->urg, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
 	r = mig_conn_recv(&s->urg, &h, &p, err, errlen);
+	mig_conn_set_deadline(&s->urg, 0);
+	if (r == -ETIMEDOUT)
+		snprintf(err, errlen, "destination did not acknowledge LAYOUT within %d ms",
+			 s->o->idle_ms);
 	if (!r && h.type == MIG_MSG_ERROR) {
 		char text[200]; /* escaped, possibly cut short */
 		mig_error_text(p, text, sizeof(text));
@@ -1315,6 +1434,7 @@ static void src_free(struct src *s)
 	mig_conn_close(&s->urg);
 	mig_conn_close(&s->bulk);
 	mig_tls_ctx_free(s->tls);
+	mig_auth_wipe(s->secret, sizeof(s->secret));
 	free(s->blob);
 	free(s->precopy_carry);
 	free(s->sent);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "migrate/net.h"
@@ -67,6 +68,7 @@ struct mig_tls {
 	pthread_mutex_t lock;
 	bool psk_offered;      /* server: the client offered a PSK */
 	bool unknown_identity; /* ... with an identity we lack */
+	bool cert_instead;     /* client, PSK: the server sent a certificate */
 	BIO *out;	       /* the write buffer in front of the socket (owned by ssl) */
 	unsigned long socket_writes, socket_reads; /* under lock */
 	/* A receive that failed after bytes it returned: the next one's result. */
@@ -77,6 +79,35 @@ struct mig_tls {
 
 /* ---- credentials ---- */
 
+/*
+ * A file holding a secret (a private key, a PSK file) must be a regular
+ * file that only its owner can read, as ssh insists for its keys: a key
+ * that others can read is a key others may hold.
+ */
+static int check_secret_file(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -EINVAL;
+	}
+	if (st.st_mode & 077) {
+		snprintf(err, errlen,
+			 "%s: readable by group or others (mode %04o): a secret key must be "
+			 "private to its owner (chmod 600 it)",
+			 path, (unsigned int)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t errlen)
 {
 	const char *who = c->server ? "server" : "client";
@@ -86,6 +117,9 @@ static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t e
 	snprintf(ca, sizeof(ca), "%s/ca-cert.pem", dir);
 	snprintf(cert, sizeof(cert), "%s/%s-cert.pem", dir, who);
 	snprintf(key, sizeof(key), "%s/%s-key.pem", dir, who);
+	int r = check_secret_file(key, err, errlen);
+	if (r)
+		return r;
 	if (SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1) {
 		snprintf(err, errlen, "%s: cannot load the CA certificate", ca);
 		return -EINVAL;
@@ -137,10 +171,13 @@ static int parse_psk_line(char *line, struct psk_entry *e)
 
 static int load_psk(struct mig_tls_ctx *c, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
 	char line[2 * PSK_MAX_KEY + PSK_MAX_ID + 8];
-	int n = 0, r = 0;
+	int n = 0, r = check_secret_file(path, err, errlen);
+	FILE *f;
 
+	if (r)
+		return r;
+	f = fopen(path, "re");
 	if (!f) {
 		r = -errno;
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -201,6 +238,22 @@ static int psk_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id,
 	return *sess != NULL;
 }
 
+/*
+ * Client, PSK: any certificate is refused.  TLS 1.3 lets a server ignore
+ * the client's PSK and authenticate with a certificate instead; a client
+ * that checks no certificate would then talk to anyone who has one.
+ */
+static int psk_refuse_cert(int preverify_ok, X509_STORE_CTX *store)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+	struct mig_tls *t = ssl ? SSL_get_app_data(ssl) : NULL;
+
+	(void)preverify_ok;
+	if (t)
+		t->cert_instead = true;
+	return 0;
+}
+
 static int psk_find_session(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
 {
 	const struct mig_tls_ctx *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
@@ -257,6 +310,8 @@ int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ct
 			SSL_CTX_set_psk_find_session_callback(c->ssl, psk_find_session);
 		else
 			SSL_CTX_set_psk_use_session_callback(c->ssl, psk_use_session);
+		if (!server)
+			SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER, psk_refuse_cert);
 	}
 	if (!r && !server && o->creds_dir && !c->hostname[0]) {
 		snprintf(err, errlen, "x509: the client needs the server's name (--tls-hostname)");
@@ -362,6 +417,12 @@ static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c,
 
 	if (t->unknown_identity) {
 		snprintf(err, errlen, "TLS: the client's PSK identity is not in our PSK file");
+		return -EACCES;
+	}
+	if (t->cert_instead) {
+		snprintf(err, errlen,
+			 "TLS: the peer did not authenticate with the pre-shared key (it sent a "
+			 "certificate instead)");
 		return -EACCES;
 	}
 	if (verify != X509_V_OK) {
@@ -474,12 +535,31 @@ static void session_free(struct mig_tls *t)
 	free(t);
 }
 
+/*
+ * After a completed handshake: did the peer prove what this mode demands?
+ * x509: OpenSSL verified its certificate (SSL_VERIFY_PEER, fail if none).
+ * PSK: the session must have been made from the external PSK; a TLS 1.3
+ * handshake can complete without it (a full handshake with a certificate),
+ * so both ends check.
+ */
+static int check_peer_authenticated(struct mig_tls *t, const struct mig_tls_ctx *c, char *err,
+				    size_t errlen)
+{
+	if (!c->psk)
+		return 0;
+	if (SSL_session_reused(t->ssl) == 1)
+		return 0;
+	snprintf(err, errlen, "TLS: the peer did not authenticate with the pre-shared key");
+	return -EACCES;
+}
+
 int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_tls **out,
 		      char *err, size_t errlen)
 {
 	int64_t deadline = deadline_of(timeout_ms);
 	struct mig_tls *t = calloc(1, sizeof(*t));
 	int flags = fcntl(fd, F_GETFL);
+	int r;
 
 	if (!t || !(t->ssl = SSL_new(c->ssl))) {
 		free(t);
@@ -500,7 +580,7 @@ int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_
 	else
 		SSL_set_connect_state(t->ssl);
 	for (;;) {
-		int r, e;
+		int e;
 
 		ERR_clear_error();
 		r = SSL_do_handshake(t->ssl);
@@ -516,6 +596,11 @@ int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_
 			return -ETIMEDOUT;
 		}
 		r = handshake_error(t, c, e, err, errlen);
+		session_free(t);
+		return r;
+	}
+	r = check_peer_authenticated(t, c, err, errlen);
+	if (r) {
 		session_free(t);
 		return r;
 	}
@@ -711,7 +796,7 @@ static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
 
 static ssize_t tls_io_recv(struct mig_conn *c, void *buf, size_t len, bool wait)
 {
-	int timeout = !wait ? 0 : c->rcv_timeout_ms ? c->rcv_timeout_ms : -1;
+	int timeout = !wait ? 0 : mig_conn_wait_ms(c);
 	ssize_t n = mig_tls_recv(c->io_ctx, buf, len, timeout, c->io_err, sizeof(c->io_err));
 
 	return n == -ETIMEDOUT ? -EAGAIN : n;
@@ -722,11 +807,28 @@ static void tls_io_close(struct mig_conn *c)
 	mig_tls_free(c->io_ctx);
 }
 
+int mig_tls_binding(struct mig_tls *t, uint8_t *out, size_t len)
+{
+	static const char label[] = "EXPORTER-postcopy-kvm-auth";
+	int ok;
+
+	pthread_mutex_lock(&t->lock);
+	ok = SSL_export_keying_material(t->ssl, out, len, label, sizeof(label) - 1, NULL, 0, 0);
+	pthread_mutex_unlock(&t->lock);
+	return ok == 1 ? 0 : -EIO;
+}
+
+static int tls_io_binding(struct mig_conn *c, uint8_t *out)
+{
+	return mig_tls_binding(c->io_ctx, out, MIG_SECRET_LEN);
+}
+
 static const struct mig_io_ops tls_io = {
 	.name = "tls",
 	.send = tls_io_send,
 	.recv = tls_io_recv,
 	.close = tls_io_close,
+	.binding = tls_io_binding,
 };
 
 int mig_tls_secure(struct mig_tls_ctx *ctx, struct mig_conn *c, int timeout_ms, char *err,

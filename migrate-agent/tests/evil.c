@@ -106,10 +106,20 @@ static int authenticate(struct mig_conn *c, int channel)
 		have_secret = 1;
 		return 0;
 	}
-	struct mig_auth proof = { .kind = MIG_AUTH_PROOF };
-	if (have_secret)
-		mig_auth_proof(secret, a.data, session, (uint16_t)channel, proof.data);
-	return mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0) ? -1 : 0;
+	struct mig_auth proof = { .kind = MIG_AUTH_PROOF }, ours = { .kind = MIG_AUTH_CHALLENGE };
+	uint8_t bind[MIG_SECRET_LEN];
+	if (have_secret && !mig_conn_binding(c, bind))
+		mig_auth_proof(secret, MIG_ROLE_SOURCE, a.data, session, (uint16_t)channel, bind,
+			       proof.data);
+	if (mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0) ||
+	    mig_conn_send(c, MIG_MSG_AUTH, &ours, sizeof(ours), NULL, 0))
+		return -1;
+	/* The destination's proof of our (all-zero) nonce; an intruder gets ERROR. */
+	if (mig_conn_recv(c, &fh, &p, err, sizeof(err)) || fh.type != MIG_MSG_AUTH) {
+		fprintf(stderr, "mig-evil: %s channel: refused at AUTH\n", c->name);
+		return -1;
+	}
+	return 0;
 }
 
 /* Open a channel and say a valid HELLO; wait for the answer; authenticate. */
@@ -786,6 +796,30 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
 /* ---- Hostile destinations (this listens; the peer under test is a source) ---- */
 
 /* Accept both channels and answer their HELLOs; 0 or -1. */
+/*
+ * The bulk channel's AUTH as a destination whose secret is `key` (the
+ * one it sent): take the source's proof (unchecked) and its challenge,
+ * prove the secret back.
+ */
+static int dest_prove(struct mig_conn *c, uint64_t sid, const uint8_t *key)
+{
+	char err[300];
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	struct mig_auth in, out = { .kind = MIG_AUTH_PROOF };
+	uint8_t bind[MIG_SECRET_LEN];
+	for (int n = 0; n < 2; n++)
+		if (mig_conn_recv(c, &h, &p, err, sizeof(err)) || h.type != MIG_MSG_AUTH) {
+			fprintf(stderr, "mig-evil: no proof and challenge on the bulk channel\n");
+			return -1;
+		}
+	memcpy(&in, p, sizeof(in));
+	if (mig_conn_binding(c, bind) ||
+	    mig_auth_proof(key, MIG_ROLE_DEST, in.data, sid, MIG_CHAN_BULK, bind, out.data))
+		return -1;
+	return mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0) ? -1 : 0;
+}
+
 static int dest_accept(int lfd, struct mig_conn c[2])
 {
 	char err[300];
@@ -805,11 +839,8 @@ static int dest_accept(int lfd, struct mig_conn c[2])
 		mig_conn_send(&c[k], MIG_MSG_HELLO, &m, sizeof(m), NULL, 0);
 		struct mig_auth a = { .kind = k ? MIG_AUTH_CHALLENGE : MIG_AUTH_SECRET };
 		mig_conn_send(&c[k], MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
-		if (k &&
-		    (mig_conn_recv(&c[k], &h, &p, err, sizeof(err)) || h.type != MIG_MSG_AUTH)) {
-			fprintf(stderr, "mig-evil: no proof on the bulk channel\n");
+		if (k && dest_prove(&c[k], m.session_id, a.data))
 			return -1;
-		}
 	}
 	return 0;
 }

@@ -14,6 +14,7 @@ shift 2
 work=$(mktemp -d /tmp/tls-cost.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 scripts/make-tls-creds.sh "$work/x509" 127.0.0.1 > /dev/null
+umask 077 # the PSK files are secrets: readable by their owner only
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/keys.psk"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 flags() {

@@ -33,6 +33,7 @@ CA_DIR="$c/good" scripts/make-tls-creds.sh "$c/expired" 127.0.0.1 -1 > /dev/null
 mkdir "$c/wrongca" "$c/rogue"
 cp "$c/good"/client-*.pem "$c/wrongca/" && cp "$c/other/ca-cert.pem" "$c/wrongca/"
 cp "$c/other"/client-*.pem "$c/rogue/" && cp "$c/good/ca-cert.pem" "$c/rogue/"
+umask 077 # the PSK files are secrets: readable by their owner only
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$c/keys.psk"
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$c/other.psk"
 

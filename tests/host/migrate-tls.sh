@@ -23,6 +23,7 @@ mkdir "$work/wrongca"                 # the right certificate, the wrong CA to c
 cp "$work/good"/client-*.pem "$work/wrongca/" && cp "$work/other/ca-cert.pem" "$work/wrongca/"
 mkdir "$work/rogue"                   # a client certificate from another CA
 cp "$work/other"/client-*.pem "$work/rogue/" && cp "$work/good/ca-cert.pem" "$work/rogue/"
+umask 077 # the PSK files are secrets: readable by their owner only
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/keys.psk"
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/other.psk"
 printf 'stranger:%s\n' "$(openssl rand -hex 32)" > "$work/stranger.psk"

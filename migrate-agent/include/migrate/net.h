@@ -44,6 +44,8 @@ struct mig_io_ops {
 	int (*send)(struct mig_conn *c, struct iovec *iov, int n);
 	ssize_t (*recv)(struct mig_conn *c, void *buf, size_t len, bool wait);
 	void (*close)(struct mig_conn *c);
+	/* MIG_SECRET_LEN bytes that only this session's two ends can know: 0 or -errno. */
+	int (*binding)(struct mig_conn *c, uint8_t *out);
 };
 
 struct mig_conn {
@@ -51,6 +53,7 @@ struct mig_conn {
 	const struct mig_io_ops *io; /* NULL: plain TCP */
 	void *io_ctx;		     /* the back end's session */
 	int rcv_timeout_ms;	     /* 0: none */
+	uint64_t deadline_ns;	     /* nonzero: every receive ends by then (mig_now_ns()) */
 	int snd_timeout_ms;	     /* 0: none */
 	char io_err[160];	     /* the back end's last error */
 	const char *name;	     /* "urgent" or "bulk", for messages */
@@ -64,6 +67,11 @@ struct mig_conn {
 	uint64_t tx_hdr;       /* bytes of frame headers sent */
 	uint64_t rx_bytes;
 	uint64_t last_rx_ns; /* mig_now_ns() of the last bytes received (atomic) */
+	/*
+	 * ... and of the last frame other than PING (atomic): progress, which
+	 * heartbeats do not make.
+	 */
+	uint64_t last_frame_ns;
 	uint64_t last_tx_ns; /* ... and of the last bytes sent (atomic) */
 };
 
@@ -98,8 +106,33 @@ static inline uint64_t mig_conn_heard(const struct mig_conn *c)
 }
 /* Send a heartbeat (PING) on c if nothing went out for quiet_ns. */
 void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns);
+/* When c last received a frame other than PING (mig_now_ns()). */
+static inline uint64_t mig_conn_progress(const struct mig_conn *c)
+{
+	return __atomic_load_n(&c->last_frame_ns, __ATOMIC_RELAXED);
+}
 /* Receive timeout of c (0: none): mig_conn_recv() says -ETIMEDOUT after it. */
 void mig_conn_set_rcvtimeo(struct mig_conn *c, int ms);
+/*
+ * A total deadline for receiving on c (mig_now_ns(); 0: none): past it
+ * mig_conn_recv() says -ETIMEDOUT, however the bytes trickle in and
+ * however many heartbeats came.  For the handshake and for an awaited
+ * reply.  Call from the receiving thread.
+ */
+void mig_conn_set_deadline(struct mig_conn *c, uint64_t deadline_ns);
+/*
+ * How long a blocking receive on c may wait now, in ms: the receive
+ * timeout or what is left of the deadline, whichever is shorter; 0 once
+ * the deadline passed; -1 for no limit.  For I/O back ends.
+ */
+int mig_conn_wait_ms(const struct mig_conn *c);
+/*
+ * The channel binding of c's session (MIG_SECRET_LEN bytes into out): a
+ * TLS exporter value (RFC 5705), which a relay between two TLS sessions
+ * cannot make equal on both; all zeroes on plain TCP, which has none.
+ * 0 or -errno.
+ */
+int mig_conn_binding(struct mig_conn *c, uint8_t *out);
 /* The socket, when bytes may be written to it directly (plain TCP); else -1. */
 int mig_conn_raw_fd(const struct mig_conn *c);
 /*
@@ -135,12 +168,20 @@ static inline size_t mig_conn_buffered(const struct mig_conn *c)
 }
 
 /*
+ * Is the next frame on c already received whole and of this type?  Then
+ * mig_conn_recv() will hand it out without waiting (unchecked: only a hint).
+ */
+bool mig_conn_next_is(const struct mig_conn *c, uint16_t type);
+
+/*
  * Receive and check the next frame.  On 0, *h is its header and *payload
  * points to h->len checked bytes, valid until the next call.  -ECONNRESET
  * when the peer closed the connection at a frame boundary, -EPIPE inside a
  * frame, -ETIMEDOUT when a receive timeout (SO_RCVTIMEO) expired, other
  * negative errnos for a rejected frame (message in err).  Heartbeats (PING)
- * are consumed here: callers never see them.
+ * are consumed here: callers never see them; before the handshake completed
+ * (wire.frame_limit set) a PING is a protocol error (-EPROTO): a stranger
+ * gets to send HELLO, AUTH and ERROR, nothing else.
  */
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen);

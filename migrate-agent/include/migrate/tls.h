@@ -10,6 +10,11 @@
  *         server's certificate names the host it meant to reach.
  *   psk   a file of lines IDENTITY:HEXKEY (QEMU's tls-creds-psk keys.psk);
  *         the client offers the first line, the server accepts any line.
+ *         Both ends require that the session was made from the PSK (TLS
+ *         1.3 would let a server ignore it and use a certificate): the
+ *         client refuses any certificate.
+ * Files holding a secret (the *-key.pem of this side, the PSK file) must
+ * be readable by their owner only, or they are refused (-EPERM).
  *
  * One struct mig_tls wraps one connected socket.  One thread may send while
  * another receives (the transport's urgent channel does): each call holds
@@ -22,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct mig_tls_opts {
@@ -64,6 +70,13 @@ int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms)
  */
 ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, char *err,
 		     size_t errlen);
+
+/*
+ * len bytes of keying material exported from the session (RFC 8446, 7.5;
+ * label "EXPORTER-postcopy-kvm-auth"): equal at both ends of one session,
+ * unknown to anyone else, different on every session.  0 or -EIO.
+ */
+int mig_tls_binding(struct mig_tls *t, uint8_t *out, size_t len);
 
 /* What a session negotiated, and how its bytes crossed the socket. */
 struct mig_tls_info {

@@ -39,7 +39,7 @@
 /* ---- Constants ---- */
 
 #define MIG_MAGIC	  0x474d4350u /* "PCMG" read as little-endian bytes */
-#define MIG_VERSION	  2u	      /* 2: AUTH and PING */
+#define MIG_VERSION	  3u	      /* 2: AUTH and PING; 3: mutual, TLS-bound proofs */
 #define MIG_PAGE_SIZE	  4096u
 #define MIG_MAX_PAYLOAD	  (16u << 20) /* STATE and RESUME are the big ones */
 #define MIG_MAX_REQ_PAGES 512u	      /* addresses in one PAGE_REQUEST */
@@ -322,19 +322,26 @@ _Static_assert(sizeof(struct mig_error) == 8, "ERROR header is 8 bytes");
  * migration (MIG_SECRET_LEN bytes) and sends it with kind SECRET on the
  * first urgent connection of the session, the one that made the session:
  * only that connection learns it, and it never crosses the wire again.
- * Every later connection of the session (its bulk channel, any reconnection)
- * gets kind CHALLENGE, data a fresh random nonce, and must answer with kind
- * PROOF, data HMAC-SHA256(secret, "PCMG-AUTH" nonce session_id channel)
- * (session_id 8 bytes and channel 2 bytes, little-endian; see
- * mig_auth_proof()).  A wrong proof gets ERROR and the connection is closed;
- * it never affects the session's live link.
+ * Every later connection of the session (its bulk channel, any
+ * reconnection) authenticates both ways:
+ *   destination -> source  CHALLENGE, data a fresh random nonce Nd
+ *   source -> destination  PROOF of Nd, then CHALLENGE with its own nonce Ns
+ *   destination -> source  PROOF of Ns, after it checked the source's
+ * A PROOF is HMAC-SHA256(secret, label nonce session_id channel binding)
+ * (mig_auth_proof(): the label names the prover, binding is the
+ * connection's TLS exporter value, zeroes on plain TCP), so a proof is good
+ * for one TLS session only: a relay that forwards a challenge between two
+ * sessions gets an answer it cannot use.  A wrong proof gets ERROR and the
+ * connection is closed; it never affects the session's live link.  A
+ * source that gets a wrong proof talks to an impostor: it closes the
+ * connection and, while recovering, tries again.
  * Contract: kind known, reserved zero.
  */
 #define MIG_SECRET_LEN 32
 enum mig_auth_kind {
 	MIG_AUTH_SECRET = 1,	/* destination -> source, first urgent connection */
-	MIG_AUTH_CHALLENGE = 2, /* destination -> source, every other connection */
-	MIG_AUTH_PROOF = 3,	/* source -> destination, the answer to a challenge */
+	MIG_AUTH_CHALLENGE = 2, /* either way, every other connection: a fresh nonce */
+	MIG_AUTH_PROOF = 3,	/* either way, the answer to the peer's challenge */
 };
 struct mig_auth {
 	uint32_t kind;
@@ -346,8 +353,10 @@ _Static_assert(sizeof(struct mig_auth) == 40, "AUTH is 40 bytes");
 /*
  * PING, either direction, urgent channel, empty payload: a heartbeat, sent
  * when the channel was otherwise quiet for a while (docs/migration.md,
- * liveness).  Receivers consume it silently; any traffic proves the peer
- * alive.
+ * liveness).  Receivers consume it silently.  A PING proves the peer's
+ * socket open, not that the peer does its job: no wait for a reply or for
+ * progress counts it (docs/migration.md, liveness).  Never before AUTH
+ * completed: a protocol error there.
  */
 
 /* ---- Checksums and framing ---- */
