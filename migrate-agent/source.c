@@ -1037,6 +1037,9 @@ static int await_resume(struct src *s, struct mig_frame_hdr *h, const uint8_t **
 	mig_conn_set_deadline(&s->urg, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
 	int r = mig_conn_recv(&s->urg, h, p, err, errlen);
 	mig_conn_set_deadline(&s->urg, 0);
+	if (r == -ETIMEDOUT)
+		snprintf(err, errlen, "destination sent no RESUME within %d ms of the reconnection",
+			 s->o->idle_ms);
 	if (!r && h->type != MIG_MSG_RESUME) {
 		snprintf(err, errlen, "recovery: expected RESUME, got %s", mig_msg_name(h->type));
 		r = -EPROTO;

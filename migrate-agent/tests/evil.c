@@ -20,6 +20,9 @@
  *                        (with --tls-psk: first a plain one, then one with the key)
  *   idlers               three silent connections ahead of the real recovery
  *   stall                half the pages, then silence with the links open
+ *   ping-only            after the switch-over, heartbeats and nothing else
+ *   ping-flood           the last page as a demand reply, then a PING flood
+ *                        on the urgent channel: COMPLETE must come during it
  *   ansi-error           an ERROR with terminal escapes and a forged log line
  *   bad-state            a migration of a snapshot (--snapshot FILE) whose
  *                        state has a non-canonical RIP: the guest crashes
@@ -29,6 +32,8 @@
  *   silent-layout        LAYOUT never acknowledged
  *   stall-dest           RUNNING, then nothing is read any more
  *   lying-complete       COMPLETE right after STATE
+ *   ping-layout          heartbeats instead of the LAYOUT acknowledgement
+ *   ping-resume          the state, a cut, then heartbeats instead of RESUME
  * Scripted cases exit 3 when the peer under test misbehaved (message on
  * stderr).
  * Exit 0 when the stream was sent (the verdict is the peer's), 2 on usage,
@@ -649,6 +654,73 @@ static int case_stall(struct sess *s)
 		pause();
 }
 
+/* n PING frames into buf (24 bytes each): one write sends them all. */
+static size_t put_pings(struct mig_conn *c, uint8_t *buf, unsigned n)
+{
+	size_t len = 0;
+	for (unsigned k = 0; k < n; k++)
+		len += mig_conn_put(c, buf + len, MIG_MSG_PING, NULL, 0, NULL, 0);
+	return len;
+}
+
+/*
+ * After the switch-over, heartbeats and nothing else, every 100 ms for up
+ * to 60 s: the destination must see that no page request is answered and
+ * give up within its deadline (it used to wait for ever: PINGs kept the
+ * link "alive").
+ */
+static int case_ping_only(struct sess *s)
+{
+	if (sess_start(s) || sess_switch(s, 1))
+		return 1;
+	fprintf(stderr, "mig-evil: only heartbeats from now on\n");
+	for (int k = 0; k < 600; k++) {
+		if (mig_conn_send(&s->u, MIG_MSG_PING, NULL, 0, NULL, 0))
+			return 0; /* the destination closed the link: its verdict */
+		nanosleep(&(struct timespec){ 0, 100 * 1000000 }, NULL);
+	}
+	fprintf(stderr, "mig-evil: the destination took 60 s of heartbeats for progress\n");
+	return 3;
+}
+
+/*
+ * A PING flood on the urgent channel (about 20,000 a second) right behind
+ * the last page, sent as a demand reply in the same write: COMPLETE must
+ * come while the flood goes on (the page used to wait, uninstalled, until
+ * the flood stopped).  Exit 3 when COMPLETE did not come within 20 s.
+ */
+static int case_ping_flood(struct sess *s)
+{
+	enum { BURST = 200 };
+	uint8_t *buf = malloc(MIG_PAGE_FRAME_MAX + BURST * 24);
+	int got = 0;
+	if (!buf || sess_start(s) || sess_switch(s, 1))
+		return 1;
+	uint64_t last = s->nr_pages - 1;
+	struct mig_page pg = { .addr = last * MIG_PAGE_SIZE,
+			       .encoding = MIG_PAGE_RAW,
+			       .flags = MIG_PAGEF_DEMAND,
+			       .data_len = MIG_PAGE_SIZE };
+	if (sess_push(s, 0, last, NULL))
+		return 1;
+	size_t len = mig_conn_put(&s->u, buf, MIG_MSG_PAGE, &pg, sizeof(pg),
+				  s->ram + last * MIG_PAGE_SIZE, MIG_PAGE_SIZE);
+	len += put_pings(&s->u, buf + len, BURST);
+	for (int k = 0; k < 2000 && got == 0; k++) { /* 2000 bursts of 200, 10 ms apart */
+		if (mig_conn_write(&s->u, buf, len))
+			break;
+		len = put_pings(&s->u, buf, BURST);
+		got = sess_complete(s, 10);
+	}
+	free(buf);
+	if (got == 1) {
+		fprintf(stderr, "mig-evil: COMPLETE came during the PING flood\n");
+		return 0;
+	}
+	fprintf(stderr, "mig-evil: no COMPLETE during 20 s of PING flood\n");
+	return 3;
+}
+
 /* FNV-1a 64 of a VMM state blob, its checksum field (offset 24) read as 0. */
 static uint64_t state_checksum(const uint8_t *blob, size_t len)
 {
@@ -783,6 +855,10 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
 		r = case_idlers(&s);
 	else if (!strcmp(cs, "stall"))
 		r = case_stall(&s);
+	else if (!strcmp(cs, "ping-only"))
+		r = case_ping_only(&s);
+	else if (!strcmp(cs, "ping-flood"))
+		r = case_ping_flood(&s);
 	else if (!strcmp(cs, "ansi-error"))
 		r = case_ansi_error(&s);
 	else if (!strcmp(cs, "bad-state"))
@@ -801,7 +877,7 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
  * one it sent): take the source's proof (unchecked) and its challenge,
  * prove the secret back.
  */
-static int dest_prove(struct mig_conn *c, uint64_t sid, const uint8_t *key)
+static int dest_prove(struct mig_conn *c, uint64_t sid, uint16_t channel, const uint8_t *key)
 {
 	char err[300];
 	struct mig_frame_hdr h;
@@ -815,12 +891,13 @@ static int dest_prove(struct mig_conn *c, uint64_t sid, const uint8_t *key)
 		}
 	memcpy(&in, p, sizeof(in));
 	if (mig_conn_binding(c, bind) ||
-	    mig_auth_proof(key, MIG_ROLE_DEST, in.data, sid, MIG_CHAN_BULK, bind, out.data))
+	    mig_auth_proof(key, MIG_ROLE_DEST, in.data, sid, channel, bind, out.data))
 		return -1;
 	return mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0) ? -1 : 0;
 }
 
-static int dest_accept(int lfd, struct mig_conn c[2])
+/* Accept both channels (a recovery: both challenged) and run their handshake. */
+static int dest_accept_as(int lfd, struct mig_conn c[2], int recover)
 {
 	char err[300];
 	for (int k = 0; k < 2; k++) {
@@ -837,12 +914,18 @@ static int dest_accept(int lfd, struct mig_conn c[2])
 		ram_size = m.ram_size;
 		m.role = MIG_ROLE_DEST;
 		mig_conn_send(&c[k], MIG_MSG_HELLO, &m, sizeof(m), NULL, 0);
-		struct mig_auth a = { .kind = k ? MIG_AUTH_CHALLENGE : MIG_AUTH_SECRET };
+		int challenge = k || recover;
+		struct mig_auth a = { .kind = challenge ? MIG_AUTH_CHALLENGE : MIG_AUTH_SECRET };
 		mig_conn_send(&c[k], MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
-		if (k && dest_prove(&c[k], m.session_id, a.data))
+		if (challenge && dest_prove(&c[k], m.session_id, m.channel, a.data))
 			return -1;
 	}
 	return 0;
+}
+
+static int dest_accept(int lfd, struct mig_conn c[2])
+{
+	return dest_accept_as(lfd, c, 0);
 }
 
 /* The source's next frame on the urgent channel that is not a heartbeat. */
@@ -857,6 +940,25 @@ static int dest_expect(struct mig_conn *c, uint16_t type)
 	if (type == MIG_MSG_LAYOUT)
 		mig_conn_send(c, MIG_MSG_LAYOUT, p, h.len, NULL, 0);
 	return 0;
+}
+
+/*
+ * Heartbeats instead of the awaited reply (what), every 100 ms for up to
+ * 60 s; 0 once the source hung up (its verdict), 3 if it never did.
+ */
+static int dest_pings(struct mig_conn c[2], const char *what)
+{
+	fprintf(stderr, "mig-evil: heartbeats instead of %s\n", what);
+	for (int k = 0; k < 600; k++) {
+		struct pollfd p = { .fd = c[0].fd, .events = POLLIN };
+		char junk[4096];
+		if (poll(&p, 1, 100) > 0 && recv(c[0].fd, junk, sizeof(junk), 0) <= 0)
+			return 0;
+		if (mig_conn_send(&c[0], MIG_MSG_PING, NULL, 0, NULL, 0))
+			return 0;
+	}
+	fprintf(stderr, "mig-evil: the source took 60 s of heartbeats for %s\n", what);
+	return 3;
 }
 
 static int evil_dest(const char *cs, struct sockaddr_in *sa)
@@ -883,6 +985,24 @@ static int evil_dest(const char *cs, struct sockaddr_in *sa)
 			setsockopt(c[k].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	} else if (!strcmp(cs, "silent-layout")) {
 		/* Read LAYOUT, never acknowledge it (keep reading: no back-pressure). */
+	} else if (!strcmp(cs, "ping-layout")) {
+		/* Read LAYOUT, answer heartbeats only, for up to 60 s. */
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		if (recv_frame(&c[0], 30000, &h, &p) || h.type != MIG_MSG_LAYOUT)
+			return 1;
+		return dest_pings(c, "LAYOUT");
+	} else if (!strcmp(cs, "ping-resume")) {
+		/* Take the state, cut, take the reconnection, heartbeats instead of RESUME. */
+		struct mig_running run = { 0 };
+		if (dest_expect(&c[0], MIG_MSG_LAYOUT) || dest_expect(&c[0], MIG_MSG_STATE))
+			return 1;
+		mig_conn_send(&c[0], MIG_MSG_RUNNING, &run, sizeof(run), NULL, 0);
+		mig_conn_close(&c[0]);
+		mig_conn_close(&c[1]);
+		if (dest_accept_as(lfd, c, 1))
+			return 1;
+		return dest_pings(c, "RESUME");
 	} else if (!strcmp(cs, "stall-dest")) {
 		/* Take the state, say RUNNING, then stop reading altogether. */
 		struct mig_running run = { 0 };
@@ -938,11 +1058,13 @@ int main(int argc, char **argv)
 	const char *cs = argv[1];
 	if (!strcmp(cs, "evil-request") || !strcmp(cs, "silent-layout") ||
 	    !strcmp(cs, "drop-precopy") || !strcmp(cs, "stall-dest") ||
-	    !strcmp(cs, "lying-complete"))
+	    !strcmp(cs, "lying-complete") || !strcmp(cs, "ping-layout") ||
+	    !strcmp(cs, "ping-resume"))
 		return evil_dest(cs, &sa);
 	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
 	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall") ||
-	    !strcmp(cs, "bad-state") || !strcmp(cs, "ansi-error"))
+	    !strcmp(cs, "bad-state") || !strcmp(cs, "ansi-error") || !strcmp(cs, "ping-only") ||
+	    !strcmp(cs, "ping-flood"))
 		return evil_session(cs, &sa);
 	u.fd = b.fd = -1;
 	int r = evil_source(argv[1], &sa);

@@ -5,7 +5,7 @@
 # that never acknowledges LAYOUT (the VM must go on at the source); a
 # destination that stops reading during postcopy.  The hang guards are
 # generous: a slow machine only makes the waits longer, never a failure.
-# timeout: 240
+# timeout: 480
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
@@ -123,5 +123,68 @@ grep -qi "silent" "$work/slow-s.err" "$work/slow-d.err" && fail "slow: a healthy
 # The proxy's rate bounds the time from below; a shorter run means it did not pace.
 [ "$ms" -ge 4000 ] || fail "slow: 16 MiB at 4 MiB/s took only $ms ms (the link was not slow)"
 echo "slow: precopy over a 4 MiB/s link, $ms ms with a 500 ms liveness limit"
+
+# 6. Heartbeats are not progress: peers that send PINGs and nothing else, at
+#    each wait of each side, are given up on within the deadline (each of
+#    these waited for ever before); a PING flood does not hold a page back.
+# 6a. A source that only sends heartbeats after the switch-over.
+start_memtest_dest pingonly --recover-ms 1000
+"$BIN/mig-evil" ping-only "tcp:127.0.0.1:$dport" --mem 4 2> "$work/po-e.err" &
+epid=$!
+pids+=("$epid")
+wait_status "$dpid" "ping-only: the destination" 120
+rc=$?
+cat "$work/pingonly-d.err"
+[ "$rc" = 1 ] || fail "ping-only: destination exit status $rc"
+grep -Eq "left a page request unanswered|nothing but heartbeats" "$work/pingonly-d.err" ||
+	fail "ping-only: the source's lack of progress is not named"
+grep -q "must not run on" "$work/pingonly-d.err" || fail "ping-only: the destination does not say it stopped"
+wait_status "$epid" "ping-only: the adversary" 120
+[ $? = 0 ] || fail "ping-only: the destination was not done with the heartbeats"
+
+# 6b. A destination that answers LAYOUT with heartbeats: the VM goes on here.
+port=$(free_port)
+"$BIN/mig-evil" ping-layout "tcp:127.0.0.1:$port" 2> "$work/pl-e.err" &
+pids+=($!)
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 4M --recover-ms 1000 \
+	2> "$work/pl-s.err" &
+spid=$!
+pids+=("$spid")
+wait_status "$spid" "ping-layout: the source" 120
+rc=$?
+cat "$work/pl-s.err"
+[ "$rc" = 1 ] || fail "ping-layout: source exit status $rc"
+grep -q "did not acknowledge LAYOUT" "$work/pl-s.err" || fail "ping-layout: not named"
+grep -q "after the switch-over" "$work/pl-s.err" && fail "ping-layout: the source switched over"
+
+# 6c. A destination that takes the reconnection and sends heartbeats, not RESUME.
+port=$(free_port)
+"$BIN/mig-evil" ping-resume "tcp:127.0.0.1:$port" 2> "$work/pr-e.err" &
+epid=$!
+pids+=("$epid")
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 4M --recover-ms 2000 \
+	2> "$work/pr-s.err" &
+spid=$!
+pids+=("$spid")
+wait_status "$spid" "ping-resume: the source" 120
+rc=$?
+cat "$work/pr-e.err" "$work/pr-s.err"
+[ "$rc" = 1 ] || fail "ping-resume: source exit status $rc"
+grep -q "no RESUME" "$work/pr-s.err" || fail "ping-resume: the missing RESUME is not named"
+grep -q "giving up" "$work/pr-s.err" || fail "ping-resume: the source did not give up"
+grep -q "heartbeats instead of RESUME" "$work/pr-e.err" || fail "ping-resume: the adversary never reached its point"
+
+# 6d. A PING flood on the urgent channel behind the last page: COMPLETE
+#     comes during the flood, the memory is right.
+start_memtest_dest pingflood --recover-ms 5000
+timeout 120 "$BIN/mig-evil" ping-flood "tcp:127.0.0.1:$dport" --mem 4 2> "$work/pf-e.err"
+erc=$?
+wait_status "$dpid" "ping-flood: the destination" 60
+rc=$?
+cat "$work/pf-e.err" "$work/pingflood-d.err"
+[ "$erc" = 0 ] || fail "ping-flood: no COMPLETE during the flood (status $erc)"
+[ "$rc" = 0 ] || fail "ping-flood: destination exit status $rc"
 
 echo "migrate-liveness: passed"
