@@ -72,7 +72,7 @@ $(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c m
 		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
 		-luring -lzstd -lssl -lcrypto -ljson-c -lpthread
 $(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/auth.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
-$(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))
+$(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
 $(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c migrate-agent/net.c migrate-agent/wire.c migrate-agent/spin.c,-lzstd -lssl -lcrypto))

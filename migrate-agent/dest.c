@@ -660,8 +660,12 @@ static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *
  */
 #define MAX_HANDSHAKES MAX_HANDSHAKES_
 #define HANDSHAKE_MS   3000
-/* Refusals are logged at most once a second, with a count: a flood must not flood the log. */
-#define REFUSE_LOG_NS 1000000000ull
+/*
+ * The first REFUSE_LOG_BURST refusals are logged, then at most one a
+ * second with a count: a flood must not flood the log.
+ */
+#define REFUSE_LOG_BURST 8
+#define REFUSE_LOG_NS	 1000000000ull
 
 static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 {
@@ -922,8 +926,8 @@ static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint64_t t0, st
 
 /*
  * Tell a refused connection why (a peer that failed TLS gets no frame,
- * except a plain one: it sent a HELLO in clear) and close it; log it,
- * at most once per REFUSE_LOG_NS.
+ * except a plain one: it sent a HELLO in clear) and close it; log it
+ * (rate-limited past a burst).
  */
 static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
 {
@@ -936,7 +940,7 @@ static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed
 	free_conn(c);
 	pthread_mutex_lock(&d->lock);
 	uint64_t now = mig_now_ns(), n = ++d->refused;
-	int log = now - d->refused_logged_ns >= REFUSE_LOG_NS || !d->refused_logged_ns;
+	int log = n <= REFUSE_LOG_BURST || now - d->refused_logged_ns >= REFUSE_LOG_NS;
 	uint64_t more = n - d->refused_at_log - 1;
 	if (log) {
 		d->refused_logged_ns = now;

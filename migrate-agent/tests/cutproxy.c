@@ -17,11 +17,19 @@
  * --flip-after BYTES: flip one bit of the byte stream once that many bytes
  * went through, and forward on (an attacker, or a memory error on the way:
  * TLS must take it as a broken session; plain TCP has only the frame CRC).
+ * --relay-psk FILE: after the first cut, the first connection (the source's
+ * reconnecting urgent channel) is not forwarded but relayed by an insider
+ * who holds the PSK: it ends the source's TLS session, opens its own to the
+ * destination and passes HELLO and AUTH between the two, frame by frame.
+ * Then it says whether the destination took the relayed proof ("relayed
+ * proof refused" / "relayed proof ACCEPTED") and closes; later connections
+ * are forwarded as before, so the real recovery can go on.
  * Prints one line on stderr for each cut; runs until killed.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +38,7 @@
 #include <unistd.h>
 
 #include "migrate/net.h"
+#include "migrate/tls.h"
 
 #define MAXFDS 64
 
@@ -146,8 +155,65 @@ static void cut_all(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* One frame from one TLS session into the other; 0, or -1 with a message. */
+static int relay_frame(struct mig_conn *from, struct mig_conn *to, struct mig_frame_hdr *h)
+{
+	char err[300];
+	const uint8_t *p;
+	int r = mig_conn_recv(from, h, &p, err, sizeof(err));
+	if (r) {
+		fprintf(stderr, "mig-cutproxy: relay: %s\n", err);
+		return -1;
+	}
+	return mig_conn_send(to, h->type, p, h->len, NULL, 0) ? -1 : 0;
+}
+
+/*
+ * The insider's relay of one reconnecting urgent channel (a: from the
+ * source, b: to the destination): HELLO both ways, the destination's
+ * CHALLENGE, the source's PROOF and CHALLENGE; then the destination's
+ * verdict.  Returns 1 when the destination accepted the relayed proof.
+ */
+static int relay_auth(int a, int b, const char *psk)
+{
+	struct mig_tls_opts o = { .psk_file = psk };
+	struct mig_tls_ctx *sctx = NULL, *cctx = NULL;
+	struct mig_conn src, dst;
+	struct mig_frame_hdr h;
+	char err[300];
+	int accepted = 0;
+	static const int from_src[] = { 1, 0, 0, 1, 1 }; /* HELLO, HELLO, CHALLENGE, PROOF, CHALLENGE */
+
+	mig_conn_init(&src, a, "relay-source", MIG_ROLE_SOURCE, MIG_FEAT_KNOWN);
+	mig_conn_init(&dst, b, "relay-dest", MIG_ROLE_DEST, MIG_FEAT_KNOWN);
+	mig_conn_set_rcvtimeo(&src, 5000);
+	mig_conn_set_rcvtimeo(&dst, 5000);
+	if (mig_tls_ctx_new(&o, true, &sctx, err, sizeof(err)) ||
+	    mig_tls_ctx_new(&o, false, &cctx, err, sizeof(err)) ||
+	    mig_tls_secure(sctx, &src, 5000, err, sizeof(err)) ||
+	    mig_tls_secure(cctx, &dst, 5000, err, sizeof(err))) {
+		fprintf(stderr, "mig-cutproxy: relay: %s\n", err);
+		goto out;
+	}
+	for (unsigned k = 0; k < sizeof(from_src) / sizeof(from_src[0]); k++)
+		if (relay_frame(from_src[k] ? &src : &dst, from_src[k] ? &dst : &src, &h))
+			goto out;
+	if (relay_frame(&dst, &src, &h))
+		goto out;
+	accepted = h.type == MIG_MSG_AUTH;
+	fprintf(stderr, "mig-cutproxy: relayed proof %s by the destination (it answered %s)\n",
+		accepted ? "ACCEPTED" : "refused", mig_msg_name(h.type));
+out:
+	mig_conn_close(&src);
+	mig_conn_close(&dst);
+	mig_tls_ctx_free(sctx);
+	mig_tls_ctx_free(cctx);
+	return accepted;
+}
+
 int main(int argc, char **argv)
 {
+	const char *relay_psk = NULL;
 	const char *listen_s = NULL, *to_s = NULL;
 	unsigned long long cut_after = 0;
 	int down_ms = 500, cuts = 1, swallow_ms = 0;
@@ -168,6 +234,8 @@ int main(int argc, char **argv)
 			rate = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--flip-after"))
 			flip_at = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--relay-psk"))
+			relay_psk = argv[i + 1];
 	}
 	struct sockaddr_in la, ta;
 	char err[200];
@@ -175,11 +243,12 @@ int main(int argc, char **argv)
 	    mig_addr_parse(to_s, &ta, err, sizeof(err))) {
 		fprintf(stderr, "usage: mig-cutproxy --listen tcp:H:P --to tcp:H:P --cut-after N "
 				"[--down-ms MS] [--cuts N] [--swallow-ms MS] [--rate BYTES]\n"
-				"                    [--flip-after N]\n");
+				"                    [--flip-after N] [--relay-psk FILE]\n");
 		return 2;
 	}
 	if (swallow_ms)
 		swallow_at = cut_after;
+	signal(SIGPIPE, SIG_IGN); /* OpenSSL writes with write() (migrate/tls.h) */
 	int lfd = mig_listen(&la, err, sizeof(err));
 	if (lfd < 0) {
 		fprintf(stderr, "mig-cutproxy: %s\n", err);
@@ -191,7 +260,10 @@ int main(int argc, char **argv)
 		if (poll(&p, 1, 1) > 0) {
 			int a = accept(lfd, NULL, NULL);
 			int b = a >= 0 ? mig_connect(&ta, 2000, err, sizeof(err)) : -1;
-			if (b >= 0)
+			if (b >= 0 && relay_psk && done_cuts) {
+				relay_auth(a, b, relay_psk);
+				relay_psk = NULL; /* once */
+			} else if (b >= 0)
 				start_pair(a, b);
 			else if (a >= 0)
 				close(a);
