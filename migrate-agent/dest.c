@@ -732,8 +732,10 @@ static int classify_hello(struct mig_dest *d, const struct mig_hello *m, struct 
 		snprintf(why, len, "recovery HELLO, but no session was started here");
 	else if (!d->session_set)
 		snprintf(why, len, "a session starts with its urgent channel");
-	else
-		snprintf(why, len, "the connection is not part of this destination's session");
+	else {
+		snprintf(why, len, "busy: another source's session holds this destination");
+		return -EBUSY; /* a source that is told so tries again until its deadline */
+	}
 	return -EPROTO;
 }
 
@@ -932,7 +934,11 @@ static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint64_t t0, st
 static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
 {
 	if (!tls_failed)
-		send_error(c, r == -EPROTONOSUPPORT ? MIG_ERR_VERSION : MIG_ERR_PROTOCOL, why);
+		send_error(c,
+			   r == -EPROTONOSUPPORT ? MIG_ERR_VERSION
+			   : r == -EBUSY	 ? MIG_ERR_BUSY
+						 : MIG_ERR_PROTOCOL,
+			   why);
 	else if (r == -EPROTO)
 		send_error(c, MIG_ERR_PROTOCOL,
 			   "this destination speaks TLS only (give both ends --tls-creds or "

@@ -334,9 +334,11 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 		return r;
 	if (fh.type == MIG_MSG_ERROR) {
 		char text[200]; /* escaped, possibly cut short */
+		struct mig_error e;
+		memcpy(&e, p, sizeof(e));
 		mig_error_text(p, text, sizeof(text));
 		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
-		return -ECONNREFUSED;
+		return e.code == MIG_ERR_BUSY ? -EBUSY : -ECONNREFUSED;
 	}
 	if (fh.type != MIG_MSG_HELLO) {
 		snprintf(err, errlen, "%s channel: expected HELLO, got %s", c->name,
@@ -356,7 +358,9 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 /*
  * Whether a failed connection attempt is worth repeating: a destination
  * that refused us (its ERROR, our credentials, another protocol or TLS
- * setting) will refuse the next attempt too.
+ * setting) will refuse the next attempt too.  One that is busy with
+ * another source's session (-EBUSY) may not be: a stranger's claim that
+ * makes no pair gives way after a few seconds.
  */
 static int permanent_refusal(int r)
 {

@@ -20,6 +20,7 @@
  *                        (with --tls-psk: first a plain one, then one with the key)
  *   idlers               three silent connections ahead of the real recovery
  *   stall                half the pages, then silence with the links open
+ *   claim-stall          claims the session (urgent HELLO) and does nothing
  *   ping-only            after the switch-over, heartbeats and nothing else
  *   ping-flood           the last page as a demand reply, then a PING flood
  *                        on the urgent channel: COMPLETE must come during it
@@ -664,6 +665,20 @@ static size_t put_pings(struct mig_conn *c, uint8_t *buf, unsigned n)
 }
 
 /*
+ * A stranger that speaks the protocol (plain TCP) claims the session with
+ * an urgent HELLO, learns its secret, and then does nothing for 20 s: the
+ * real source, told BUSY meanwhile, must get in once the claim goes stale.
+ */
+static int case_claim_stall(struct sess *s)
+{
+	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 0))
+		return 1;
+	fprintf(stderr, "mig-evil: claimed the session, stalling\n");
+	nanosleep(&(struct timespec){ 20, 0 }, NULL);
+	return 0;
+}
+
+/*
  * After the switch-over, heartbeats and nothing else, every 100 ms for up
  * to 60 s: the destination must see that no page request is answered and
  * give up within its deadline (it used to wait for ever: PINGs kept the
@@ -857,6 +872,8 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
 		r = case_stall(&s);
 	else if (!strcmp(cs, "ping-only"))
 		r = case_ping_only(&s);
+	else if (!strcmp(cs, "claim-stall"))
+		r = case_claim_stall(&s);
 	else if (!strcmp(cs, "ping-flood"))
 		r = case_ping_flood(&s);
 	else if (!strcmp(cs, "ansi-error"))
@@ -1064,7 +1081,7 @@ int main(int argc, char **argv)
 	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
 	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall") ||
 	    !strcmp(cs, "bad-state") || !strcmp(cs, "ansi-error") || !strcmp(cs, "ping-only") ||
-	    !strcmp(cs, "ping-flood"))
+	    !strcmp(cs, "ping-flood") || !strcmp(cs, "claim-stall"))
 		return evil_session(cs, &sa);
 	u.fd = b.fd = -1;
 	int r = evil_source(argv[1], &sa);

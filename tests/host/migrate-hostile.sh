@@ -59,6 +59,22 @@ refused unknown-type "unknown message type"
 refused bad-version "protocol version 99"
 refused no-hello "expected HELLO first, got LAYOUT|LAYOUT before HELLO"
 refused big-frame "frame of 16777216 bytes before the handshake completed"
+# A stranger who speaks the protocol claims the session (plain TCP: it gets
+# the secret) and stalls: the real source, told BUSY, tries again and gets
+# in once the claim, which made no pair, goes stale (3 s).
+start_memtest_dest claim --metrics "$work/claim-d.json"
+"$BIN/mig-evil" claim-stall "tcp:127.0.0.1:$dport" --mem 4 2> "$work/claim-e.err" &
+pids+=($!)
+for _ in $(seq 600); do grep -q "claimed the session" "$work/claim-e.err" && break; sleep 0.1; done
+grep -q "claimed the session" "$work/claim-e.err" || { cat "$work/claim-e.err" >&2; fail "claim: the stranger never claimed"; }
+timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/claim-s.err" ||
+	{ cat "$work/claim-s.err" "$work/claim-d.err" >&2; fail "claim: the real source was kept out"; }
+wait_status "$dpid" "claim: the destination"
+[ $? = 0 ] && grep -q "checksum ok" "$work/claim-d.err" || { cat "$work/claim-d.err" >&2; fail "claim: destination failed"; }
+grep -q "refused a connection: busy" "$work/claim-d.err" || fail "claim: the source was never told BUSY"
+check_exactly_once "$work/claim-d.json"
+echo "claim: a stalled stranger's claim gave way; the real source completed"
+
 expect bad-layout "LAYOUT regions cover"
 expect truncated "truncated PAGE frame"
 expect out-of-ram "outside guest RAM"

@@ -308,6 +308,7 @@ enum mig_error_code {
 	MIG_ERR_LAYOUT = 3,
 	MIG_ERR_STATE = 4,
 	MIG_ERR_INTERNAL = 5,
+	MIG_ERR_BUSY = 6, /* another source's session holds the destination: try again later */
 };
 struct mig_error {
 	uint32_t code;
