@@ -313,7 +313,8 @@ size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void 
 		    const void *p2, size_t l2)
 {
 	struct mig_frame_hdr h;
-	memcpy(buf + sizeof(h), p1, l1);
+	if (l1) /* p1 may be NULL for an empty payload (PING) */
+		memcpy(buf + sizeof(h), p1, l1);
 	if (l2)
 		memcpy(buf + sizeof(h) + l1, p2, l2);
 	uint32_t crc = mig_crc32c(0, buf + sizeof(h), l1 + l2);
