@@ -784,7 +784,8 @@ static int challenge(struct mig_conn *c, const uint8_t *secret, uint64_t session
 	if (!r)
 		r = recv_auth(c, MIG_AUTH_CHALLENGE, &in, why, len);
 	out.kind = MIG_AUTH_PROOF;
-	if (!r && mig_auth_proof(secret, MIG_ROLE_DEST, in.data, session, channel, bind, out.data)) {
+	if (!r &&
+	    mig_auth_proof(secret, MIG_ROLE_DEST, in.data, session, channel, bind, out.data)) {
 		snprintf(why, len, "cannot compute the proof of the session secret (HMAC failed)");
 		r = -EIO;
 	}
@@ -1014,8 +1015,9 @@ static void start_handshake(struct mig_dest *d, int fd)
 	}
 	pthread_mutex_lock(&d->lock);
 	int slot = take_slot(d);
-	*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen,
-			      .t0 = mig_now_ns() };
+	*a = (struct hs_arg){
+		.d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = mig_now_ns()
+	};
 	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
 	d->handshakes++;
 	pthread_mutex_unlock(&d->lock);
@@ -1323,8 +1325,7 @@ static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb, char *why, 
 		snprintf(why, len, "source silent for %d ms: stalled, or the link is down",
 			 d->o.idle_ms);
 	else if (req && now > req && now - req > idle)
-		snprintf(why, len, "source left a page request unanswered for %d ms",
-			 d->o.idle_ms);
+		snprintf(why, len, "source left a page request unanswered for %d ms", d->o.idle_ms);
 	else if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) && now > work &&
 		 now - work > idle)
 		snprintf(why, len, "source sent nothing but heartbeats for %d ms", d->o.idle_ms);

@@ -272,9 +272,9 @@ static int prove_both_ways(struct src *s, struct mig_conn *c, int channel,
 		r = recv_auth(c, &back, err, errlen);
 	if (r)
 		return r;
-	if (back.kind != MIG_AUTH_PROOF || !mig_auth_check(s->secret, MIG_ROLE_DEST, ours.data,
-							   s->session, (uint16_t)channel, bind,
-							   back.data)) {
+	if (back.kind != MIG_AUTH_PROOF ||
+	    !mig_auth_check(s->secret, MIG_ROLE_DEST, ours.data, s->session, (uint16_t)channel,
+			    bind, back.data)) {
 		snprintf(err, errlen,
 			 "%s channel: the peer did not prove the session secret: not our "
 			 "destination",

@@ -182,7 +182,8 @@ static int relay_auth(int a, int b, const char *psk)
 	struct mig_frame_hdr h;
 	char err[300];
 	int accepted = 0;
-	static const int from_src[] = { 1, 0, 0, 1, 1 }; /* HELLO, HELLO, CHALLENGE, PROOF, CHALLENGE */
+	static const int from_src[] = { 1, 0, 0, 1,
+					1 }; /* HELLO, HELLO, CHALLENGE, PROOF, CHALLENGE */
 
 	mig_conn_init(&src, a, "relay-source", MIG_ROLE_SOURCE, MIG_FEAT_KNOWN);
 	mig_conn_init(&dst, b, "relay-dest", MIG_ROLE_DEST, MIG_FEAT_KNOWN);

@@ -706,7 +706,9 @@ static int case_ping_only(struct sess *s)
  */
 static int case_ping_flood(struct sess *s)
 {
-	enum { BURST = 200 };
+	enum {
+		BURST = 200
+	};
 	uint8_t *buf = malloc(MIG_PAGE_FRAME_MAX + BURST * 24);
 	int got = 0;
 	if (!buf || sess_start(s) || sess_switch(s, 1))

@@ -45,5 +45,4 @@ void mig_auth_wipe(void *p, size_t n);
 /* Free this thread's OpenSSL state (call before a thread that drew random bytes ends). */
 void mig_auth_thread_cleanup(void);
 
-
 #endif /* MIGRATE_AUTH_H */
