@@ -185,11 +185,9 @@ int vm_state_load(struct vm *vm, const void *buf, size_t len, char *why, size_t 
 		r = x86_cpuid_load(&vm->vcpus[i], &rd, why, why_len);
 		if (r < 0)
 			return r;
-		r = x86_vcpu_load(&vm->vcpus[i], &rd);
-		if (r < 0) {
-			snprintf(why, why_len, "vCPU %u: registers or MSRs refused", i);
+		r = x86_vcpu_load(&vm->vcpus[i], &rd, why, why_len);
+		if (r < 0)
 			return r;
-		}
 		r = x86_tsc_load(&vm->vcpus[i], &rd, why, why_len);
 		if (r < 0)
 			return r;

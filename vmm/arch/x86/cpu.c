@@ -6,6 +6,8 @@
  */
 #include <errno.h>
 #include <linux/kvm.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -276,72 +278,151 @@ static const void *need(struct state_reader *rd, uint32_t type, uint32_t id, siz
 	return p && n == size ? p : NULL;
 }
 
-int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *rd)
+static bool msr_saved(const struct vm *vm, uint32_t index)
 {
-	struct vm *vm = vcpu->vm;
+	for (unsigned int i = 0; i < vm->nr_msrs; i++)
+		if (vm->msr_list[i] == index)
+			return true;
+	return false;
+}
+
+/*
+ * The MSR section as KVM_SET_MSRS takes it (malloc'd), or NULL with *err
+ * and why.  The section comes from a file or a peer: only MSRs this VMM
+ * saves itself (vm->msr_list) are taken, each once, so a peer cannot set
+ * IA32_APIC_BASE, EFER, FEATURE_CONTROL, SPEC_CTRL or any other MSR KVM
+ * would accept from the host.  Their values are not checked here: every
+ * MSR on the list is one the guest's own kernel may write with WRMSR, so a
+ * peer gets no more than the guest could do, and KVM checks these writes
+ * as it checks the guest's (canonical addresses, PAT types, reserved bits).
+ */
+static struct kvm_msrs *state_msrs(struct vcpu *vcpu, const void *ms, size_t size, int *err,
+				   char *why, size_t why_len)
+{
+	const struct vm *vm = vcpu->vm;
+	size_t nr = size / sizeof(struct vm_state_msr);
+	struct kvm_msrs *m;
+
+	*err = -EBADMSG;
+	if (nr > vm->nr_msrs) {
+		snprintf(why, why_len, "vCPU %u: %zu MSRs in the state, this VMM saves at most %u",
+			 vcpu->id, nr, vm->nr_msrs);
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m) + (nr + 1) * sizeof(m->entries[0]));
+	if (!m) {
+		*err = -ENOMEM;
+		snprintf(why, why_len, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		struct vm_state_msr e;
+
+		memcpy(&e, (const uint8_t *)ms + i * sizeof(e), sizeof(e));
+		if (!msr_saved(vm, e.index)) {
+			snprintf(why, why_len,
+				 "vCPU %u: MSR 0x%x in the state is not one this VMM saves",
+				 vcpu->id, e.index);
+			goto bad;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (m->entries[j].index == e.index) {
+				snprintf(why, why_len,
+					 "vCPU %u: MSR 0x%x appears twice in the state", vcpu->id,
+					 e.index);
+				goto bad;
+			}
+		m->entries[i].index = e.index;
+		m->entries[i].data = e.value;
+	}
+	m->nmsrs = (uint32_t)nr;
+	return m;
+bad:
+	free(m);
+	return NULL;
+}
+
+/* The fixed-size register sections; -EBADMSG if one is missing or malformed. */
+struct vcpu_regs {
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
 	struct kvm_xcrs xcrs;
 	struct kvm_vcpu_events events;
-	const void *p, *xs, *ms;
+};
+
+static int state_regs(struct vcpu *vcpu, struct state_reader *rd, struct vcpu_regs *v)
+{
+	const void *p;
+
+	if (!(p = need(rd, VM_STATE_REGS, vcpu->id, sizeof(v->regs))))
+		return -EBADMSG;
+	memcpy(&v->regs, p, sizeof(v->regs));
+	if (!(p = need(rd, VM_STATE_SREGS, vcpu->id, sizeof(v->sregs))))
+		return -EBADMSG;
+	memcpy(&v->sregs, p, sizeof(v->sregs));
+	if (!(p = need(rd, VM_STATE_XCRS, vcpu->id, sizeof(v->xcrs))))
+		return -EBADMSG;
+	memcpy(&v->xcrs, p, sizeof(v->xcrs));
+	if (!(p = need(rd, VM_STATE_EVENTS, vcpu->id, sizeof(v->events))))
+		return -EBADMSG;
+	memcpy(&v->events, p, sizeof(v->events));
+	return 0;
+}
+
+/* Hands the checked state to KVM: MSRs after SREGS (EFER), events last. */
+static int set_vcpu(struct vcpu *vcpu, struct vcpu_regs *v, void *xsave, struct kvm_msrs *m)
+{
+	int n;
+
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &v->sregs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_REGS, &v->regs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_XCRS, &v->xcrs) < 0 ||
+	    ioctl(vcpu->fd, KVM_SET_XSAVE, xsave) < 0)
+		return -errno;
+	n = ioctl(vcpu->fd, KVM_SET_MSRS, m);
+	if (n < 0 || (uint32_t)n != m->nmsrs)
+		return n < 0 ? -errno : -EINVAL;
+	if (ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &v->events) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Everything is checked before KVM is given any of it. */
+int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t why_len)
+{
+	struct vm *vm = vcpu->vm;
+	struct vcpu_regs v;
+	const void *xs, *ms;
 	size_t xs_size, ms_size;
 	struct kvm_msrs *m = NULL;
 	void *xsave = NULL;
-	unsigned int nr;
-	int r = -EBADMSG;
+	int r;
 
 	xs = state_get(rd, VM_STATE_XSAVE, vcpu->id, &xs_size);
 	ms = state_get(rd, VM_STATE_MSRS, vcpu->id, &ms_size);
 	if (!xs || !ms || xs_size < sizeof(struct kvm_xsave) ||
-	    ms_size % sizeof(struct vm_state_msr))
+	    ms_size % sizeof(struct vm_state_msr) || state_regs(vcpu, rd, &v) < 0) {
+		snprintf(why, why_len, "vCPU %u: register sections missing or malformed", vcpu->id);
 		return -EBADMSG;
-	if (xs_size > (size_t)vm->xsave_size)
+	}
+	if (xs_size > (size_t)vm->xsave_size) {
+		snprintf(why, why_len, "vCPU %u: %zu bytes of XSAVE state, this host has %d",
+			 vcpu->id, xs_size, vm->xsave_size);
 		return -EOPNOTSUPP; /* saved on a CPU with more XSAVE state */
-	if (!(p = need(rd, VM_STATE_REGS, vcpu->id, sizeof(regs))))
-		return -EBADMSG;
-	memcpy(&regs, p, sizeof(regs));
-	if (!(p = need(rd, VM_STATE_SREGS, vcpu->id, sizeof(sregs))))
-		return -EBADMSG;
-	memcpy(&sregs, p, sizeof(sregs));
-	if (!(p = need(rd, VM_STATE_XCRS, vcpu->id, sizeof(xcrs))))
-		return -EBADMSG;
-	memcpy(&xcrs, p, sizeof(xcrs));
-	if (!(p = need(rd, VM_STATE_EVENTS, vcpu->id, sizeof(events))))
-		return -EBADMSG;
-	memcpy(&events, p, sizeof(events));
-
-	nr = (unsigned int)(ms_size / sizeof(struct vm_state_msr));
+	}
+	m = state_msrs(vcpu, ms, ms_size, &r, why, why_len);
 	xsave = calloc(1, (size_t)vm->xsave_size);
-	m = calloc(1, sizeof(*m) + (nr + 1) * sizeof(m->entries[0]));
-	if (!xsave || !m) {
+	if (m && !xsave) {
 		r = -ENOMEM;
-		goto out;
+		snprintf(why, why_len, "out of memory");
 	}
+	if (!m || !xsave)
+		goto out;
 	memcpy(xsave, xs, xs_size);
-	m->nmsrs = nr;
-	for (unsigned int i = 0; i < nr; i++) {
-		struct vm_state_msr e;
-
-		memcpy(&e, (const uint8_t *)ms + i * sizeof(e), sizeof(e));
-		m->entries[i].index = e.index;
-		m->entries[i].data = e.value;
-	}
-	if (ioctl(vcpu->fd, KVM_SET_SREGS, &sregs) < 0 ||
-	    ioctl(vcpu->fd, KVM_SET_REGS, &regs) < 0 || ioctl(vcpu->fd, KVM_SET_XCRS, &xcrs) < 0 ||
-	    ioctl(vcpu->fd, KVM_SET_XSAVE, xsave) < 0) {
-		r = -errno;
-		goto out;
-	}
-	r = ioctl(vcpu->fd, KVM_SET_MSRS, m);
-	if (r < 0 || (unsigned int)r != nr) {
-		r = r < 0 ? -errno : -EINVAL;
-		goto out;
-	}
-	if (ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &events) < 0) {
-		r = -errno;
-		goto out;
-	}
-	r = 0;
+	r = set_vcpu(vcpu, &v, xsave, m);
+	if (r < 0)
+		snprintf(why, why_len, "vCPU %u: KVM refused the guest's registers or MSRs: %s",
+			 vcpu->id, strerror(-r));
 out:
 	free(xsave);
 	free(m);

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <linux/kvm.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "vmm/x86.h"
 
 #define CPUID_MAX_ENTRIES 512
+#define SIG		  KVM_CPUID_FLAG_SIGNIFCANT_INDEX /* the subleaf counts */
 
 enum cpuid_reg {
 	EAX,
@@ -128,6 +130,53 @@ static uint32_t offered(const struct kvm_cpuid2 *supported, const struct kvm_cpu
 	return (s ? reg_of(s, f->reg) : 0) | (v ? reg_of(v, f->reg) : 0);
 }
 
+/* Would KVM take a and b for the same leaf (subleaf where it counts)? */
+static bool same_leaf(const struct kvm_cpuid_entry2 *a, const struct kvm_cpuid_entry2 *b)
+{
+	return a->function == b->function &&
+	       (!(a->flags & SIG) || !(b->flags & SIG) || a->index == b->index);
+}
+
+/* Is e, flags and all, an entry of table t? */
+static bool listed(const struct kvm_cpuid2 *t, const struct kvm_cpuid_entry2 *e)
+{
+	for (uint32_t i = 0; i < t->nent; i++)
+		if (same_leaf(&t->entries[i], e) && (t->entries[i].flags & SIG) == (e->flags & SIG))
+			return true;
+	return false;
+}
+
+/*
+ * The saved entries come from a file or a peer: each must be one this VMM
+ * sets itself (an entry of KVM_GET_SUPPORTED_CPUID, or of a fresh vCPU
+ * here), and each at most once.  KVM would take any leaf it is given (a
+ * hypervisor range, a leaf this CPU lacks) and a duplicate hides what the
+ * feature check below reads.  Their values are check_host()'s business.
+ */
+static int check_entries(const struct kvm_cpuid2 *supported, const struct kvm_cpuid2 *fresh,
+			 const struct kvm_cpuid2 *saved, unsigned int id, char *why, size_t why_len)
+{
+	for (uint32_t i = 0; i < saved->nent; i++) {
+		const struct kvm_cpuid_entry2 *e = &saved->entries[i];
+
+		for (uint32_t j = 0; j < i; j++)
+			if (same_leaf(&saved->entries[j], e)) {
+				snprintf(why, why_len,
+					 "vCPU %u: CPUID leaf 0x%x.%u appears twice in the state",
+					 id, e->function, e->index);
+				return -EBADMSG;
+			}
+		if (!listed(supported, e) && !listed(fresh, e)) {
+			snprintf(why, why_len,
+				 "vCPU %u: CPUID leaf 0x%x.%u in the state is not one this host's "
+				 "KVM offers",
+				 id, e->function, e->index);
+			return -EOPNOTSUPP;
+		}
+	}
+	return 0;
+}
+
 /* 0 if this host offers everything in the saved entries; else why not. */
 static int check_host(const struct kvm_cpuid2 *supported, const struct kvm_cpuid2 *fresh,
 		      const struct kvm_cpuid2 *saved, char *why, size_t why_len)
@@ -180,7 +229,9 @@ int x86_cpuid_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t
 	}
 	memcpy(saved->entries, p, size);
 	saved->nent = (uint32_t)(size / sizeof(saved->entries[0]));
-	r = check_host(vcpu->vm->cpuid, fresh, saved, why, why_len);
+	r = check_entries(vcpu->vm->cpuid, fresh, saved, vcpu->id, why, why_len);
+	if (!r)
+		r = check_host(vcpu->vm->cpuid, fresh, saved, why, why_len);
 	if (!r && ioctl(vcpu->fd, KVM_SET_CPUID2, saved) < 0) {
 		r = -errno;
 		snprintf(why, why_len, "vCPU %u: KVM refused the guest's CPUID", vcpu->id);

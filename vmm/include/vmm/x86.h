@@ -26,9 +26,13 @@ int x86_boot_build(void *mem, uint64_t mem_size, unsigned int nr_cpus, uint32_t 
 /* Long mode at `entry`, rdi = boot info, rsi = vCPU index. */
 int x86_vcpu_boot(struct vcpu *vcpu, uint64_t entry);
 
-/* vCPU state sections into / out of the state blob. */
+/*
+ * vCPU state sections into / out of the state blob.  A load takes only the
+ * MSRs this VMM saves, each once; else it fails with a sentence in why
+ * (may be NULL) naming the MSR.
+ */
 int x86_vcpu_save(struct vcpu *vcpu, struct state_writer *w);
-int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *r);
+int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);
 
 /*
  * The CPUID the guest saw (cpuid.c) and its TSC (tsc.c), saved per vCPU and
