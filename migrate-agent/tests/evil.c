@@ -27,6 +27,9 @@
  *   ansi-error           an ERROR with terminal escapes and a forged log line
  *   bad-state            a migration of a snapshot (--snapshot FILE) whose
  *                        state has a non-canonical RIP: the guest crashes
+ *   forged-state         a migration of a snapshot's state as it is (forged
+ *                        beforehand, tests/host/lib/snapshot-edit.py): the
+ *                        destination must refuse it and run nothing
  * Destination-side cases (the peer under test is a source; this listens):
  *   evil-request         a PAGE_REQUEST outside RAM
  *   drop-precopy         hangs up as soon as the channels are open
@@ -43,6 +46,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -777,11 +781,12 @@ static size_t regs_rip_offset(const uint8_t *blob, size_t len)
 
 /*
  * A snapshot of `vmm run --save-after MS FILE` (vmm/snapshot.h): its RAM
- * becomes the session's, its state blob gets a non-canonical RIP (in vCPU
- * 0's struct kvm_regs) and a checksum that matches again, so the VMM
- * accepts it and the guest crashes.
+ * becomes the session's.  Unless as_is, its state blob gets a
+ * non-canonical RIP (in vCPU 0's struct kvm_regs) and a checksum that
+ * matches again, so the VMM accepts it and the guest crashes.
  */
-static int load_bad_state(struct sess *s, const char *path, uint8_t **blob, size_t *blob_len)
+static int load_bad_state(struct sess *s, const char *path, bool as_is, uint8_t **blob,
+			  size_t *blob_len)
 {
 	FILE *f = fopen(path, "rb");
 	uint64_t h[8];
@@ -803,6 +808,8 @@ static int load_bad_state(struct sess *s, const char *path, uint8_t **blob, size
 	size_t got = fread(s->ram, 1, ram, f); /* zero pages at the end may be holes */
 	(void)got;
 	fclose(f);
+	if (as_is)
+		return 0;
 	uint64_t rip = 0x8000000000001000ull, rip_at = regs_rip_offset(*blob, state_size);
 	if (!rip_at) {
 		fprintf(stderr, "mig-evil: no vCPU 0 registers in the snapshot %s\n", path);
@@ -817,14 +824,17 @@ static int load_bad_state(struct sess *s, const char *path, uint8_t **blob, size
 /*
  * bad-state: a whole, well-formed migration whose VM state the guest cannot
  * run.  The guest crashes at the destination: that is a failed migration,
- * to be reported to the source, never COMPLETE.
+ * to be reported to the source, never COMPLETE.  forged-state (as_is): the
+ * state is the snapshot's own, which the test forged; the destination
+ * refuses it, which ends the same way here.
  */
-static int case_bad_state(struct sess *s, const char *snapshot)
+static int case_bad_state(struct sess *s, const char *snapshot, bool as_is)
 {
 	uint8_t *blob;
 	size_t len;
-	if (load_bad_state(s, snapshot, &blob, &len) || sess_open(s, &s->u, MIG_CHAN_URGENT, 0) ||
-	    sess_open(s, &s->b, MIG_CHAN_BULK, 0) || sess_layout(s) || sess_switch(s, 0))
+	if (load_bad_state(s, snapshot, as_is, &blob, &len) ||
+	    sess_open(s, &s->u, MIG_CHAN_URGENT, 0) || sess_open(s, &s->b, MIG_CHAN_BULK, 0) ||
+	    sess_layout(s) || sess_switch(s, 0))
 		return 1;
 	struct mig_state_hdr sh = { .blob_len = len };
 	mig_conn_send(&s->u, MIG_MSG_STATE, &sh, sizeof(sh), blob, len);
@@ -840,7 +850,8 @@ static int case_bad_state(struct sess *s, const char *snapshot)
 			return 0;
 		}
 		if (fh.type == MIG_MSG_COMPLETE) {
-			fprintf(stderr, "mig-evil: COMPLETE although the guest crashed\n");
+			fprintf(stderr, "mig-evil: COMPLETE although the %s\n",
+				as_is ? "state was forged" : "guest crashed");
 			return 3;
 		}
 	}
@@ -881,7 +892,9 @@ static int evil_session(const char *cs, struct sockaddr_in *sa)
 	else if (!strcmp(cs, "ansi-error"))
 		r = case_ansi_error(&s);
 	else if (!strcmp(cs, "bad-state"))
-		r = case_bad_state(&s, snapshot_path);
+		r = case_bad_state(&s, snapshot_path, false);
+	else if (!strcmp(cs, "forged-state"))
+		r = case_bad_state(&s, snapshot_path, true);
 	sess_close(&s);
 	free(s.ram);
 	free(s.have);
@@ -1082,8 +1095,8 @@ int main(int argc, char **argv)
 		return evil_dest(cs, &sa);
 	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
 	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall") ||
-	    !strcmp(cs, "bad-state") || !strcmp(cs, "ansi-error") || !strcmp(cs, "ping-only") ||
-	    !strcmp(cs, "ping-flood") || !strcmp(cs, "claim-stall"))
+	    !strcmp(cs, "bad-state") || !strcmp(cs, "forged-state") || !strcmp(cs, "ansi-error") ||
+	    !strcmp(cs, "ping-only") || !strcmp(cs, "ping-flood") || !strcmp(cs, "claim-stall"))
 		return evil_session(cs, &sa);
 	u.fd = b.fd = -1;
 	int r = evil_source(argv[1], &sa);

@@ -120,6 +120,28 @@ if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
 	[ "$rc" = 1 ] || fail "bad-state: destination exit status $rc"
 	grep -q "incoming migration failed: the guest failed" "$work/vmm-bs.err" ||
 		fail "bad-state: no clear message"
+	# A state that names an MSR this VMM never saves (IA32_APIC_BASE in
+	# place of SYSENTER_CS): refused before any vCPU runs, with the MSR named.
+	cp "$work/snap" "$work/forged"
+	python3 tests/host/lib/snapshot-edit.py "$work/forged" msr-index 0x174 0x1b ||
+		fail "forged-state: cannot forge"
+	port=$(free_port)
+	"$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > "$work/vmm-fs.out" 2> "$work/vmm-fs.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$port"
+	timeout 60 "$BIN/mig-evil" forged-state "tcp:127.0.0.1:$port" --snapshot "$work/forged" \
+		2> "$work/fs-e.err"
+	erc=$?
+	wait_status "$dpid" "forged-state: the destination"
+	rc=$?
+	[ "$erc" = 0 ] || { cat "$work/fs-e.err" "$work/vmm-fs.err" >&2; fail "forged-state: COMPLETE for a forged state (status $erc)"; }
+	[ "$rc" = 1 ] || { cat "$work/vmm-fs.err" >&2; fail "forged-state: destination exit status $rc"; }
+	grep -q "cannot load the migrated state: vCPU 0: MSR 0x1b in the state is not one this VMM saves" \
+		"$work/vmm-fs.err" || { cat "$work/vmm-fs.err" >&2; fail "forged-state: no message naming the MSR"; }
+	grep -q "guest exited" "$work/vmm-fs.err" && fail "forged-state: a guest ran"
+	[ ! -s "$work/vmm-fs.out" ] || fail "forged-state: the destination's guest wrote output"
+	echo "forged-state: refused: $(grep 'cannot load the migrated state' "$work/vmm-fs.err")"
 fi
 
 port=$(free_port)

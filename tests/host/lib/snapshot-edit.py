@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
-"""Edit one field of a VMM snapshot's state blob, then fix its checksum.
+"""Edit a VMM snapshot's state blob, then fix its sizes and checksum.
 
 Used by the host tests to forge a snapshot that the restoring host must
 refuse (layout: vmm/include/vmm/snapshot.h and state.h, docs/vmm.md).
 
   snapshot-edit.py FILE cpuid-set LEAF SUBLEAF REG BIT   set a CPUID bit (every vCPU)
   snapshot-edit.py FILE cpuid-vendor TEXT12              replace the vendor string
+  snapshot-edit.py FILE cpuid-add LEAF SUBLEAF           append a CPUID entry (every vCPU)
+  snapshot-edit.py FILE msr-index OLD NEW                rename saved MSR OLD to NEW
+  snapshot-edit.py FILE msr-add INDEX VALUE              append an MSR entry (every vCPU)
+
+The -add ops grow a section: the blob is rebuilt and the RAM image moved
+to the next page boundary after it, as the VMM would have written it.
 """
 import struct
 import sys
 
+STATE_MSRS = 5
 STATE_CPUID = 8
 ENTRY = struct.Struct("<7I12x")  # struct kvm_cpuid_entry2, 40 bytes
+MSR = struct.Struct("<IIQ")  # struct vm_state_msr, 16 bytes
 REGS = {"eax": 3, "ebx": 4, "ecx": 5, "edx": 6}
+PAGE = 4096
 
 
 def fnv64(data, h=0xCBF29CE484222325):
@@ -22,49 +31,87 @@ def fnv64(data, h=0xCBF29CE484222325):
 
 
 def sections(blob):
-    pos = 64
+    """[type, index, payload] for each section, in order."""
+    out, pos = [], 64
     while pos + 16 <= len(blob):
         typ, idx, size = struct.unpack_from("<IIQ", blob, pos)
-        yield typ, idx, pos + 16, size
+        out.append([typ, idx, bytearray(blob[pos + 16:pos + 16 + size])])
         pos += 16 + ((size + 7) & ~7)
+    return out
 
 
-def edit_cpuid(blob, off, size, fn):
-    for e in range(off, off + size, ENTRY.size):
-        fields = list(ENTRY.unpack_from(blob, e))
+def build(header, secs):
+    body = bytearray()
+    for typ, idx, payload in secs:
+        body += struct.pack("<IIQ", typ, idx, len(payload)) + payload
+        body += bytes(-len(payload) % 8)
+    blob = bytearray(header) + body
+    struct.pack_into("<Q", blob, 16, len(blob))  # total_size
+    struct.pack_into("<I", blob, 44, len(secs))  # nr_sections
+    struct.pack_into("<Q", blob, 24, 0)
+    struct.pack_into("<Q", blob, 24, fnv64(bytes(blob)))
+    return blob
+
+
+def edit_cpuid(payload, fn):
+    for e in range(0, len(payload), ENTRY.size):
+        fields = list(ENTRY.unpack_from(payload, e))
         fn(fields)
-        ENTRY.pack_into(blob, e, *fields)
+        ENTRY.pack_into(payload, e, *fields)
+
+
+def edit(what, args, typ, payload):
+    """Edits one section in place; True if it was one to edit."""
+    if what == "cpuid-set" and typ == STATE_CPUID:
+        leaf, sub, reg, bit = int(args[0], 0), int(args[1], 0), REGS[args[2]], int(args[3])
+
+        def setbit(f):
+            if f[0] == leaf and (not (f[2] & 1) or f[1] == sub):
+                f[reg] |= 1 << bit
+        edit_cpuid(payload, setbit)
+    elif what == "cpuid-vendor" and typ == STATE_CPUID:
+        b, d, c = struct.unpack("<3I", args[0].encode()[:12].ljust(12))
+
+        def vendor(f):
+            if f[0] == 0:
+                f[4], f[6], f[5] = b, d, c
+        edit_cpuid(payload, vendor)
+    elif what == "cpuid-add" and typ == STATE_CPUID:
+        # flags 1: KVM_CPUID_FLAG_SIGNIFCANT_INDEX, so the subleaf counts
+        payload += ENTRY.pack(int(args[0], 0), int(args[1], 0), 1, 0, 0, 0, 0)
+    elif what == "msr-index" and typ == STATE_MSRS:
+        old, new = int(args[0], 0), int(args[1], 0)
+        found = False
+        for e in range(0, len(payload), MSR.size):
+            index, res, value = MSR.unpack_from(payload, e)
+            if index == old:
+                MSR.pack_into(payload, e, new, res, value)
+                found = True
+        if not found:
+            sys.exit(f"snapshot-edit: no saved MSR {args[0]}")
+    elif what == "msr-add" and typ == STATE_MSRS:
+        payload += MSR.pack(int(args[0], 0), 0, int(args[1], 0))
+    else:
+        return False
+    return True
 
 
 def main():
     path, what, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     data = bytearray(open(path, "rb").read())
-    state_off, state_size = struct.unpack_from("<QQ", data, 16)
-    blob = bytearray(data[state_off:state_off + state_size])
-    touched = 0
-    for typ, _idx, off, size in sections(blob):
-        if what == "cpuid-set" and typ == STATE_CPUID:
-            leaf, sub, reg, bit = int(args[0], 0), int(args[1], 0), REGS[args[2]], int(args[3])
-
-            def setbit(f):
-                if f[0] == leaf and (not (f[2] & 1) or f[1] == sub):
-                    f[reg] |= 1 << bit
-            edit_cpuid(blob, off, size, setbit)
-            touched += 1
-        elif what == "cpuid-vendor" and typ == STATE_CPUID:
-            b, d, c = struct.unpack("<3I", args[0].encode()[:12].ljust(12))
-
-            def vendor(f):
-                if f[0] == 0:
-                    f[4], f[6], f[5] = b, d, c
-            edit_cpuid(blob, off, size, vendor)
-            touched += 1
+    state_off, state_size, ram_off, ram_size = struct.unpack_from("<QQQQ", data, 16)
+    blob = data[state_off:state_off + state_size]
+    ram = data[ram_off:ram_off + ram_size]
+    secs = sections(blob)
+    touched = sum(edit(what, args, typ, payload) for typ, _idx, payload in secs)
     if not touched:
         sys.exit(f"snapshot-edit: no section to edit for {what} in {path}")
-    struct.pack_into("<Q", blob, 24, 0)
-    struct.pack_into("<Q", blob, 24, fnv64(bytes(blob)))
-    data[state_off:state_off + state_size] = blob
-    open(path, "wb").write(data)
+    blob = build(blob[:64], secs)
+    ram_off = (state_off + len(blob) + PAGE - 1) // PAGE * PAGE
+    struct.pack_into("<QQ", data, 24, len(blob), ram_off)
+    out = data[:state_off] + blob
+    out += bytes(ram_off - len(out)) + ram
+    open(path, "wb").write(out)
 
 
 if __name__ == "__main__":
