@@ -40,6 +40,12 @@ refused spec-ctrl "vCPU 0: MSR 0x48 in the state is not one this VMM saves"
 # One entry more than this VMM saves (a forbidden MSR, appended).
 forge msr-extra msr-add 0x3a 5
 refused msr-extra "vCPU 0: .* MSRs in the state, this VMM saves at most"
+# Values: KVM refuses a non-canonical LSTAR; PAT (memory type 2 is
+# reserved) is checked by the VMM, as some hosts' KVM takes any.
+forge lstar-value msr-set 0xc0000082 0x8000000000000000
+refused lstar-value "vCPU 0: KVM refused the value of MSR 0xc0000082"
+forge pat-value msr-set 0x277 0x0007040600070402
+refused pat-value "vCPU 0: MSR 0x277: 0x7040600070402 is not a valid value"
 
 # No KVM offers leaf 0x20000000 (Xeon Phi's range).
 forge leaf cpuid-add 0x20000000 0

@@ -9,6 +9,7 @@ refuse (layout: vmm/include/vmm/snapshot.h and state.h, docs/vmm.md).
   snapshot-edit.py FILE cpuid-add LEAF SUBLEAF           append a CPUID entry (every vCPU)
   snapshot-edit.py FILE msr-index OLD NEW                rename saved MSR OLD to NEW
   snapshot-edit.py FILE msr-add INDEX VALUE              append an MSR entry (every vCPU)
+  snapshot-edit.py FILE msr-set INDEX VALUE              set saved MSR INDEX's value
 
 The -add ops grow a section: the blob is rebuilt and the RAM image moved
 to the next page boundary after it, as the VMM would have written it.
@@ -79,13 +80,17 @@ def edit(what, args, typ, payload):
     elif what == "cpuid-add" and typ == STATE_CPUID:
         # flags 1: KVM_CPUID_FLAG_SIGNIFCANT_INDEX, so the subleaf counts
         payload += ENTRY.pack(int(args[0], 0), int(args[1], 0), 1, 0, 0, 0, 0)
-    elif what == "msr-index" and typ == STATE_MSRS:
-        old, new = int(args[0], 0), int(args[1], 0)
+    elif what in ("msr-index", "msr-set") and typ == STATE_MSRS:
+        which, new = int(args[0], 0), int(args[1], 0)
         found = False
         for e in range(0, len(payload), MSR.size):
             index, res, value = MSR.unpack_from(payload, e)
-            if index == old:
-                MSR.pack_into(payload, e, new, res, value)
+            if index == which:
+                if what == "msr-index":
+                    index = new
+                else:
+                    value = new
+                MSR.pack_into(payload, e, index, res, value)
                 found = True
         if not found:
             sys.exit(f"snapshot-edit: no saved MSR {args[0]}")

@@ -286,15 +286,33 @@ static bool msr_saved(const struct vm *vm, uint32_t index)
 	return false;
 }
 
+#define MSR_PAT 0x277
+
+/*
+ * Values: every MSR on the list is one the guest's own kernel may write
+ * with WRMSR, and KVM checks most host writes as it checks the guest's
+ * (a non-canonical LSTAR is refused).  Not PAT: the 6.18 host here takes
+ * any PAT from the host, and a reserved memory type is a #GP for the guest
+ * itself, so it is checked here.  Host writes of MISC_ENABLE are KVM's
+ * choice to take as they come (it emulates that MSR); the SYSENTER/SYSCALL
+ * MSRs and TSC_AUX matter to the guest alone.
+ */
+static bool msr_value_ok(uint32_t index, uint64_t value)
+{
+	if (index != MSR_PAT)
+		return true;
+	for (int i = 0; i < 8; i++, value >>= 8)
+		if ((value & 0xff) > 7 || (value & 0xfe) == 2) /* types 2, 3 reserved */
+			return false;
+	return true;
+}
+
 /*
  * The MSR section as KVM_SET_MSRS takes it (malloc'd), or NULL with *err
  * and why.  The section comes from a file or a peer: only MSRs this VMM
  * saves itself (vm->msr_list) are taken, each once, so a peer cannot set
  * IA32_APIC_BASE, EFER, FEATURE_CONTROL, SPEC_CTRL or any other MSR KVM
- * would accept from the host.  Their values are not checked here: every
- * MSR on the list is one the guest's own kernel may write with WRMSR, so a
- * peer gets no more than the guest could do, and KVM checks these writes
- * as it checks the guest's (canonical addresses, PAT types, reserved bits).
+ * would accept from the host.
  */
 static struct kvm_msrs *state_msrs(struct vcpu *vcpu, const void *ms, size_t size, int *err,
 				   char *why, size_t why_len)
@@ -325,6 +343,11 @@ static struct kvm_msrs *state_msrs(struct vcpu *vcpu, const void *ms, size_t siz
 				 vcpu->id, e.index);
 			goto bad;
 		}
+		if (!msr_value_ok(e.index, e.value)) {
+			snprintf(why, why_len, "vCPU %u: MSR 0x%x: 0x%llx is not a valid value",
+				 vcpu->id, e.index, (unsigned long long)e.value);
+			goto bad;
+		}
 		for (size_t j = 0; j < i; j++)
 			if (m->entries[j].index == e.index) {
 				snprintf(why, why_len,
@@ -342,7 +365,7 @@ bad:
 	return NULL;
 }
 
-/* The fixed-size register sections; -EBADMSG if one is missing or malformed. */
+/* The fixed-size register sections of one vCPU. */
 struct vcpu_regs {
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
@@ -350,6 +373,7 @@ struct vcpu_regs {
 	struct kvm_vcpu_events events;
 };
 
+/* -EBADMSG if one is missing or not exactly its struct's size. */
 static int state_regs(struct vcpu *vcpu, struct state_reader *rd, struct vcpu_regs *v)
 {
 	const void *p;
@@ -369,25 +393,38 @@ static int state_regs(struct vcpu *vcpu, struct state_reader *rd, struct vcpu_re
 	return 0;
 }
 
-/* Hands the checked state to KVM: MSRs after SREGS (EFER), events last. */
-static int set_vcpu(struct vcpu *vcpu, struct vcpu_regs *v, void *xsave, struct kvm_msrs *m)
+/*
+ * Hands the checked state to KVM, which validates the values: MSRs after
+ * SREGS (EFER), events last.  KVM_SET_MSRS stops at the first MSR it
+ * refuses and returns how many it took, which names that MSR.
+ */
+static int set_vcpu(struct vcpu *vcpu, struct vcpu_regs *v, void *xsave, struct kvm_msrs *m,
+		    char *why, size_t why_len)
 {
-	int n;
+	int n, r;
 
 	if (ioctl(vcpu->fd, KVM_SET_SREGS, &v->sregs) < 0 ||
 	    ioctl(vcpu->fd, KVM_SET_REGS, &v->regs) < 0 ||
 	    ioctl(vcpu->fd, KVM_SET_XCRS, &v->xcrs) < 0 ||
 	    ioctl(vcpu->fd, KVM_SET_XSAVE, xsave) < 0)
-		return -errno;
+		goto refused;
 	n = ioctl(vcpu->fd, KVM_SET_MSRS, m);
-	if (n < 0 || (uint32_t)n != m->nmsrs)
-		return n < 0 ? -errno : -EINVAL;
-	if (ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &v->events) < 0)
-		return -errno;
+	if (n >= 0 && (uint32_t)n < m->nmsrs) {
+		snprintf(why, why_len, "vCPU %u: KVM refused the value of MSR 0x%x", vcpu->id,
+			 m->entries[n].index);
+		return -EINVAL;
+	}
+	if (n < 0 || ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &v->events) < 0)
+		goto refused;
 	return 0;
+refused:
+	r = -errno;
+	snprintf(why, why_len, "vCPU %u: KVM refused the guest's registers: %s", vcpu->id,
+		 strerror(-r));
+	return r;
 }
 
-/* Everything is checked before KVM is given any of it. */
+/* The vCPU's registers and MSRs are all checked before KVM gets any of them. */
 int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t why_len)
 {
 	struct vm *vm = vcpu->vm;
@@ -419,10 +456,7 @@ int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t 
 	if (!m || !xsave)
 		goto out;
 	memcpy(xsave, xs, xs_size);
-	r = set_vcpu(vcpu, &v, xsave, m);
-	if (r < 0)
-		snprintf(why, why_len, "vCPU %u: KVM refused the guest's registers or MSRs: %s",
-			 vcpu->id, strerror(-r));
+	r = set_vcpu(vcpu, &v, xsave, m, why, why_len);
 out:
 	free(xsave);
 	free(m);
