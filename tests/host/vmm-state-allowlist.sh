@@ -4,7 +4,8 @@
 # ones this VMM saves itself (an MSR it never saves such as IA32_APIC_BASE,
 # EFER or SPEC_CTRL, one MSR twice, a CPUID leaf this host's KVM does not
 # offer, one leaf twice) is refused with a message naming the entry, before
-# any vCPU runs; the same snapshot unmodified still restores.
+# any vCPU runs; so is a value KVM or the VMM refuses (a non-canonical
+# LSTAR, a reserved PAT type).  The same snapshot unmodified still restores.
 # timeout: 300
 . tests/host/vmm-lib.bash
 edit=tests/host/lib/snapshot-edit.py
