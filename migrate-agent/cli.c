@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/parse.h"
+
 struct request {
 	const char *vmm, *to, *metrics, *tls_hostname;
 	char *tls_creds, *tls_psk; /* absolute paths (realpath), freed by the caller */
@@ -44,14 +46,13 @@ static void usage(void)
 		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n");
 }
 
-/* A positive number of milliseconds, or -1 after a message. */
-static int parse_ms(const char *opt, const char *v)
+/* A number from min to max, or -1 after a message. */
+static int parse_int(const char *opt, const char *v, unsigned min, unsigned max)
 {
-	char *end;
-	long n = strtol(v, &end, 10);
-	if (*end || n <= 0 || n > 3600000) {
-		fprintf(stderr, "migrate-agent: %s: '%s' is not a number of ms (1..3600000)\n", opt,
-			v);
+	uint64_t n;
+	if (parse_u64(v, min, max, &n)) {
+		fprintf(stderr, "migrate-agent: %s: '%s' is not a number from %u to %u\n", opt, v,
+			min, max);
 		return -1;
 	}
 	return (int)n;
@@ -111,18 +112,21 @@ static int parse_args(int argc, char **argv, struct request *q)
 			q->to = v;
 		else if (!strcmp(a, "--metrics"))
 			q->metrics = v;
-		else if (!strcmp(a, "--precopy-rounds"))
-			q->precopy = atoi(v);
-		else if (!strcmp(a, "--tls-hostname"))
+		else if (!strcmp(a, "--precopy-rounds")) {
+			if ((q->precopy = parse_int(a, v, 0, PARSE_PRECOPY_MAX)) < 0)
+				return 2;
+		} else if (!strcmp(a, "--tls-hostname"))
 			q->tls_hostname = v;
 		else if (!strcmp(a, "--tls-creds") || !strcmp(a, "--tls-psk")) {
 			char **slot = a[6] == 'c' ? &q->tls_creds : &q->tls_psk;
 			free(*slot);
 			if (!(*slot = tls_path(a, v)))
 				return 2;
-		} else if (!strcmp(a, "--recover-ms") && (q->recover_ms = parse_ms(a, v)) < 0)
+		} else if (!strcmp(a, "--recover-ms") &&
+			   (q->recover_ms = parse_int(a, v, 1, PARSE_RECOVER_MS_MAX)) < 0)
 			return 2;
-		else if (!strcmp(a, "--idle-ms") && (q->idle_ms = parse_ms(a, v)) < 0)
+		else if (!strcmp(a, "--idle-ms") &&
+			 (q->idle_ms = parse_int(a, v, 1, PARSE_RECOVER_MS_MAX)) < 0)
 			return 2;
 		else if (strcmp(a, "--recover-ms") && strcmp(a, "--idle-ms")) {
 			fprintf(stderr, "migrate-agent: unknown option %s\n", a);
@@ -137,6 +141,29 @@ static int parse_args(int argc, char **argv, struct request *q)
 		return 2;
 	}
 	return check_tls(q);
+}
+
+/*
+ * The listener must be our own VMM (or root's): a socket another user put
+ * at the path would otherwise receive our request, TLS file paths and all.
+ * SO_PEERCRED names the process that listens, whatever the path's owner.
+ */
+static int check_listener(int fd, const char *path)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		fprintf(stderr, "migrate-agent: %s: cannot read the VMM's credentials: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (cred.uid == geteuid() || cred.uid == 0)
+		return 0;
+	fprintf(stderr,
+		"migrate-agent: %s is served by uid %u, not by you (uid %u) or root: not "
+		"talking to it\n",
+		path, (unsigned)cred.uid, (unsigned)geteuid());
+	return -1;
 }
 
 /* A connected control socket, or -1 after a message. */
@@ -154,6 +181,10 @@ static int attach(const char *path)
 			strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		return -1;
+	}
+	if (check_listener(fd, path)) {
+		close(fd);
 		return -1;
 	}
 	return fd;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/parse.h"
 #include "migrate/migrate.h"
 #include "migrate/vmm-glue.h"
 #include "spin.h"
@@ -43,24 +44,22 @@ struct migrate_glue {
 	pthread_t watch, ctl, timer;
 	int watch_on, ctl_on, timer_on;
 	int ctl_fd, ctl_client;
+	dev_t ctl_dev; /* the control socket we bound: removed at the end only if still ours */
+	ino_t ctl_ino;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int finishing;
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 };
 
-static int parse_num(const char *opt, const char *v, uint64_t max, uint64_t *out)
+/* A number flag: 0, or -1 after a message naming the flag and its range. */
+static int parse_num(const char *opt, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long long n = strtoull(v, &end, 10);
-	if (errno || *end || !*v || n > max) {
-		pr_vmm("%s: '%s' is not a number from 0 to %llu\n", opt, v,
-		       (unsigned long long)max);
-		return -1;
-	}
-	*out = n;
-	return 0;
+	if (!parse_u64(v, min, max, out))
+		return 0;
+	pr_vmm("%s: '%s' is not a number from %llu to %llu\n", opt, v, (unsigned long long)min,
+	       (unsigned long long)max);
+	return -1;
 }
 
 int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
@@ -101,21 +100,18 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 	} else if (!strcmp(a, "--tls-hostname")) {
 		o->tls_hostname = v;
 	} else if (!strcmp(a, "--migrate-after")) {
-		if (parse_num(a, v, 86400000, &o->migrate_after_ms))
+		if (parse_num(a, v, 1, PARSE_AFTER_MS_MAX, &o->migrate_after_ms))
 			return -1;
 	} else if (!strcmp(a, "--precopy-rounds")) {
-		if (parse_num(a, v, 100, &n))
+		if (parse_num(a, v, 0, PARSE_PRECOPY_MAX, &n))
 			return -1;
 		o->precopy_rounds = (int)n;
 	} else if (!strcmp(a, "--recover-ms")) {
-		if (parse_num(a, v, 3600000, &n) || n == 0) {
-			if (n == 0)
-				pr_vmm("--recover-ms must be positive\n");
+		if (parse_num(a, v, 1, PARSE_RECOVER_MS_MAX, &n))
 			return -1;
-		}
 		o->recover_ms = (int)n;
 	} else if (!strcmp(a, "--migrate-spin-us")) {
-		if (parse_num(a, v, MIG_SPIN_MAX_US, &n))
+		if (parse_num(a, v, 0, MIG_SPIN_MAX_US, &n))
 			return -1;
 		o->spin_us = (unsigned)n;
 	}
@@ -358,6 +354,11 @@ static int prepare_incoming(struct migrate_glue *gl)
 		pr_vmm("%s\n", err);
 		return -EADDRINUSE;
 	}
+	if (!m.tls.creds_dir && !m.tls.psk_file)
+		pr_vmm("warning: plain TCP (no --tls-creds or --tls-psk): anyone who can reach "
+		       "%s can send this VMM a VM, and anyone on the path can read the guest's "
+		       "memory and the session secret (docs/security.md)\n",
+		       gl->o->incoming);
 	struct glue_source *src = malloc(sizeof(*src));
 	if (!src)
 		return -ENOMEM;
@@ -533,23 +534,38 @@ static void ctl_say(int c, const char *line)
 		return; /* the client went away or does not read: its loss */
 }
 
-/* One request line into line[CTL_LINE_MAX]; -1 when the client gave none in time. */
+/*
+ * One request line into line[CTL_LINE_MAX]: 0; -ENODATA when the client
+ * gave none in time; -EMSGSIZE for a line over the limit and -EBADMSG for
+ * one with a NUL in it, refused whole (acting on a prefix would run a
+ * request the client did not send).
+ */
 static int ctl_read_line(int c, char *line)
 {
 	struct timeval tv = { .tv_sec = CTL_READ_MS / 1000 };
-	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char *nl = NULL;
 	size_t n = 0;
-	while (n < CTL_LINE_MAX - 1) {
-		ssize_t k = read(c, line + n, CTL_LINE_MAX - 1 - n);
+
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (n < CTL_LINE_MAX && !nl) {
+		ssize_t k = read(c, line + n, CTL_LINE_MAX - n);
 		if (k <= 0)
 			break;
+		nl = memchr(line + n, '\n', (size_t)k);
 		n += (size_t)k;
-		if (memchr(line, '\n', n))
-			break;
 	}
-	line[n] = 0;
-	line[strcspn(line, "\r\n")] = 0;
-	return n ? 0 : -1;
+	if (!nl && n == CTL_LINE_MAX)
+		return -EMSGSIZE;
+	if (!n)
+		return -ENODATA;
+	if (!nl)
+		nl = line + (n < CTL_LINE_MAX ? n : CTL_LINE_MAX - 1);
+	if (nl > line && nl[-1] == '\r')
+		nl--;
+	if (memchr(line, 0, (size_t)(nl - line)))
+		return -EBADMSG;
+	*nl = 0;
+	return 0;
 }
 
 /* A request's strings; struct mig_opts points into them. */
@@ -557,48 +573,113 @@ struct ctl_req {
 	char to[256], metrics[512], tls_creds[512], tls_psk[512], tls_hostname[256];
 };
 
-/* "KEY=VALUE" into buf when tok starts with key; 1 if it did. */
+/* "KEY=VALUE" into buf when tok starts with key: 1; 0 if not this key; -1 if too long. */
 static int ctl_str(const char *tok, const char *key, char *buf, size_t len)
 {
 	size_t k = strlen(key);
 	if (strncmp(tok, key, k))
 		return 0;
-	snprintf(buf, len, "%s", tok + k);
+	return snprintf(buf, len, "%s", tok + k) < (int)len ? 1 : -1;
+}
+
+/* A number key ("precopy=N"): 1 when tok is this key and its value fits, -1 if not, 0 if another key. */
+static int ctl_num(const char *tok, const char *key, uint64_t min, uint64_t max, int *out,
+		   char *err, size_t errlen)
+{
+	size_t k = strlen(key);
+	uint64_t n;
+	if (strncmp(tok, key, k))
+		return 0;
+	if (parse_u64(tok + k, min, max, &n)) {
+		snprintf(err, errlen, "%.*s'%s' is not a number from %llu to %llu", (int)k - 1, key,
+			 tok + k, (unsigned long long)min, (unsigned long long)max);
+		return -1;
+	}
+	*out = (int)n;
 	return 1;
 }
 
-/* Parse "migrate to=... ..." into m and q; -1 if malformed. */
-static int ctl_parse(char *line, struct mig_opts *m, struct ctl_req *q)
+/* One "KEY=VALUE" token into m and q: 0, or -1 with err set. */
+static int ctl_token(const char *tok, struct mig_opts *m, struct ctl_req *q, char *err,
+		     size_t errlen)
+{
+	static const char *const keys[] = { "to=", "metrics=", "tls-creds=", "tls-psk=",
+					    "tls-hostname=" };
+	char *const bufs[] = { q->to, q->metrics, q->tls_creds, q->tls_psk, q->tls_hostname };
+	const size_t lens[] = { sizeof(q->to), sizeof(q->metrics), sizeof(q->tls_creds),
+				sizeof(q->tls_psk), sizeof(q->tls_hostname) };
+	int r = ctl_num(tok, "precopy=", 0, PARSE_PRECOPY_MAX, &m->precopy_rounds, err, errlen);
+	if (!r)
+		r = ctl_num(tok, "compress=", 0, 1, &m->compress, err, errlen);
+	if (!r)
+		r = ctl_num(tok, "recover-ms=", 1, PARSE_RECOVER_MS_MAX, &m->recover_ms, err,
+			    errlen);
+	for (size_t i = 0; !r && i < sizeof(keys) / sizeof(keys[0]); i++)
+		if ((r = ctl_str(tok, keys[i], bufs[i], lens[i])) < 0)
+			snprintf(err, errlen, "%s value too long", keys[i]);
+	if (!r)
+		snprintf(err, errlen, "unknown key '%.64s'", tok);
+	return r > 0 ? 0 : -1;
+}
+
+/*
+ * The TLS of a request.  What the VMM was started with is a floor: a
+ * request may add TLS to a plain VMM, or name the host of an x509 peer,
+ * never drop TLS or swap its mode or files (before this rule, a request
+ * naming only tls-hostname= ran in plain text).  0, or -1 with err set.
+ */
+static int ctl_tls(const struct migrate_vmm_opts *o, const struct ctl_req *q,
+		   struct mig_tls_opts *t, char *err, size_t errlen)
+{
+	const char *creds = q->tls_creds[0] ? q->tls_creds : NULL;
+	const char *psk = q->tls_psk[0] ? q->tls_psk : NULL;
+	const char *host = q->tls_hostname[0] ? q->tls_hostname : NULL;
+	int started = o->tls_creds || o->tls_psk;
+
+	if ((creds && psk) || (host && !creds && !o->tls_creds)) {
+		snprintf(err, errlen, "%s",
+			 creds && psk ? "tls-creds and tls-psk exclude each other"
+				      : "tls-hostname needs tls-creds");
+		return -1;
+	}
+	if (started && ((creds && (!o->tls_creds || strcmp(creds, o->tls_creds))) ||
+			(psk && (!o->tls_psk || strcmp(psk, o->tls_psk))))) {
+		snprintf(err, errlen,
+			 "this VMM was started with TLS (%s): a request may not change or drop it",
+			 o->tls_creds ? "x509" : "PSK");
+		return -1;
+	}
+	if (creds || psk)
+		*t = (struct mig_tls_opts){ .creds_dir = creds, .psk_file = psk };
+	if (host)
+		t->hostname = host;
+	return 0;
+}
+
+/* Parse "migrate to=... ..." into m and q: 0, or -1 with err set. */
+static int ctl_parse(const struct migrate_vmm_opts *o, char *line, struct mig_opts *m,
+		     struct ctl_req *q, char *err, size_t errlen)
 {
 	char *save = NULL;
 	char *tok = strtok_r(line, " ", &save);
-	if (!tok || strcmp(tok, "migrate"))
+	if (!tok || strcmp(tok, "migrate")) {
+		snprintf(err, errlen,
+			 "unknown request (expected: migrate to=tcp:H:P [precopy=N] "
+			 "[compress=0|1] [metrics=FILE] [recover-ms=N] [tls-creds=DIR | "
+			 "tls-psk=FILE] [tls-hostname=NAME])");
 		return -1;
-	while ((tok = strtok_r(NULL, " ", &save))) {
-		if (!strncmp(tok, "precopy=", 8))
-			m->precopy_rounds = atoi(tok + 8);
-		else if (!strncmp(tok, "compress=", 9))
-			m->compress = atoi(tok + 9);
-		else if (!strncmp(tok, "recover-ms=", 11))
-			m->recover_ms = atoi(tok + 11);
-		else if (!ctl_str(tok, "to=", q->to, sizeof(q->to)) &&
-			 !ctl_str(tok, "metrics=", q->metrics, sizeof(q->metrics)) &&
-			 !ctl_str(tok, "tls-creds=", q->tls_creds, sizeof(q->tls_creds)) &&
-			 !ctl_str(tok, "tls-psk=", q->tls_psk, sizeof(q->tls_psk)) &&
-			 !ctl_str(tok, "tls-hostname=", q->tls_hostname, sizeof(q->tls_hostname)))
+	}
+	while ((tok = strtok_r(NULL, " ", &save)))
+		if (ctl_token(tok, m, q, err, errlen))
 			return -1;
+	if (!q->to[0]) {
+		snprintf(err, errlen, "a migrate request needs to=tcp:HOST:PORT");
+		return -1;
 	}
 	m->addr = q->to;
 	if (q->metrics[0])
 		m->metrics = q->metrics;
-	/* A request that names any TLS setting replaces the VMM's defaults. */
-	if (q->tls_creds[0] || q->tls_psk[0] || q->tls_hostname[0])
-		m->tls = (struct mig_tls_opts){
-			.creds_dir = q->tls_creds[0] ? q->tls_creds : NULL,
-			.psk_file = q->tls_psk[0] ? q->tls_psk : NULL,
-			.hostname = q->tls_hostname[0] ? q->tls_hostname : NULL,
-		};
-	return q->to[0] ? 0 : -1;
+	return ctl_tls(o, q, &m->tls, err, errlen);
 }
 
 /* "progress" to the client every CTL_BEAT_MS until told to stop. */
@@ -654,20 +735,21 @@ static int ctl_serve(struct migrate_glue *gl, int c)
 	int finishing = gl->finishing;
 	gl->ctl_client = finishing ? -1 : c;
 	pthread_mutex_unlock(&gl->lock);
-	int r = finishing ? -1 : ctl_read_line(c, line);
+	int r = finishing ? -ENODATA : ctl_read_line(c, line);
 	pthread_mutex_lock(&gl->lock);
 	gl->ctl_client = -1;
 	pthread_mutex_unlock(&gl->lock);
-	if (r)
+	if (r == -ENODATA)
 		return finishing; /* an idle or empty client: dropped */
-	if (ctl_parse(line, &m, &q)) {
-		ctl_say(c, "error bad request (expected: migrate to=tcp:H:P [precopy=N] "
-			   "[compress=1] [metrics=FILE] [recover-ms=N] [tls-creds=DIR | "
-			   "tls-psk=FILE] [tls-hostname=NAME])\n");
-		return 0;
-	}
-	if (m.tls.creds_dir && m.tls.psk_file) {
-		ctl_say(c, "error tls-creds and tls-psk exclude each other: x509 or a PSK\n");
+	if (r)
+		snprintf(err, sizeof(err), "%s",
+			 r == -EMSGSIZE ? "request line too long" : "NUL byte in the request");
+	else
+		r = ctl_parse(gl->o, line, &m, &q, err, sizeof(err));
+	if (r) {
+		snprintf(reply, sizeof(reply), "error %s\n", err);
+		ctl_say(c, reply);
+		pr_vmm("control socket: refused: %s\n", err);
 		return 0;
 	}
 	r = ctl_migrate(gl, c, q.to, &m, err, sizeof(err));
@@ -740,29 +822,93 @@ static void *timer_thread(void *arg)
 	return arg;
 }
 
+/*
+ * The control path may be left over from a VMM that died: remove it only
+ * when it is a socket nobody listens on.  Anything else at the path (a
+ * file, a live VMM's socket) is the user's, and stays.  0 or -errno after a
+ * message.
+ */
+static int ctl_clear_stale(const char *path, const struct sockaddr_un *sa)
+{
+	struct stat st;
+	int fd, r;
+
+	if (lstat(path, &st)) {
+		if (errno == ENOENT)
+			return 0;
+		pr_vmm("--control %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		pr_vmm("--control %s: exists and is not a socket; not removed\n", path);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? -errno : 0;
+	close(fd);
+	if (r == 0) {
+		pr_vmm("--control %s: another VMM is listening there\n", path);
+		return -EADDRINUSE;
+	}
+	if (r != -ECONNREFUSED) {
+		pr_vmm("--control %s: %s\n", path, strerror(-r));
+		return r;
+	}
+	return unlink(path) ? -errno : 0;
+}
+
+/*
+ * Only the owner may connect: the socket is born 0600 (umask around
+ * bind(), not a chmod() by path after it, which another process could
+ * redirect or race).  The umask is process-wide for that instant; no other
+ * thread of ours creates files while the VMM starts.
+ */
 static int start_control(struct migrate_glue *gl)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(gl->o->control) >= sizeof(sa.sun_path)) {
+	const char *path = gl->o->control;
+	struct stat st;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
 		pr_vmm("--control: path too long\n");
 		return -ENAMETOOLONG;
 	}
-	strcpy(sa.sun_path, gl->o->control);
-	unlink(gl->o->control);
+	strcpy(sa.sun_path, path);
+	r = ctl_clear_stale(path, &sa);
+	if (r)
+		return r;
 	gl->ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	/*
-	 * Only the owner may connect: the mode is set before listen(), so no
-	 * connection can arrive while the file still has the umask's mode.
-	 */
-	if (gl->ctl_fd < 0 || bind(gl->ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(gl->o->control, 0600) < 0 || listen(gl->ctl_fd, 4) < 0) {
-		int e = errno;
-		pr_vmm("cannot open the control socket %s: %s\n", gl->o->control, strerror(e));
-		return -e;
+	if (gl->ctl_fd >= 0) {
+		mode_t old = umask(0177);
+		r = bind(gl->ctl_fd, (struct sockaddr *)&sa, sizeof(sa));
+		umask(old);
 	}
-	pthread_create(&gl->ctl, NULL, ctl_thread, gl);
+	if (gl->ctl_fd < 0 || r < 0 || stat(path, &st) < 0 || listen(gl->ctl_fd, 4) < 0) {
+		r = -errno;
+		pr_vmm("cannot open the control socket %s: %s\n", path, strerror(-r));
+		return r;
+	}
+	gl->ctl_dev = st.st_dev;
+	gl->ctl_ino = st.st_ino;
+	r = -pthread_create(&gl->ctl, NULL, ctl_thread, gl);
+	if (r) {
+		pr_vmm("control socket: cannot start its thread: %s\n", strerror(-r));
+		return r;
+	}
 	gl->ctl_on = 1;
 	return 0;
+}
+
+/* Remove the control path if it is still the socket we bound (not a successor's). */
+static void stop_control_path(struct migrate_glue *gl)
+{
+	struct stat st;
+
+	if (!lstat(gl->o->control, &st) && st.st_dev == gl->ctl_dev && st.st_ino == gl->ctl_ino)
+		unlink(gl->o->control);
 }
 
 /* ---- The hooks ---- */
@@ -861,7 +1007,7 @@ int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 		if (gl->ctl_on)
 			pthread_join(gl->ctl, NULL);
 		close(gl->ctl_fd);
-		unlink(o->control);
+		stop_control_path(gl);
 	}
 	stop_signal_watch(gl);
 	if (gl->watch_on) {

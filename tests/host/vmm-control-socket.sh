@@ -3,7 +3,8 @@
 # control socket.  The socket is created 0600; another user (nobody, through
 # setpriv) cannot connect; and when the mode is opened up anyway, the VMM
 # refuses that user by its SO_PEERCRED uid, with a message, and goes on
-# serving its owner (who then migrates it: checksum equal).
+# serving its owner (who then migrates it: checksum equal).  And
+# migrate-agent will not talk to a socket another user serves.
 # timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -57,3 +58,23 @@ got=$(final_checksum "$work/d.err")
 [ "$got" = "$ref" ] || fail "checksum $got after migration, $ref without"
 check_exactly_once "$work/d.json"
 echo "owner: migrated, checksum equal"
+
+# The other way round: a socket served by another user is not our VMM, and
+# migrate-agent tells it nothing (it would hand that user the request).
+mkdir "$work/nb" && chown nobody "$work/nb"
+as_nobody /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4)
+c, _ = s.accept(); c.settimeout(5)
+try: got = c.recv(4096)
+except OSError: got = b""
+open(sys.argv[1] + ".got", "wb").write(got)' "$work/nb/fake.sock" 2> /dev/null &
+pids+=("$!")
+wait_socket "$work/nb/fake.sock"
+"$BIN/migrate-agent" migrate --vmm "$work/nb/fake.sock" --to "tcp:127.0.0.1:$dport" \
+	> /dev/null 2> "$work/fake.err" && fail "migrate-agent talked to another user's socket"
+grep -q "served by uid $(id -u nobody), not by you" "$work/fake.err" ||
+	{ cat "$work/fake.err" >&2; fail "migrate-agent: no clear refusal of another user's socket"; }
+for _ in $(seq 100); do [ -e "$work/nb/fake.sock.got" ] && break; sleep 0.1; done
+[ -s "$work/nb/fake.sock.got" ] && fail "the request reached another user's socket: $(cat "$work/nb/fake.sock.got")"
+echo "another user's socket: $(cat "$work/fake.err")"

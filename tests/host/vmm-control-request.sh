@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# vmm-control-request: what a control request may not do, and where the
+# control socket may not be made.  Each case failed on main before the fix:
+# - an over-long line whose first 4095 bytes are a valid request, and a
+#   request with a NUL after a valid prefix: refused whole (the prefix used
+#   to migrate the VM);
+# - numbers out of range (precopy=, compress=, recover-ms=): refused, not
+#   atoi()'d;
+# - a VMM started with --tls-psk: a request naming only tls-hostname= (it
+#   used to migrate in plain text), or other TLS files: refused;
+# - a regular file, or a live VMM's socket, at the --control path: the new
+#   VMM refuses to start and removes nothing (it used to unlink both);
+#   a stale socket left by a dead VMM is replaced.
+# After every refusal the VM goes on; the owner then migrates it (checksum
+# equal to a run without migration).
+# timeout: 300
+set -uo pipefail
+. tests/host/migrate-lib.bash
+for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+[ -f "$GUEST" ] || fail "$GUEST is not built"
+[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+
+# Send raw bytes (python escapes: \n, \x00) to a control socket; print the answer.
+ctl_raw() { # socket python-bytes-literal
+	python3 - "$1" "$2" << 'EOF'
+import ast, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(60)
+s.connect(sys.argv[1])
+s.sendall(ast.literal_eval("b'" + sys.argv[2] + "'"))
+out = b""
+while not out.endswith(b"\n"):
+    try:
+        k = s.recv(4096)
+    except socket.timeout:
+        break
+    if not k:
+        break
+    out += k
+print(out.decode(errors="replace").strip())
+EOF
+}
+
+# The answer to a request must be a refusal naming why; the VM goes on.
+refused() { # what socket payload expected-text vmm-pid vmm-stderr
+	local ans
+	ans=$(ctl_raw "$2" "$3")
+	case "$ans" in
+	"error "*"$4"*) echo "$1: $ans" ;;
+	*) cat "$6" >&2; fail "$1: answered '$ans', want an error with '$4'" ;;
+	esac
+	kill -0 "$5" 2> /dev/null || { cat "$6" >&2; fail "$1: the VMM exited"; }
+	grep -q "migration to .* complete" "$6" && fail "$1: the VM migrated anyway"
+	return 0
+}
+
+cmd="workload=random iters=20000 quiet=1"
+long="workload=random iters=4000000 quiet=1" # killed, never waited for
+ref=$(reference_checksum 32M "$cmd")
+dport=$(free_port)
+timeout 200 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
+	--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
+dpid=$!
+pids+=("$dpid")
+wait_listen "$dport" "$dpid" "$work/d.err"
+grep -q "warning: plain TCP" "$work/d.err" || { cat "$work/d.err" >&2; fail "a plain --incoming gave no warning"; }
+echo "plain --incoming: $(grep -o 'warning: plain TCP.*' "$work/d.err" | head -c 100)..."
+
+sock=$work/a.sock
+timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
+	> /dev/null 2> "$work/a.err" &
+apid=$!
+pids+=("$apid")
+wait_socket "$sock"
+
+to="migrate to=tcp:127.0.0.1:$dport"
+pad=$(printf '%*s' 5000 '')
+refused "over-long line" "$sock" "$to$pad precopy=0\\n" "too long" "$apid" "$work/a.err"
+refused "NUL in the line" "$sock" "$to\\x00 precopy=zzz\\n" "NUL" "$apid" "$work/a.err"
+refused "precopy out of range" "$sock" "$to precopy=4294967297\\n" "precopy" "$apid" "$work/a.err"
+refused "negative precopy" "$sock" "$to precopy=-1\\n" "precopy" "$apid" "$work/a.err"
+refused "compress=2" "$sock" "$to compress=2\\n" "compress" "$apid" "$work/a.err"
+refused "recover-ms=0" "$sock" "$to recover-ms=0\\n" "recover-ms" "$apid" "$work/a.err"
+refused "unknown key" "$sock" "$to colour=red\\n" "unknown key" "$apid" "$work/a.err"
+
+# A live VMM's socket at the --control path: left alone, still served.
+"$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
+	> /dev/null 2> "$work/l.err" && fail "a second VMM took a live VMM's control socket"
+grep -q "another VMM is listening" "$work/l.err" || { cat "$work/l.err" >&2; fail "no clear message for a live socket"; }
+refused "the live socket still answers" "$sock" "$to precopy=x\\n" "precopy" "$apid" "$work/a.err"
+echo "live socket at --control: refused, left alone"
+
+# TLS given at start is a floor for requests.
+printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/k.psk"
+chmod 600 "$work/k.psk"
+printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/other.psk"
+chmod 600 "$work/other.psk"
+psock=$work/p.sock
+timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$long" \
+	--control "$psock" --tls-psk "$work/k.psk" > /dev/null 2> "$work/p.err" &
+ppid=$!
+pids+=("$ppid")
+wait_socket "$psock"
+refused "PSK VMM, request names only tls-hostname" "$psock" "$to tls-hostname=x\\n" "tls-hostname needs tls-creds" "$ppid" "$work/p.err"
+refused "PSK VMM, request names another PSK" "$psock" "$to tls-psk=$work/other.psk\\n" "may not change or drop" "$ppid" "$work/p.err"
+refused "PSK VMM, request names x509" "$psock" "$to tls-creds=$work\\n" "may not change or drop" "$ppid" "$work/p.err"
+kill "$ppid"
+
+# The owner migrates the VM that refused all of the above.
+"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" \
+	> "$work/agent.json" 2> "$work/agent.err" || { cat "$work/agent.err" "$work/a.err" >&2; fail "the owner could not migrate"; }
+wait_status "$apid" "the source" 120 || { cat "$work/a.err" >&2; fail "the source vmm failed"; }
+wait_status "$dpid" "the destination" 120 || { cat "$work/d.err" >&2; fail "the destination vmm failed"; }
+got=$(final_checksum "$work/d.err")
+[ "$got" = "$ref" ] || fail "checksum $got after migration, $ref without"
+check_exactly_once "$work/d.json"
+echo "owner: migrated, checksum equal"
+
+# A regular file at the --control path: left alone.
+echo precious > "$work/file"
+"$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$work/file" \
+	> /dev/null 2> "$work/f.err" && fail "a VMM started with a regular file as its --control"
+grep -q "not a socket" "$work/f.err" || { cat "$work/f.err" >&2; fail "no clear message for a file at --control"; }
+[ "$(cat "$work/file")" = precious ] || fail "the file at --control was changed"
+echo "file at --control: refused, left alone"
+
+# A stale socket (its VMM died) is replaced, and the new socket is 0600.
+stale=$work/stale.sock
+python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$stale"
+[ -S "$stale" ] || fail "could not make a stale socket"
+timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$long" \
+	--control "$stale" > /dev/null 2> "$work/s.err" &
+spid=$!
+pids+=("$spid")
+for _ in $(seq 600); do
+	ans=$(ctl_raw "$stale" 'bogus\n' 2> /dev/null) && break
+	kill -0 "$spid" 2> /dev/null || { cat "$work/s.err" >&2; fail "the VMM did not replace a stale socket"; }
+	sleep 0.1
+done
+case "$ans" in "error unknown request"*) ;; *) fail "the replaced socket answered '$ans'" ;; esac
+[ "$(stat -c %a "$stale")" = 600 ] || fail "the control socket has mode $(stat -c %a "$stale")"
+kill "$spid"
+echo "stale socket: replaced, mode 600"
+
