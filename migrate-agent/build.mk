@@ -10,12 +10,12 @@ MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c mi
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
 
 # The CLI that attaches to a source VMM's control socket.
-$(eval $(call program,migrate-agent,migrate-agent/cli.c,))
+$(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c,-ljson-c))
 
 # The vmm binary (vmm/build.mk) links the library and its glue: they are added
 # as extra prerequisites of its three link rules, libraries by full path (the
 # node flavour is static), so $$^ carries them in link order.
-MIG_VMM_SRCS := $(MIG_LIB_SRCS) migrate-agent/vmm-glue.c
+MIG_VMM_SRCS := $(MIG_LIB_SRCS) migrate-agent/vmm-glue.c migrate-agent/qmp.c
 MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
 	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
 	$(shell $(CC) -print-file-name=libjson-c.so)
