@@ -1023,6 +1023,8 @@ static void *push_thread(void *arg)
 			break;
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
 		s->pages_pushed++;
+		if ((i & 63) == 0) /* query-migrate's figures, fresh within 256 KiB */
+			publish(s);
 		if ((i & 1023) == 0)
 			progress(s, "postcopy");
 	}
@@ -1082,6 +1084,8 @@ static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirt
 	struct src *s = ps->s;
 	uint64_t n = 0, i;
 	for (i = 0; i < s->nr_pages && !*r; i++) {
+		if ((i & 63) == 0)
+			publish(s);
 		if ((i & 1023) == 0) {
 			if (precopy_cut(s))
 				break;
