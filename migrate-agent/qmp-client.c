@@ -135,7 +135,8 @@ int qmpc_execute(struct qmpc *c, const char *cmd, struct json_object *args, int 
 	}
 }
 
-int qmpc_connect(struct qmpc *c, const char *path, int timeout_ms, char *err, size_t errlen)
+static int connect_negotiate(struct qmpc *c, const char *path, int timeout_ms, char *err,
+			     size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct json_object *greeting = NULL;
@@ -170,6 +171,15 @@ int qmpc_connect(struct qmpc *c, const char *path, int timeout_ms, char *err, si
 	}
 	json_object_put(greeting);
 	return qmpc_execute(c, "qmp_capabilities", NULL, timeout_ms, NULL, NULL, NULL, err, errlen);
+}
+
+int qmpc_connect(struct qmpc *c, const char *path, int timeout_ms, char *err, size_t errlen)
+{
+	int r = connect_negotiate(c, path, timeout_ms, err, errlen);
+
+	if (r)
+		qmpc_close(c);
+	return r;
 }
 
 void qmpc_close(struct qmpc *c)
