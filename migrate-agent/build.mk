@@ -4,13 +4,13 @@
 BASE_CFLAGS += -Imigrate-agent/include
 
 # The library, for the VMM to link (with $(MIG_LIBS)).
-MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
+MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c \
 	migrate-agent/metrics.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
 
 # The CLI that attaches to a source VMM's control socket.
-$(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c,-ljson-c))
+$(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c migrate-agent/params.c,-ljson-c))
 
 # The vmm binary (vmm/build.mk) links the library and its glue: they are added
 # as extra prerequisites of its three link rules, libraries by full path (the

@@ -32,13 +32,15 @@
 #include <unistd.h>
 
 #include "common/parse.h"
+#include "migrate/params.h"
 #include "qmp-client.h"
 
 struct request {
 	const char *vmm, *to, *metrics, *tls_hostname;
 	char *tls_creds, *tls_psk; /* absolute paths (realpath), freed by the caller */
-	int precopy, compress, recover_ms, idle_ms;
-	long long max_bandwidth; /* bytes/s, 0: no cap */
+	int idle_ms;
+	uint64_t param[MIG_P_NR]; /* migrate/params.h; sent when given */
+	bool given[MIG_P_NR];
 };
 
 static void usage(void)
@@ -47,9 +49,11 @@ static void usage(void)
 		"usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
 		"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
 		"                     [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]\n"
+		"                     [--postcopy-manual]\n"
 		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n"
-		"       migrate-agent status --vmm SOCKET\n"
-		"       migrate-agent cancel --vmm SOCKET\n");
+		"       migrate-agent status --vmm SOCKET          (query-migrate)\n"
+		"       migrate-agent cancel --vmm SOCKET          (migrate_cancel)\n"
+		"       migrate-agent start-postcopy --vmm SOCKET  (migrate-start-postcopy)\n");
 }
 
 /* A number from min to max, or -1 after a message. */
@@ -98,15 +102,41 @@ static int check_tls(const struct request *q)
 	return 0;
 }
 
+/* A tunable of the table (migrate/params.h) at argv[*i]: 1 taken, 0 not one, -1 bad. */
+static int param_arg(int argc, char **argv, int *i, struct request *q)
+{
+	int p = mig_param_by_flag(argv[*i]);
+	char err[200];
+
+	if (p < 0)
+		return 0;
+	q->given[p] = true;
+	if (mig_param_defs[p].is_bool) {
+		q->param[p] = 1;
+		return 1;
+	}
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "migrate-agent: %s needs a value\n", argv[*i]);
+		return -1;
+	}
+	if (mig_param_parse(p, argv[*i], argv[*i + 1], &q->param[p], err, sizeof(err))) {
+		fprintf(stderr, "migrate-agent: %s\n", err);
+		return -1;
+	}
+	++*i;
+	return 1;
+}
+
 /* 0, or 2 (usage) after a message. */
 static int parse_args(int argc, char **argv, struct request *q)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--compress")) {
-			q->compress = 1;
+		int taken = param_arg(argc, argv, &i, q);
+		if (taken < 0)
+			return 2;
+		if (taken)
 			continue;
-		}
 		if (!v) {
 			fprintf(stderr, "migrate-agent: %s needs a value\n", a);
 			return 2;
@@ -118,33 +148,17 @@ static int parse_args(int argc, char **argv, struct request *q)
 			q->to = v;
 		else if (!strcmp(a, "--metrics"))
 			q->metrics = v;
-		else if (!strcmp(a, "--precopy-rounds")) {
-			if ((q->precopy = parse_int(a, v, 0, PARSE_PRECOPY_MAX)) < 0)
-				return 2;
-		} else if (!strcmp(a, "--tls-hostname"))
+		else if (!strcmp(a, "--tls-hostname"))
 			q->tls_hostname = v;
 		else if (!strcmp(a, "--tls-creds") || !strcmp(a, "--tls-psk")) {
 			char **slot = a[6] == 'c' ? &q->tls_creds : &q->tls_psk;
 			free(*slot);
 			if (!(*slot = tls_path(a, v)))
 				return 2;
-		} else if (!strcmp(a, "--recover-ms") &&
-			   (q->recover_ms = parse_int(a, v, 1, PARSE_RECOVER_MS_MAX)) < 0)
-			return 2;
-		else if (!strcmp(a, "--idle-ms") &&
-			 (q->idle_ms = parse_int(a, v, 1, PARSE_RECOVER_MS_MAX)) < 0)
-			return 2;
-		else if (!strcmp(a, "--max-bandwidth")) {
-			uint64_t n;
-			if (parse_u64(v, 0, 1ull << 40, &n)) {
-				fprintf(stderr,
-					"migrate-agent: --max-bandwidth: '%s' is not a number of "
-					"bytes/s\n",
-					v);
+		} else if (!strcmp(a, "--idle-ms")) {
+			if ((q->idle_ms = parse_int(a, v, 1, PARSE_RECOVER_MS_MAX)) < 0)
 				return 2;
-			}
-			q->max_bandwidth = (long long)n;
-		} else if (strcmp(a, "--recover-ms") && strcmp(a, "--idle-ms")) {
+		} else {
 			fprintf(stderr, "migrate-agent: unknown option %s\n", a);
 			usage();
 			return 2;
@@ -174,12 +188,13 @@ static struct json_object *parameters(const struct request *q, const char *metri
 {
 	struct json_object *a = json_object_new_object();
 
-	json_object_object_add(a, "max-bandwidth", json_object_new_int64(q->max_bandwidth));
-	json_object_object_add(a, "x-precopy-rounds", json_object_new_int(q->precopy));
-	json_object_object_add(a, "x-compress", json_object_new_boolean(q->compress));
+	for (int i = 0; i < MIG_P_NR; i++)
+		if (q->given[i])
+			json_object_object_add(a, mig_param_defs[i].key,
+					       mig_param_defs[i].is_bool
+						   ? json_object_new_boolean(q->param[i] != 0)
+						   : json_object_new_int64((int64_t)q->param[i]));
 	json_object_object_add(a, "x-metrics-file", json_object_new_string(metrics));
-	if (q->recover_ms)
-		json_object_object_add(a, "x-recover-ms", json_object_new_int(q->recover_ms));
 	if (q->tls_creds)
 		json_object_object_add(a, "tls-creds", json_object_new_string(q->tls_creds));
 	if (q->tls_psk)
@@ -400,6 +415,8 @@ int main(int argc, char **argv)
 		return cmd_simple(argc - 1, argv + 1, "query-migrate");
 	if (argc >= 2 && !strcmp(argv[1], "cancel"))
 		return cmd_simple(argc - 1, argv + 1, "migrate_cancel");
+	if (argc >= 2 && !strcmp(argv[1], "start-postcopy"))
+		return cmd_simple(argc - 1, argv + 1, "migrate-start-postcopy");
 	if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
 		usage();
 		return 0;

@@ -35,8 +35,7 @@
 
 /* Options for the next migration (migrate-set-parameters), under gl->lock. */
 struct glue_params {
-	uint64_t max_bandwidth;
-	int precopy_rounds, compress, recover_ms, postcopy_manual;
+	uint64_t param[MIG_P_NR];
 	char tls_creds[512], tls_psk[512], tls_hostname[256], metrics[512];
 };
 
@@ -79,14 +78,27 @@ static int parse_num(const char *opt, const char *v, uint64_t min, uint64_t max,
 int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 {
 	const char *a = argv[*i];
-	static const char *const with_value[] = {
-		"--incoming",	    "--control",	 "--migrate-to",     "--migrate-after",
-		"--precopy-rounds", "--migrate-metrics", "--recover-ms",     "--tls-creds",
-		"--tls-psk",	    "--tls-hostname",	 "--migrate-spin-us"
-	};
+	static const char *const with_value[] = { "--incoming",	       "--control",
+						  "--migrate-to",      "--migrate-after",
+						  "--migrate-metrics", "--tls-creds",
+						  "--tls-psk",	       "--tls-hostname",
+						  "--migrate-spin-us" };
 	uint64_t n;
-	if (!strcmp(a, "--compress")) {
-		o->compress = 1;
+	char err[200];
+	int p = mig_param_by_flag(a);
+	if (p >= 0 && mig_param_defs[p].is_bool) {
+		o->param[p] = 1;
+		return 1;
+	}
+	if (p >= 0) {
+		if (*i + 1 >= argc) {
+			pr_vmm("%s needs a value\n", a);
+			return -1;
+		}
+		if (mig_param_parse(p, a, argv[++*i], &o->param[p], err, sizeof(err))) {
+			pr_vmm("%s\n", err);
+			return -1;
+		}
 		return 1;
 	}
 	int known = 0;
@@ -116,14 +128,6 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 	} else if (!strcmp(a, "--migrate-after")) {
 		if (parse_num(a, v, 1, PARSE_AFTER_MS_MAX, &o->migrate_after_ms))
 			return -1;
-	} else if (!strcmp(a, "--precopy-rounds")) {
-		if (parse_num(a, v, 0, PARSE_PRECOPY_MAX, &n))
-			return -1;
-		o->precopy_rounds = (int)n;
-	} else if (!strcmp(a, "--recover-ms")) {
-		if (parse_num(a, v, 1, PARSE_RECOVER_MS_MAX, &n))
-			return -1;
-		o->recover_ms = (int)n;
 	} else if (!strcmp(a, "--migrate-spin-us")) {
 		if (parse_num(a, v, 0, MIG_SPIN_MAX_US, &n))
 			return -1;
@@ -238,9 +242,9 @@ static struct mig_opts lib_opts(struct migrate_glue *gl, const char *addr)
 {
 	struct mig_opts m = {
 		.addr = addr,
-		.precopy_rounds = gl->o->precopy_rounds,
-		.compress = gl->o->compress,
-		.recover_ms = gl->o->recover_ms,
+		.precopy_rounds = (int)gl->o->param[MIG_P_PRECOPY_ROUNDS],
+		.compress = (int)gl->o->param[MIG_P_COMPRESS],
+		.recover_ms = (int)gl->o->param[MIG_P_RECOVER_MS],
 		.spin_us = gl->o->spin_us,
 		.metrics = gl->o->metrics,
 		.progress = isatty(2),
@@ -537,9 +541,8 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
 
 static void params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 {
-	*p = (struct glue_params){ .precopy_rounds = o->precopy_rounds,
-				   .compress = o->compress,
-				   .recover_ms = o->recover_ms };
+	*p = (struct glue_params){ 0 };
+	memcpy(p->param, o->param, sizeof(p->param));
 	snprintf(p->tls_creds, sizeof(p->tls_creds), "%s", o->tls_creds ? o->tls_creds : "");
 	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
 	snprintf(p->tls_hostname, sizeof(p->tls_hostname), "%s",
@@ -642,44 +645,63 @@ static int arg_str(struct json_object *args, const char *key, char *buf, size_t 
 	return 0;
 }
 
-/* An integer argument in [min, max] (a bool for max 1), left alone when absent. */
-static int arg_num(struct json_object *args, const char *key, uint64_t min, uint64_t max,
-		   uint64_t *out, struct qmp_reply *reply)
+/* One numeric parameter from QMP (a bool too for is_bool ones) into p: 0, or -1 with reply set. */
+static int set_num_param(struct glue_params *p, int i, const char *key, struct json_object *v,
+			 struct qmp_reply *reply)
 {
-	struct json_object *v;
 	int64_t n;
 
-	if (!args || !json_object_object_get_ex(args, key, &v))
-		return 0;
-	if (max == 1 && json_object_is_type(v, json_type_boolean)) {
-		*out = json_object_get_boolean(v);
+	if (mig_param_defs[i].is_bool && json_object_is_type(v, json_type_boolean)) {
+		p->param[i] = json_object_get_boolean(v);
 		return 0;
 	}
 	errno = 0;
 	n = json_object_get_int64(v);
-	if (!json_object_is_type(v, json_type_int) || errno || n < 0 || (uint64_t)n < min ||
-	    (uint64_t)n > max) {
+	if (!json_object_is_type(v, json_type_int) || errno || n < 0 ||
+	    mig_param_check(i, key, (uint64_t)n, reply->desc, sizeof(reply->desc))) {
 		qmp_fail(reply, "Parameter '%s' expects %s from %llu to %llu", key,
-			 max == 1 ? "a bool or an integer" : "an integer", (unsigned long long)min,
-			 (unsigned long long)max);
+			 mig_param_defs[i].is_bool ? "a bool or an integer" : "an integer",
+			 (unsigned long long)mig_param_defs[i].min,
+			 (unsigned long long)mig_param_defs[i].max);
 		return -1;
 	}
-	*out = (uint64_t)n;
+	p->param[i] = (uint64_t)n;
 	return 0;
 }
 
-#define QMP_MAX_BANDWIDTH (1ull << 40) /* bytes/s: 1 TiB/s, far beyond any link */
+/* Every argument into p, or none: 0, or -1 with reply set. */
+static int set_params(struct glue_params *p, struct json_object *args, struct qmp_reply *reply)
+{
+	static const char *const strings[] = { "tls-creds", "tls-psk", "tls-hostname",
+					       "x-metrics-file" };
+	char *const bufs[] = { p->tls_creds, p->tls_psk, p->tls_hostname, p->metrics };
+	const size_t lens[] = { sizeof(p->tls_creds), sizeof(p->tls_psk), sizeof(p->tls_hostname),
+				sizeof(p->metrics) };
+
+	json_object_object_foreach(args, key, v)
+	{
+		int i = mig_param_by_key(key), known = i >= 0;
+
+		if (known && set_num_param(p, i, key, v, reply))
+			return -1;
+		for (size_t k = 0; !known && k < sizeof(strings) / sizeof(strings[0]); k++)
+			if (!strcmp(key, strings[k])) {
+				known = 1;
+				if (arg_str(args, key, bufs[k], lens[k], reply))
+					return -1;
+			}
+		if (!known) {
+			qmp_fail(reply, "Parameter '%.64s' is unexpected", key);
+			return -1;
+		}
+	}
+	return 0;
+}
 
 static void qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
-	static const char *const known[] = { "max-bandwidth",	  "x-precopy-rounds",
-					     "x-compress",	  "x-recover-ms",
-					     "x-postcopy-manual", "tls-creds",
-					     "tls-psk",		  "tls-hostname",
-					     "x-metrics-file",	  NULL };
 	struct migrate_glue *gl = ctx;
 	struct glue_params p;
-	uint64_t bw, rounds, compress, recover, manual;
 
 	if (args && (json_object_object_get_ex(args, "downtime-limit", NULL) ||
 		     json_object_object_get_ex(args, "multifd-channels", NULL))) {
@@ -688,31 +710,13 @@ static void qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_r
 				"limit");
 		return;
 	}
-	if (args && args_known(args, known, reply))
-		return;
 	pthread_mutex_lock(&gl->lock);
 	p = gl->params;
-	bw = p.max_bandwidth, rounds = (uint64_t)p.precopy_rounds;
-	compress = (uint64_t)p.compress, recover = (uint64_t)p.recover_ms;
-	manual = (uint64_t)p.postcopy_manual;
-	if (!arg_num(args, "max-bandwidth", 0, QMP_MAX_BANDWIDTH, &bw, reply) &&
-	    !arg_num(args, "x-precopy-rounds", 0, PARSE_PRECOPY_MAX, &rounds, reply) &&
-	    !arg_num(args, "x-compress", 0, 1, &compress, reply) &&
-	    !arg_num(args, "x-recover-ms", 1, PARSE_RECOVER_MS_MAX, &recover, reply) &&
-	    !arg_num(args, "x-postcopy-manual", 0, 1, &manual, reply) &&
-	    !arg_str(args, "tls-creds", p.tls_creds, sizeof(p.tls_creds), reply) &&
-	    !arg_str(args, "tls-psk", p.tls_psk, sizeof(p.tls_psk), reply) &&
-	    !arg_str(args, "tls-hostname", p.tls_hostname, sizeof(p.tls_hostname), reply) &&
-	    !arg_str(args, "x-metrics-file", p.metrics, sizeof(p.metrics), reply) &&
-	    !check_tls_floor(gl->o, &p, reply)) {
-		p.max_bandwidth = bw;
-		p.precopy_rounds = (int)rounds;
-		p.compress = (int)compress;
-		p.recover_ms = (int)recover;
-		p.postcopy_manual = (int)manual;
+	if ((!args || !set_params(&p, args, reply)) && !check_tls_floor(gl->o, &p, reply)) {
 		gl->params = p;
 		/* The cap also holds for a migration under way. */
-		__atomic_store_n(&gl->ctl.max_bandwidth, bw, __ATOMIC_RELAXED);
+		__atomic_store_n(&gl->ctl.max_bandwidth, p.param[MIG_P_MAX_BANDWIDTH],
+				 __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&gl->lock);
 }
@@ -727,11 +731,11 @@ static void qmp_query_parameters(void *ctx, struct json_object *args, struct qmp
 	pthread_mutex_lock(&gl->lock);
 	p = gl->params;
 	pthread_mutex_unlock(&gl->lock);
-	json_object_object_add(o, "max-bandwidth", json_object_new_uint64(p.max_bandwidth));
-	json_object_object_add(o, "x-precopy-rounds", json_object_new_int(p.precopy_rounds));
-	json_object_object_add(o, "x-compress", json_object_new_boolean(p.compress));
-	json_object_object_add(o, "x-recover-ms", json_object_new_int(p.recover_ms));
-	json_object_object_add(o, "x-postcopy-manual", json_object_new_boolean(p.postcopy_manual));
+	for (int i = 0; i < MIG_P_NR; i++)
+		json_object_object_add(o, mig_param_defs[i].key,
+				       mig_param_defs[i].is_bool
+					   ? json_object_new_boolean(p.param[i] != 0)
+					   : json_object_new_uint64(p.param[i]));
 	json_object_object_add(o, "tls-creds", json_object_new_string(p.tls_creds));
 	json_object_object_add(o, "tls-psk", json_object_new_string(p.tls_psk));
 	json_object_object_add(o, "tls-hostname", json_object_new_string(p.tls_hostname));
@@ -746,9 +750,9 @@ static void freeze_params(struct migrate_glue *gl)
 
 	*p = gl->params;
 	gl->mig_opts = lib_opts(gl, gl->uri);
-	gl->mig_opts.precopy_rounds = p->precopy_rounds;
-	gl->mig_opts.compress = p->compress;
-	gl->mig_opts.recover_ms = p->recover_ms;
+	gl->mig_opts.precopy_rounds = (int)p->param[MIG_P_PRECOPY_ROUNDS];
+	gl->mig_opts.compress = (int)p->param[MIG_P_COMPRESS];
+	gl->mig_opts.recover_ms = (int)p->param[MIG_P_RECOVER_MS];
 	gl->mig_opts.metrics = p->metrics[0] ? p->metrics : NULL;
 	gl->mig_opts.tls = (struct mig_tls_opts){
 		.creds_dir = p->tls_creds[0] ? p->tls_creds : NULL,
@@ -757,8 +761,8 @@ static void freeze_params(struct migrate_glue *gl)
 	};
 	gl->mig_opts.ctl = &gl->ctl;
 	gl->ctl = (struct mig_ctl){
-		.max_bandwidth = p->max_bandwidth,
-		.manual_postcopy = p->postcopy_manual,
+		.max_bandwidth = p->param[MIG_P_MAX_BANDWIDTH],
+		.manual_postcopy = (int)p->param[MIG_P_POSTCOPY_MANUAL],
 		.phase = MIG_PHASE_SETUP,
 		.phase_changed = phase_changed,
 		.arg = gl,
@@ -968,7 +972,6 @@ static int start_control(struct migrate_glue *gl)
 {
 	char err[400] = "";
 
-	params_init(&gl->params, gl->o);
 	gl->qmp = qmp_listen(gl->o->control, qmp_commands, gl, err, sizeof(err));
 	if (!gl->qmp) {
 		pr_vmm("--control: %s\n", err);
@@ -990,11 +993,14 @@ static void *timer_thread(void *arg)
 	while (!gl->finishing && r != ETIMEDOUT)
 		r = pthread_cond_timedwait(&gl->cond, &gl->lock, &ts);
 	int go = !gl->finishing;
+	if (go) { /* the flags' options, --max-bandwidth included */
+		snprintf(gl->uri, sizeof(gl->uri), "%s", gl->o->migrate_to);
+		freeze_params(gl);
+	}
 	pthread_mutex_unlock(&gl->lock);
 	if (go) {
-		struct mig_opts m = lib_opts(gl, gl->o->migrate_to);
 		char err[400];
-		migrate_out(gl, gl->o->migrate_to, &m, err, sizeof(err));
+		migrate_out(gl, gl->uri, &gl->mig_opts, err, sizeof(err));
 	}
 	return arg;
 }
@@ -1005,6 +1011,10 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 {
 	if (o->incoming && (o->migrate_to || o->control)) {
 		pr_vmm("--incoming cannot be combined with --migrate-to or --control\n");
+		return -EINVAL;
+	}
+	if (o->param[MIG_P_POSTCOPY_MANUAL] && !o->control) {
+		pr_vmm("--postcopy-manual needs --control (migrate-start-postcopy ends precopy)\n");
 		return -EINVAL;
 	}
 	if (!!o->migrate_to != !!o->migrate_after_ms) {
@@ -1019,6 +1029,7 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 	*gl = (struct migrate_glue){ .vm = vm, .o = o };
 	pthread_mutex_init(&gl->lock, NULL);
 	pthread_cond_init(&gl->cond, NULL);
+	params_init(&gl->params, o);
 	o->glue = gl;
 	return o->incoming ? prepare_incoming(gl) : 0;
 }

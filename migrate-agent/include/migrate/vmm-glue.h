@@ -10,6 +10,9 @@
  *   --migrate-after MS       ... this long after the vCPUs started
  *   --precopy-rounds N       source: N precopy passes before the switch-over
  *   --compress               source: zstd for pushed pages
+ *   --max-bandwidth B        source: pushed pages at most B bytes/s
+ *   --postcopy-manual        source, with --control: precopy until
+ *                            migrate-start-postcopy
  *   --migrate-metrics FILE   either side: JSON summary
  *   --recover-ms MS          either side: how long a broken link may stay down
  *   --tls-creds DIR          either side: TLS with x509 credentials (QEMU layout)
@@ -28,13 +31,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "migrate/params.h"
+
 struct vm;
 
 struct migrate_vmm_opts {
 	const char *incoming, *control, *migrate_to, *metrics;
 	const char *tls_creds, *tls_psk, *tls_hostname;
 	uint64_t migrate_after_ms;
-	int precopy_rounds, compress, recover_ms;
+	uint64_t param[MIG_P_NR];  /* migrate/params.h: --precopy-rounds, --compress, ... */
 	unsigned spin_us;	   /* the urgent channel's spin window (--migrate-spin-us) */
 	bool busy_poll;		   /* destination: the fault thread spins (vmm run --busy-poll) */
 	struct migrate_glue *glue; /* the migration's own state, from migrate_prepare() */
