@@ -34,107 +34,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "metrics.h"
-#include "migrate/auth.h"
-#include "spin.h"
-#include "stamps.h"
+#include "dest.h"
 
-#define MAX_HANDSHAKES_ 32 /* see MAX_HANDSHAKES */
-
-struct hs_slot {
-	int fd;	      /* -1: free */
-	uint64_t gen; /* which handshake holds it */
-	uint64_t t0;  /* when it was accepted */
-};
-
-enum {
-	PG_MISSING,
-	PG_REQUESTED,
-	PG_INSTALLING,
-	PG_PRESENT,
-	PG_STAGED
-};
-
-struct mig_dest {
-	struct mig_opts o;
-	struct sockaddr_in sa;
-	int lfd;
-	struct mig_tls_ctx *tls; /* NULL: plain TCP */
-	struct mig_dest_vm *vm;
-	uint64_t nr_pages, session;
-	uint32_t features;
-	uint8_t *pst;
-	uint64_t *t_fault;
-	uint8_t *stage;
-	/*
-	 * Per page, whether its staged copy is a zero page: kept out of the
-	 * staging buffer (writing 4 KiB of zeros there faults a page in, ~7 us
-	 * each here, and the precopy of a mostly empty guest is mostly zero
-	 * markers) and installed with the zero-page call.  Written before the
-	 * page's PG_STAGED release store, read after its acquire.
-	 */
-	uint8_t *stage_zero;
-	/*
-	 * Arrival timeline: per page, 0 (not installed) or (us since t_tl0) << 2
-	 * | (kind + 1), written once by the thread that installed the page.
-	 * t_tl0 is the switch-over (phase 0 done), before any install.
-	 */
-	uint32_t *t_arr;
-	uint64_t t_tl0;
-	struct mig_stamps *stamps; /* per-fault steps, page map (bench) */
-	struct mig_spin spin;	   /* the urgent receiver's (spin.h) */
-
-	/* req_lock guards which connections are live (urg/bulk/link_ok). */
-	pthread_mutex_t req_lock;
-	struct mig_conn *urg, *bulk;
-	int link_ok;
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int phase0_done, state_rx, broken, failed, all_present, complete_sent, stop;
-	char why[320];
-
-	pthread_t rx_urg, rx_bulk, sup, stager, watch;
-	int rx_urg_on, rx_bulk_on, sup_on, stager_on, watch_on;
-
-	/*
-	 * The session and its secret; connections being authenticated; an
-	 * authenticated pair not yet taken.  All under lock (cond signals).
-	 */
-	int session_set, session_fixed; /* claimed; fixed once a pair was taken */
-	uint64_t session_claimed_ns;
-	uint8_t secret[MIG_SECRET_LEN];
-	pthread_t acceptor;
-	int acceptor_on, handshakes; /* handshake threads running */
-	struct hs_slot hs[MAX_HANDSHAKES_];
-	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
-	struct mig_conn *pend_urg, *pend_bulk;
-	uint32_t pend_attempt; /* the source's connection attempt they belong to */
-
-	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
-	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */
-	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
-	    dedup, pages_zero;
-	pthread_mutex_t lat_lock;
-	struct mig_lat lat;
-	uint64_t t_state_rx, t_phase0;
-	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
-	uint64_t bytes_rx_prev;
-};
-
-static void fail_dest(struct mig_dest *d, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
-static struct timespec mono_in_ms(unsigned ms)
-{
-	uint64_t t = mig_now_ns() + ms * 1000000ull;
-	return (struct timespec){ .tv_sec = (time_t)(t / 1000000000ull),
-				  .tv_nsec = (long)(t % 1000000000ull) };
-}
-
-static void kick_links(struct mig_dest *d)
+void dest_kick_links(struct mig_dest *d)
 {
 	pthread_mutex_lock(&d->req_lock);
 	if (d->urg)
@@ -144,7 +46,7 @@ static void kick_links(struct mig_dest *d)
 	pthread_mutex_unlock(&d->req_lock);
 }
 
-static void fail_dest(struct mig_dest *d, const char *fmt, ...)
+void dest_fail(struct mig_dest *d, const char *fmt, ...)
 {
 	pthread_mutex_lock(&d->lock);
 	if (!d->failed) {
@@ -156,10 +58,10 @@ static void fail_dest(struct mig_dest *d, const char *fmt, ...)
 	}
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
-	kick_links(d);
+	dest_kick_links(d);
 }
 
-static void send_error(struct mig_conn *c, uint32_t code, const char *msg)
+void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg)
 {
 	struct mig_error e = { .code = code, .msg_len = (uint32_t)strlen(msg) };
 	if (e.msg_len > MIG_MAX_ERROR_MSG)
@@ -167,9 +69,7 @@ static void send_error(struct mig_conn *c, uint32_t code, const char *msg)
 	mig_conn_send(c, MIG_MSG_ERROR, &e, sizeof(e), msg, e.msg_len);
 }
 
-/* ---- Completion ---- */
-
-static void fill_complete(struct mig_dest *d, struct mig_complete *m)
+void dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->pages_received = __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
@@ -203,14 +103,14 @@ static int all_pages_present(struct mig_dest *d)
 }
 
 /* Send COMPLETE if every page is here and it was not sent yet. */
-static void try_complete(struct mig_dest *d)
+void dest_try_complete(struct mig_dest *d)
 {
 	/* Not before RUNNING: the source measures the downtime with it. */
 	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) ||
 	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) || !all_pages_present(d))
 		return;
 	struct mig_complete m;
-	fill_complete(d, &m);
+	dest_fill_complete(d, &m);
 	pthread_mutex_lock(&d->req_lock);
 	int sent = 0;
 	if (d->link_ok && !d->complete_sent) {
@@ -229,14 +129,12 @@ static void try_complete(struct mig_dest *d)
 	}
 }
 
-/* ---- Installing ---- */
-
 /*
  * Claim page i for installing (-> PG_INSTALLING): its previous state, or -1
  * when it must not be installed (already present or being installed: a
  * duplicate; for the stager, no longer staged).
  */
-static int claim(struct mig_dest *d, uint64_t i, int kind)
+int dest_claim(struct mig_dest *d, uint64_t i, int kind)
 {
 	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
 	for (;;) {
@@ -266,7 +164,7 @@ static void stamp_arrival(struct mig_dest *d, uint64_t i, int kind, uint64_t now
 }
 
 /* Page i, claimed in state st, is in place at now: account for it. */
-static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now)
+void dest_installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now)
 {
 	stamp_arrival(d, i, kind, now);
 	mig_stamps_install(d->stamps, i, kind, zero, now);
@@ -288,14 +186,14 @@ static void installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int 
 	__atomic_store_n(&d->pst[i], PG_PRESENT, __ATOMIC_RELEASE);
 	if (__atomic_add_fetch(&d->received, 1, __ATOMIC_ACQ_REL) == d->nr_pages) {
 		__atomic_store_n(&d->all_present, 1, __ATOMIC_RELEASE);
-		try_complete(d);
+		dest_try_complete(d);
 	}
 }
 
 /* Install page i from data (NULL: zero).  0, or -errno (fatal, already reported). */
 static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
 {
-	int st = claim(d, i, kind);
+	int st = dest_claim(d, i, kind);
 	if (st < 0)
 		return 0;
 	int r = d->vm->install(d->vm->ctx, i * MIG_PAGE_SIZE, data);
@@ -305,35 +203,15 @@ static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
 	}
 	if (r) {
 		__atomic_store_n(&d->pst[i], (uint8_t)st, __ATOMIC_RELEASE);
-		fail_dest(d, "cannot install page 0x%llx: %s",
+		dest_fail(d, "cannot install page 0x%llx: %s",
 			  (unsigned long long)(i * MIG_PAGE_SIZE), strerror(-r));
 		return r;
 	}
-	installed(d, i, (uint8_t)st, !data, kind, mig_now_ns());
+	dest_installed(d, i, (uint8_t)st, !data, kind, mig_now_ns());
 	return 0;
 }
 
-/*
- * A run of consecutive data pages received together on one channel,
- * claimed (PG_INSTALLING) and copied to a page-aligned buffer (or a run of
- * zero pages, nothing copied), installed
- * with one call into the kernel (vm->install_run) when the run is full, when
- * a page that does not extend it arrives, and always before the receiver
- * may block: a faulting vCPU never waits on a run for more than the frames
- * already received.
- */
-#define RUN_MAX 32
-
-struct run {
-	uint8_t *buf; /* RUN_MAX pages, private anonymous */
-	uint64_t first;
-	unsigned n;
-	int zero; /* a run of zero pages (nothing in buf) */
-	uint8_t st[RUN_MAX];
-	uint8_t kind[RUN_MAX];
-};
-
-static int flush_run(struct mig_dest *d, struct run *run)
+int dest_flush_run(struct mig_dest *d, struct run *run)
 {
 	unsigned n = run->n;
 	if (!n)
@@ -361,7 +239,7 @@ static int flush_run(struct mig_dest *d, struct run *run)
 	if (r) {
 		for (unsigned k = 0; k < n; k++)
 			__atomic_store_n(&d->pst[run->first + k], run->st[k], __ATOMIC_RELEASE);
-		fail_dest(d, "cannot install pages 0x%llx-0x%llx: %s",
+		dest_fail(d, "cannot install pages 0x%llx-0x%llx: %s",
 			  (unsigned long long)(run->first * MIG_PAGE_SIZE),
 			  (unsigned long long)((run->first + n) * MIG_PAGE_SIZE - 1), strerror(-r));
 		return r;
@@ -370,7 +248,7 @@ static int flush_run(struct mig_dest *d, struct run *run)
 		__atomic_fetch_add(&d->pages_dup, dups, __ATOMIC_RELAXED);
 	uint64_t now = mig_now_ns();
 	for (unsigned k = 0; k < n; k++)
-		installed(d, run->first + k, run->st[k], run->zero, run->kind[k], now);
+		dest_installed(d, run->first + k, run->st[k], run->zero, run->kind[k], now);
 	return 0;
 }
 
@@ -380,11 +258,11 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 {
 	int zero = pg->encoding == MIG_PAGE_ZERO;
 	if (run->n && (i != run->first + run->n || run->n == RUN_MAX || zero != run->zero)) {
-		int r = flush_run(d, run);
+		int r = dest_flush_run(d, run);
 		if (r)
 			return r;
 	}
-	int st = claim(d, i, kind);
+	int st = dest_claim(d, i, kind);
 	if (st < 0)
 		return 0;
 	uint8_t *slot = run->buf + (size_t)run->n * MIG_PAGE_SIZE;
@@ -433,7 +311,7 @@ static const void *staged_copy(const struct mig_dest *d, uint64_t i)
 }
 
 /* Installs what precopy staged, freeing the staging buffer as it goes (RSS ~ RAM). */
-static void *stager_thread(void *arg)
+void *dest_stager_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
@@ -445,8 +323,6 @@ static void *stager_thread(void *arg)
 	}
 	return NULL;
 }
-
-/* ---- Receiving ---- */
 
 struct rx_arg {
 	struct mig_dest *d;
@@ -499,7 +375,7 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 	 * heartbeats once kept a page uninstalled for seconds).
 	 */
 	if (!r && !mig_conn_next_is(c, MIG_MSG_PAGE))
-		r = flush_run(d, run);
+		r = dest_flush_run(d, run);
 	return r;
 }
 
@@ -532,8 +408,8 @@ static void rx_dirty(struct mig_dest *d, const uint8_t *p)
  * One checked frame from the source on c: 0 to go on, 1 when the source
  * gave up (ERROR: the migration failed), or a negative errno with err.
  */
-static int rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
-		    const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen)
+int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
+		  const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen)
 {
 	switch (h->type) {
 	case MIG_MSG_PAGE:
@@ -547,7 +423,7 @@ static int rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 	case MIG_MSG_ERROR: {
 		char text[200]; /* escaped, possibly cut short */
 		mig_error_text(p, text, sizeof(text));
-		fail_dest(d, "source reported an error: %s", text);
+		dest_fail(d, "source reported an error: %s", text);
 		return 1;
 	}
 	}
@@ -568,11 +444,11 @@ static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char 
 		pthread_cond_broadcast(&d->cond);
 		pthread_mutex_unlock(&d->lock);
 		if (!d->state_rx)
-			kick_links(d); /* incoming waits on the urgent channel */
+			dest_kick_links(d); /* incoming waits on the urgent channel */
 		return;
 	}
-	send_error(c, MIG_ERR_PROTOCOL, err);
-	fail_dest(d, "%s", err);
+	dest_send_error(c, MIG_ERR_PROTOCOL, err);
+	dest_fail(d, "%s", err);
 }
 
 static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
@@ -582,12 +458,12 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 		struct mig_frame_hdr h;
 		const uint8_t *p;
 		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
-		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && flush_run(d, run))
+		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
 			return;
 		if (d->failed || d->stop || d->complete_sent)
 			return;
 		if (!r)
-			r = rx_frame(d, c, run, &h, p, err, sizeof(err));
+			r = dest_rx_frame(d, c, run, &h, p, err, sizeof(err));
 		if (r > 0 || d->failed)
 			return;
 		if (r) {
@@ -603,14 +479,14 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 	void *buf = mmap(NULL, RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED) {
-		fail_dest(d, "%s channel: cannot map a receive buffer: %s", c->name,
+		dest_fail(d, "%s channel: cannot map a receive buffer: %s", c->name,
 			  strerror(errno));
 		return;
 	}
 	run.buf = buf;
 	rx_frames(d, c, &run);
 	if (!d->failed)
-		flush_run(d, &run);
+		dest_flush_run(d, &run);
 	munmap(buf, RUN_MAX * MIG_PAGE_SIZE);
 }
 
@@ -625,7 +501,7 @@ static void *rx_thread(void *arg)
 	return NULL;
 }
 
-static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on)
+void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on)
 {
 	struct rx_arg *a = malloc(sizeof(*a));
 	*on = 0;
@@ -636,11 +512,9 @@ static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *
 	}
 	if (!*on) {
 		free(a);
-		fail_dest(d, "%s channel: cannot start its receiver thread", c->name);
+		dest_fail(d, "%s channel: cannot start its receiver thread", c->name);
 	}
 }
-
-/* ---- Accepting connections: one handshake per connection, concurrently ---- */
 
 /*
  * Every accepted connection gets its own short-lived handshake thread: TLS
@@ -656,16 +530,19 @@ static void start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *
  * whoever it came from (the destination keeps listening until stopped).
  * An authenticated connection leaves its slot: it is offered as the
  * pending urgent or bulk channel (a newer one replaces an older one), and
- * accept_pair() takes a complete pair.
+ * dest_accept_pair() takes a complete pair.
  */
 #define MAX_HANDSHAKES MAX_HANDSHAKES_
-#define HANDSHAKE_MS   3000
+
+#define HANDSHAKE_MS 3000
+
 /*
  * The first REFUSE_LOG_BURST refusals are logged, then at most one a
  * second with a count: a flood must not flood the log.
  */
 #define REFUSE_LOG_BURST 8
-#define REFUSE_LOG_NS	 1000000000ull
+
+#define REFUSE_LOG_NS 1000000000ull
 
 static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 {
@@ -680,7 +557,7 @@ static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 	return c;
 }
 
-static void free_conn(struct mig_conn *c)
+void dest_free_conn(struct mig_conn *c)
 {
 	if (!c)
 		return;
@@ -849,8 +726,8 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 	uint32_t features = d->features;
 	memcpy(secret, d->secret, sizeof(secret));
 	pthread_mutex_unlock(&d->lock);
-	free_conn(drop[0]);
-	free_conn(drop[1]);
+	dest_free_conn(drop[0]);
+	dest_free_conn(drop[1]);
 	if (owner >= 0) {
 		c->wire.features = features;
 		r = answer_hello(d, c, &m, owner, secret, features, why, len);
@@ -901,7 +778,7 @@ static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result
 	}
 	pthread_mutex_unlock(&d->lock);
 	for (int k = 0; k < 3; k++)
-		free_conn(drop[k]);
+		dest_free_conn(drop[k]);
 }
 
 struct hs_arg {
@@ -935,16 +812,16 @@ static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint64_t t0, st
 static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
 {
 	if (!tls_failed)
-		send_error(c,
-			   r == -EPROTONOSUPPORT ? MIG_ERR_VERSION
-			   : r == -EBUSY	 ? MIG_ERR_BUSY
-						 : MIG_ERR_PROTOCOL,
-			   why);
+		dest_send_error(c,
+				r == -EPROTONOSUPPORT ? MIG_ERR_VERSION
+				: r == -EBUSY	      ? MIG_ERR_BUSY
+						      : MIG_ERR_PROTOCOL,
+				why);
 	else if (r == -EPROTO)
-		send_error(c, MIG_ERR_PROTOCOL,
-			   "this destination speaks TLS only (give both ends --tls-creds or "
-			   "--tls-psk)");
-	free_conn(c);
+		dest_send_error(c, MIG_ERR_PROTOCOL,
+				"this destination speaks TLS only (give both ends --tls-creds or "
+				"--tls-psk)");
+	dest_free_conn(c);
 	pthread_mutex_lock(&d->lock);
 	uint64_t now = mig_now_ns(), n = ++d->refused;
 	int log = n <= REFUSE_LOG_BURST || now - d->refused_logged_ns >= REFUSE_LOG_NS;
@@ -1034,7 +911,7 @@ static void start_handshake(struct mig_dest *d, int fd)
 	close(fd);
 }
 
-static void *acceptor_thread(void *arg)
+void *dest_acceptor_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
@@ -1049,7 +926,7 @@ static void *acceptor_thread(void *arg)
 }
 
 /* Stop accepting; end the handshakes in progress and wait for them. */
-static void stop_accepting(struct mig_dest *d)
+void dest_stop_accepting(struct mig_dest *d)
 {
 	if (d->acceptor_on)
 		pthread_join(d->acceptor, NULL);
@@ -1060,8 +937,8 @@ static void stop_accepting(struct mig_dest *d)
 			shutdown(d->hs[k].fd, SHUT_RDWR);
 	while (d->handshakes)
 		pthread_cond_wait(&d->cond, &d->lock);
-	free_conn(d->pend_urg);
-	free_conn(d->pend_bulk);
+	dest_free_conn(d->pend_urg);
+	dest_free_conn(d->pend_bulk);
 	d->pend_urg = d->pend_bulk = NULL;
 	pthread_mutex_unlock(&d->lock);
 }
@@ -1071,8 +948,8 @@ static void stop_accepting(struct mig_dest *d)
  * forever, until stopped).  0 with *urg and *bulk, or a negative errno
  * with a message.  The first pair fixes the session.
  */
-static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
-		       struct mig_conn **bulk, char *err, size_t errlen)
+int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
+		     struct mig_conn **bulk, char *err, size_t errlen)
 {
 	int r = 0;
 	pthread_mutex_lock(&d->lock);
@@ -1103,8 +980,6 @@ static int accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **
 	return r;
 }
 
-/* ---- Supervisor: breaks and recovery ---- */
-
 /*
  * RESUME on a recovered urgent channel: the bitmap of pages this side has,
  * read from the page record (present, being installed, or staged and still
@@ -1133,7 +1008,7 @@ static void retire_links(struct mig_dest *d)
 	pthread_mutex_lock(&d->req_lock);
 	d->link_ok = 0;
 	pthread_mutex_unlock(&d->req_lock);
-	kick_links(d);
+	dest_kick_links(d);
 	if (d->rx_urg_on)
 		pthread_join(d->rx_urg, NULL);
 	if (d->rx_bulk_on)
@@ -1141,8 +1016,8 @@ static void retire_links(struct mig_dest *d)
 	d->rx_urg_on = d->rx_bulk_on = 0;
 	pthread_mutex_lock(&d->req_lock);
 	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
-	free_conn(d->urg);
-	free_conn(d->bulk);
+	dest_free_conn(d->urg);
+	dest_free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
 }
@@ -1158,20 +1033,20 @@ static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, stru
 {
 	char err[320];
 	for (;;) {
-		if (accept_pair(d, deadline, urg, bulk, err, sizeof(err)))
+		if (dest_accept_pair(d, deadline, urg, bulk, err, sizeof(err)))
 			return -ETIMEDOUT;
 		int r = send_resume(d, *urg, flags);
 		if (!r)
 			return 0;
 		pr_mig("the reconnected source went away before RESUME (%s); waiting on\n",
 		       strerror(-r));
-		free_conn(*urg);
-		free_conn(*bulk);
+		dest_free_conn(*urg);
+		dest_free_conn(*bulk);
 	}
 }
 
 /* RUNNING: the vCPUs run here since resume_rt. */
-static void send_running(struct mig_dest *d, struct mig_conn *urg)
+void dest_send_running(struct mig_dest *d, struct mig_conn *urg)
 {
 	struct mig_running m = {
 		.resume_realtime_ns = d->resume_rt,
@@ -1193,7 +1068,7 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 		again++;
 	}
 	if (d->t_resumed)
-		send_running(d, urg); /* it may have been lost with the old link */
+		dest_send_running(d, urg); /* it may have been lost with the old link */
 	return again;
 }
 
@@ -1212,7 +1087,7 @@ static int recover_postcopy(struct mig_dest *d)
 		pthread_mutex_lock(&d->lock);
 		snprintf(cause, sizeof(cause), "%s", d->why);
 		pthread_mutex_unlock(&d->lock);
-		fail_dest(d,
+		dest_fail(d,
 			  "source did not reconnect within %d ms after the link broke (%s); "
 			  "stopping: %llu pages never arrived, the VM must not run on",
 			  d->o.recover_ms, cause,
@@ -1232,15 +1107,15 @@ static int recover_postcopy(struct mig_dest *d)
 	d->recoveries++;
 	d->t_broken_ns += mig_now_ns() - t0;
 	pthread_mutex_unlock(&d->lock);
-	start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
-	start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
+	dest_start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
+	dest_start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
 	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
 	       (double)(mig_now_ns() - t0) / 1e6, (unsigned long long)again);
-	try_complete(d);
+	dest_try_complete(d);
 	return 0;
 }
 
-static void *supervisor_thread(void *arg)
+void *dest_supervisor_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	for (;;) {
@@ -1263,14 +1138,12 @@ static void *supervisor_thread(void *arg)
 			snprintf(d->why, sizeof(d->why), "the source reconnected");
 			d->broken = 1;
 		} else {
-			struct timespec ts = mono_in_ms(100);
+			struct timespec ts = dest_mono_in_ms(100);
 			pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 		}
 		pthread_mutex_unlock(&d->lock);
 	}
 }
-
-/* ---- Liveness: heartbeats out, silence in ---- */
 
 /*
  * The watchdog: every heartbeat interval (idle_ms / 4, at most 1 s) it
@@ -1334,13 +1207,13 @@ static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb, char *why, 
 	return 1;
 }
 
-static void *watch_thread(void *arg)
+void *dest_watch_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	uint64_t hb = heartbeat_ns(&d->o);
 	pthread_mutex_lock(&d->lock);
 	while (!d->stop && !d->failed && !d->complete_sent) {
-		struct timespec ts = mono_in_ms((unsigned)(hb / 1000000));
+		struct timespec ts = dest_mono_in_ms((unsigned)(hb / 1000000));
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 		if (d->broken || d->stop)
 			continue;
@@ -1355,15 +1228,13 @@ static void *watch_thread(void *arg)
 			d->broken = 1;
 			pthread_cond_broadcast(&d->cond);
 			pthread_mutex_unlock(&d->lock);
-			kick_links(d);
+			dest_kick_links(d);
 			pthread_mutex_lock(&d->lock);
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
 	return NULL;
 }
-
-/* ---- Public API ---- */
 
 struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t errlen)
 {
@@ -1446,7 +1317,7 @@ bad:
  * installed pages stay installed (RESUME lists them); the source starts
  * the switch-over again (DONE(0)).
  */
-static void reset_before_state(struct mig_dest *d)
+void dest_reset_before_state(struct mig_dest *d)
 {
 	for (uint64_t i = 0; i < d->nr_pages; i++)
 		if (d->pst[i] == PG_STAGED)
@@ -1460,10 +1331,10 @@ static void reset_before_state(struct mig_dest *d)
  * lost), wait for the source's RECOVER connection and send RESUME with
  * MIG_RESUME_NEED_STATE.  0 with new d->urg/d->bulk, or -errno with err.
  */
-static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
+int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 {
 	char cause[sizeof(d->why)];
-	kick_links(d);
+	dest_kick_links(d);
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_bulk_on = 0;
@@ -1475,11 +1346,11 @@ static int incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	       cause, d->o.recover_ms, d->o.addr);
 	pthread_mutex_lock(&d->req_lock);
 	d->link_ok = 0;
-	free_conn(d->urg);
-	free_conn(d->bulk);
+	dest_free_conn(d->urg);
+	dest_free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
 	pthread_mutex_unlock(&d->req_lock);
-	reset_before_state(d);
+	dest_reset_before_state(d);
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &urg, &bulk)) {
@@ -1521,7 +1392,7 @@ static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr 
 }
 
 /* The page record and its companions for vm's RAM. */
-static int incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
+int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
 {
 	d->vm = vm;
 	d->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
@@ -1533,7 +1404,7 @@ static int incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err,
 	d->stage = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (d->stage == MAP_FAILED)
-		d->stage = NULL; /* what incoming_free() unmaps */
+		d->stage = NULL; /* what dest_incoming_free() unmaps */
 	if (!d->pst || !d->t_fault || !d->t_arr || !d->stage_zero || !d->stage) {
 		snprintf(err, errlen, "out of memory for %llu pages",
 			 (unsigned long long)d->nr_pages);
@@ -1542,8 +1413,8 @@ static int incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err,
 	return 0;
 }
 
-/* What incoming_alloc() allocated. */
-static void incoming_free(struct mig_dest *d)
+/* What dest_incoming_alloc() allocated. */
+void dest_incoming_free(struct mig_dest *d)
 {
 	if (d->stage)
 		munmap(d->stage, d->vm->ram_size);
@@ -1560,19 +1431,19 @@ static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 	struct mig_conn *urg, *bulk;
 	for (int k = 0; k < MAX_HANDSHAKES; k++)
 		d->hs[k].fd = -1;
-	if (pthread_create(&d->acceptor, NULL, acceptor_thread, d)) {
+	if (pthread_create(&d->acceptor, NULL, dest_acceptor_thread, d)) {
 		snprintf(err, errlen, "cannot start the acceptor thread");
 		return -EAGAIN;
 	}
 	d->acceptor_on = 1;
-	int r = accept_pair(d, 0, &urg, &bulk, err, errlen);
+	int r = dest_accept_pair(d, 0, &urg, &bulk, err, errlen);
 	if (r)
 		return r;
 	d->urg = urg;
 	d->bulk = bulk;
 	d->link_ok = 1;
 	d->t_link_ns = mig_now_ns();
-	if (pthread_create(&d->watch, NULL, watch_thread, d) == 0)
+	if (pthread_create(&d->watch, NULL, dest_watch_thread, d) == 0)
 		d->watch_on = 1;
 	return 0;
 }
@@ -1645,7 +1516,7 @@ static int load_state(struct mig_dest *d, const uint8_t *p, char *err, size_t er
 	if (r) {
 		snprintf(err, errlen, "cannot load the VM state sent by the source: %s",
 			 strerror(-r));
-		send_error(d->urg, MIG_ERR_STATE, err);
+		dest_send_error(d->urg, MIG_ERR_STATE, err);
 		return r;
 	}
 	d->t_state = mig_now_ns();
@@ -1658,24 +1529,24 @@ static int load_state(struct mig_dest *d, const uint8_t *p, char *err, size_t er
  */
 static void start_postcopy_threads(struct mig_dest *d)
 {
-	start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
+	dest_start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
 	uint64_t staged = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++)
 		staged += __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED;
 	if (staged) {
-		pthread_create(&d->stager, NULL, stager_thread, d);
+		pthread_create(&d->stager, NULL, dest_stager_thread, d);
 		d->stager_on = 1;
 	} else {
 		/* Nothing staged is valid (or there was no precopy): all of it goes. */
 		madvise(d->stage, d->vm->ram_size, MADV_DONTNEED);
 	}
-	pthread_create(&d->sup, NULL, supervisor_thread, d);
+	pthread_create(&d->sup, NULL, dest_supervisor_thread, d);
 	d->sup_on = 1;
 }
 
 int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
 {
-	int r = incoming_alloc(d, vm, err, errlen);
+	int r = dest_incoming_alloc(d, vm, err, errlen);
 	if (!r)
 		r = incoming_first_pair(d, err, errlen);
 	if (r)
@@ -1683,7 +1554,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	const uint8_t *p;
 	for (;;) {
 		uint32_t code;
-		start_rx(d, d->bulk, &d->rx_bulk, &d->rx_bulk_on);
+		dest_start_rx(d, d->bulk, &d->rx_bulk, &d->rx_bulk_on);
 		r = receive_switch_over(d, &p, &code, err, errlen);
 		if (!r)
 			break;
@@ -1693,7 +1564,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 			 * already have paused its VM and sent it.  Wait for it to
 			 * reconnect and ask for the state again.
 			 */
-			r = incoming_reconnect(d, err, errlen);
+			r = dest_incoming_reconnect(d, err, errlen);
 			if (r)
 				goto fail;
 			continue;
@@ -1703,7 +1574,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		if (d->failed)
 			snprintf(err, errlen, "%s", d->why);
 		pthread_mutex_unlock(&d->lock);
-		send_error(d->urg, code, err);
+		dest_send_error(d->urg, code, err);
 		goto fail;
 	}
 	struct mig_state_hdr sh;
@@ -1717,7 +1588,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		return 0;
 fail:
 	d->stop = 1;
-	kick_links(d);
+	dest_kick_links(d);
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_bulk_on = 0;
@@ -1730,11 +1601,11 @@ void mig_dest_resumed(struct mig_dest *d)
 	__atomic_store_n(&d->t_resumed, mig_now_ns(), __ATOMIC_RELEASE);
 	pthread_mutex_lock(&d->req_lock);
 	if (d->link_ok)
-		send_running(d, d->urg);
+		dest_send_running(d, d->urg);
 	pthread_mutex_unlock(&d->req_lock);
 	start_postcopy_threads(d);
 	/* Every page may have arrived already (a small or idle guest). */
-	try_complete(d);
+	dest_try_complete(d);
 }
 
 int mig_dest_fault(struct mig_dest *d, uint64_t off)
@@ -1783,12 +1654,12 @@ void mig_dest_abort(struct mig_dest *d, const char *why)
 		return;
 	pthread_mutex_lock(&d->req_lock);
 	if (d->link_ok && d->urg)
-		send_error(d->urg, MIG_ERR_INTERNAL, why);
+		dest_send_error(d->urg, MIG_ERR_INTERNAL, why);
 	pthread_mutex_unlock(&d->req_lock);
 	pthread_mutex_lock(&d->lock);
 	d->stop = 1;
 	pthread_mutex_unlock(&d->lock);
-	fail_dest(d, "%s", why);
+	dest_fail(d, "%s", why);
 }
 
 int mig_dest_status(struct mig_dest *d)
@@ -1872,7 +1743,7 @@ static double ns_to_us(uint64_t from, uint64_t to)
 void mig_dest_report(struct mig_dest *d, FILE *f)
 {
 	struct mig_complete c;
-	fill_complete(d, &c);
+	dest_fill_complete(d, &c);
 	int64_t down = (int64_t)(d->resume_rt - d->pause_rt);
 	struct mig_dest_metrics m = {
 		.ram_bytes = d->vm ? d->vm->ram_size : 0,
@@ -1919,8 +1790,8 @@ void mig_dest_free(struct mig_dest *d)
 	d->stop = 1;
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
-	kick_links(d);
-	stop_accepting(d);
+	dest_kick_links(d);
+	dest_stop_accepting(d);
 	if (d->watch_on)
 		pthread_join(d->watch, NULL);
 	if (d->sup_on)
@@ -1931,12 +1802,12 @@ void mig_dest_free(struct mig_dest *d)
 		pthread_join(d->rx_bulk, NULL);
 	if (d->stager_on)
 		pthread_join(d->stager, NULL);
-	free_conn(d->urg);
-	free_conn(d->bulk);
+	dest_free_conn(d->urg);
+	dest_free_conn(d->bulk);
 	if (d->lfd >= 0)
 		close(d->lfd);
 	mig_tls_ctx_free(d->tls);
-	incoming_free(d);
+	dest_incoming_free(d);
 	mig_spin_destroy(&d->spin);
 	free(d->lat.ns);
 	mig_auth_wipe(d->secret, sizeof(d->secret));
