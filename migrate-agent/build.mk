@@ -9,8 +9,9 @@ BASE_CFLAGS += -Imigrate-agent/include
 # (clang, libFuzzer instrumentation).  A program links it with $(MIG_LIBS)
 # after its own objects; the linker takes only the members it needs.
 MIG_LIB_SRCS := migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
-	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c \
-	migrate-agent/metrics.c
+	migrate-agent/auth.c migrate-agent/source.c migrate-agent/stamps.c migrate-agent/metrics.c \
+	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
+	migrate-agent/dest-install.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
 AR ?= ar
 

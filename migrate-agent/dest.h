@@ -1,9 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The destination side of postcopy, inside the library: struct mig_dest and
- * the functions its steps are called by from outside dest.c (prefixed
- * dest_: the libFuzzer target dest-fuzz drives them); not an interface (the
- * API is migrate/migrate.h).
+ * the functions its files call in each other (prefixed dest_); not an
+ * interface (the API is migrate/migrate.h).  One job per file:
+ *   dest.c           the API's lifecycle: listen, resume, abort, wait, free;
+ *                    failing the migration, the ERROR frame
+ *   dest-accept.c    listening: one handshake thread per connection (TLS,
+ *                    HELLO, AUTH), the session claim, pairs of channels
+ *   dest-incoming.c  mig_dest_incoming(): the page record's allocation,
+ *                    LAYOUT, the precopy's end, STATE
+ *   dest-rx.c        the receiver threads: frames from the source, precopy
+ *                    pages staged, postcopy pages batched into runs
+ *   dest-install.c   the page record: faults (mig_dest_fault()), claims,
+ *                    installs, the stager, completion
+ *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
+ *   dest-watch.c     liveness: heartbeats out, silence in (the watchdog)
+ *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
  *
  * Locking order (a lock on the right is only taken with the ones to its
  * left held, never the other way):
@@ -33,7 +45,7 @@
 #include "spin.h"
 #include "stamps.h"
 
-#define MAX_HANDSHAKES_ 32 /* see MAX_HANDSHAKES */
+#define MAX_HANDSHAKES_ 32 /* see MAX_HANDSHAKES (dest-accept.c) */
 
 struct hs_slot {
 	int fd;	      /* -1: free */
@@ -41,6 +53,7 @@ struct hs_slot {
 	uint64_t t0;  /* when it was accepted */
 };
 
+/* A page's state in the page record, d->pst (dest.c, at the top). */
 enum {
 	PG_MISSING,
 	PG_REQUESTED,
@@ -144,36 +157,44 @@ static inline struct timespec dest_mono_in_ms(unsigned ms)
 				  .tv_nsec = (long)(t % 1000000000ull) };
 }
 
+/* dest.c */
 void dest_fail(struct mig_dest *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dest_kick_links(struct mig_dest *d);
 void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg);
 
+/* dest-accept.c */
 void dest_free_conn(struct mig_conn *c);
-void *dest_acceptor_thread(void *arg);
+int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen);
 void dest_stop_accepting(struct mig_dest *d);
 int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
 		     struct mig_conn **bulk, char *err, size_t errlen);
 
+/* dest-incoming.c */
 int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen);
 void dest_incoming_free(struct mig_dest *d);
 
+/* dest-rx.c */
 int dest_flush_run(struct mig_dest *d, struct run *run);
 int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 		  const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen);
 void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on);
 
+/* dest-install.c */
 void dest_try_complete(struct mig_dest *d);
 int dest_claim(struct mig_dest *d, uint64_t i, int kind);
 void dest_installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now);
 void *dest_stager_thread(void *arg);
 
+/* dest-recover.c */
 void dest_send_running(struct mig_dest *d, struct mig_conn *urg);
 void *dest_supervisor_thread(void *arg);
 void dest_reset_before_state(struct mig_dest *d);
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen);
 
+/* dest-watch.c */
 void *dest_watch_thread(void *arg);
 
+/* dest-report.c */
 void dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
 
 #endif /* MIGRATE_DEST_H */
