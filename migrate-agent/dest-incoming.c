@@ -103,8 +103,11 @@ static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 	d->bulk = bulk;
 	d->link_ok = 1;
 	d->t_link_ns = mig_now_ns();
-	if (pthread_create(&d->watch, NULL, dest_watch_thread, d) == 0)
-		d->watch_on = 1;
+	d->watch_on = pthread_create(&d->watch, NULL, dest_watch_thread, d) == 0;
+	if (!d->watch_on) {
+		snprintf(err, errlen, "cannot start the watchdog thread");
+		return -EAGAIN;
+	}
 	return 0;
 }
 

@@ -129,14 +129,16 @@ static void start_postcopy_threads(struct mig_dest *d)
 	for (uint64_t i = 0; i < d->nr_pages; i++)
 		staged += __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED;
 	if (staged) {
-		pthread_create(&d->stager, NULL, dest_stager_thread, d);
-		d->stager_on = 1;
+		d->stager_on = pthread_create(&d->stager, NULL, dest_stager_thread, d) == 0;
+		if (!d->stager_on)
+			dest_fail(d, "cannot start the stager thread");
 	} else {
 		/* Nothing staged is valid (or there was no precopy): all of it goes. */
 		madvise(d->stage, d->vm->ram_size, MADV_DONTNEED);
 	}
-	pthread_create(&d->sup, NULL, dest_supervisor_thread, d);
-	d->sup_on = 1;
+	d->sup_on = pthread_create(&d->sup, NULL, dest_supervisor_thread, d) == 0;
+	if (!d->sup_on)
+		dest_fail(d, "cannot start the supervisor thread");
 }
 
 void mig_dest_resumed(struct mig_dest *d)

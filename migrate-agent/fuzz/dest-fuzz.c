@@ -79,6 +79,8 @@ static int fake_load_state(void *ctx, const void *blob, size_t len)
 static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devnull)
 {
 	struct mig_dest *d = calloc(1, sizeof(*d));
+	if (!d)
+		abort();
 	d->o.idle_ms = d->o.recover_ms = 1000;
 	char err[64];
 	if (dest_incoming_alloc(d, vm, err, sizeof(err)))
@@ -93,6 +95,8 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 	for (int k = 0; k < 2; k++) {
 		/* No receive buffer: frames come from the input, not the fd. */
 		c[k] = calloc(1, sizeof(*c[k]));
+		if (!c[k])
+			abort();
 		c[k]->fd = dup(devnull);
 		c[k]->name = k ? "bulk" : "urgent";
 		pthread_mutex_init(&c[k]->tx_lock, NULL);
@@ -188,8 +192,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static uint8_t *runbuf[2];
 	if (devnull < 0) {
 		devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < 2; k++) {
 			runbuf[k] = aligned_alloc(MIG_PAGE_SIZE, RUN_MAX * MIG_PAGE_SIZE);
+			if (!runbuf[k])
+				abort();
+		}
 	}
 	if (size < 1)
 		return 0;
@@ -197,6 +204,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fake.nr_pages = 16u << ((mode >> 2) & 3);
 	fake.ram = calloc(fake.nr_pages, MIG_PAGE_SIZE);
 	fake.present = calloc(fake.nr_pages, 1);
+	if (!fake.ram || !fake.present)
+		abort();
 	struct mig_dest_vm vm = {
 		.ram_size = fake.nr_pages * MIG_PAGE_SIZE,
 		.nr_regions = 1,
@@ -208,6 +217,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mig_dest *d = fake_dest(&vm, mode, devnull);
 	struct run run[2] = { { .buf = runbuf[0] }, { .buf = runbuf[1] } };
 	uint8_t *copy = malloc(size);
+	if (!copy)
+		abort();
 	memcpy(copy, data, size);
 	play(d, run, copy + 1, size - 1, (mode & 0x10) != 0);
 	for (int k = 0; k < 2 && !d->failed; k++)
