@@ -23,6 +23,19 @@
  * Deliberately ignored: a REQUESTED page whose request was lost with a
  * broken link stays REQUESTED; the supervisor re-sends every REQUESTED page
  * after RESUME, so it cannot be forgotten.
+ *
+ * The destination's phases (dest_phase(), from the flags under d->lock):
+ *
+ *   LISTENING -pair-> PRECOPY -STATE-> SWITCHING -resumed-> POSTCOPY -all PRESENT-> COMPLETE
+ *                      |   ^                                  |   ^
+ *                break v   | RESUME(NEED_STATE)         break v   | RESUME
+ *                   (a new pair)                         RECOVERING
+ *
+ *   any phase --an error, mig_dest_abort(), no reconnection within recover_ms--> FAILED
+ *
+ * A break in PRECOPY forgets the staged pages (dest_reset_before_state())
+ * and asks for the STATE again; a break in SWITCHING before DONE(0) forgets
+ * them too and is recovered once the vCPUs run, in RECOVERING.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -171,12 +184,36 @@ void mig_dest_abort(struct mig_dest *d, const char *why)
 	dest_fail(d, "%s", why);
 }
 
+enum dest_phase {
+	DEST_LISTENING,	 /* no pair of channels taken yet */
+	DEST_PRECOPY,	 /* staging precopy pages, until STATE */
+	DEST_SWITCHING,	 /* STATE came: waiting for DONE(0), loading, until resumed */
+	DEST_POSTCOPY,	 /* the vCPUs run: faults and the push, until every page is here */
+	DEST_RECOVERING, /* postcopy with a broken link: waiting for the source */
+	DEST_COMPLETE,	 /* COMPLETE went out */
+	DEST_FAILED,	 /* d->why says why */
+};
+
+/* Which phase d is in (under d->lock): the diagram at the top. */
+static enum dest_phase dest_phase(struct mig_dest *d)
+{
+	if (d->failed)
+		return DEST_FAILED;
+	if (d->complete_sent)
+		return DEST_COMPLETE;
+	if (__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE))
+		return d->broken ? DEST_RECOVERING : DEST_POSTCOPY;
+	if (d->state_rx)
+		return DEST_SWITCHING;
+	return d->session_fixed ? DEST_PRECOPY : DEST_LISTENING;
+}
+
 int mig_dest_status(struct mig_dest *d)
 {
 	pthread_mutex_lock(&d->lock);
-	int s = d->failed ? -1 : d->complete_sent ? 1 : 0;
+	enum dest_phase ph = dest_phase(d);
 	pthread_mutex_unlock(&d->lock);
-	return s;
+	return ph == DEST_FAILED ? -1 : ph == DEST_COMPLETE ? 1 : 0;
 }
 
 int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen)
