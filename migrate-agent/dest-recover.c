@@ -76,6 +76,15 @@ static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, stru
 	}
 }
 
+/* The reconnected pair becomes the link (under req_lock). */
+static void link_up(struct mig_dest *d, struct mig_conn *urg, struct mig_conn *bulk)
+{
+	d->urg = urg;
+	d->bulk = bulk;
+	d->link_ok = 1;
+	d->t_link_ns = mig_now_ns();
+}
+
 /* RUNNING: the vCPUs run here since resume_rt. */
 void dest_send_running(struct mig_dest *d, struct mig_conn *urg)
 {
@@ -127,10 +136,7 @@ static int recover_postcopy(struct mig_dest *d)
 		return -ETIMEDOUT;
 	}
 	pthread_mutex_lock(&d->req_lock);
-	d->urg = urg;
-	d->bulk = bulk;
-	d->link_ok = 1;
-	d->t_link_ns = mig_now_ns();
+	link_up(d, urg, bulk);
 	uint64_t again = repeat_requests(d, urg);
 	pthread_mutex_unlock(&d->req_lock);
 	pthread_mutex_lock(&d->lock);
@@ -225,10 +231,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 		return -ETIMEDOUT;
 	}
 	pthread_mutex_lock(&d->req_lock);
-	d->urg = urg;
-	d->bulk = bulk;
-	d->link_ok = 1;
-	d->t_link_ns = mig_now_ns();
+	link_up(d, urg, bulk);
 	pthread_mutex_unlock(&d->req_lock);
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
