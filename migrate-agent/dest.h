@@ -27,9 +27,10 @@
  *   d->lat_lock (the fault latencies): a leaf
  *
  * d->lock and d->req_lock are never held together: code that needs both
- * takes one, drops it, then takes the other.  Nothing blocks on the network
- * under d->lock; a send under d->req_lock may wait for the socket (the
- * watchdog breaks a link that stalls it).
+ * takes one, drops it, then takes the other.  Under d->lock nothing waits
+ * on the network but the close of a pending connection (one try at a TLS
+ * close_notify, dest_stop_accepting()); a send under d->req_lock may wait
+ * for the socket (the watchdog breaks a link that stalls it).
  */
 #ifndef MIGRATE_DEST_H
 #define MIGRATE_DEST_H
