@@ -38,13 +38,13 @@ $(B)/node/bin/$(1): $(B)/node/lib/libmigrate.a
 endef
 
 # The CLI that attaches to a source VMM's control socket.
-$(eval $(call program,migrate-agent,migrate-agent/cli.c,))
+$(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c,-ljson-c))
 
 # The vmm binary (vmm/build.mk) links the glue and the library: they are added
 # as extra prerequisites of its three link rules, libraries by full path (the
-# node flavour is static), so $$^ carries them in link order (the glue before
-# the archive it calls).
-MIG_VMM_SRCS := migrate-agent/vmm-glue.c
+# node flavour is static), so $$^ carries them in link order (the glue and
+# its QMP server before the archive they call).
+MIG_VMM_SRCS := migrate-agent/vmm-glue.c migrate-agent/qmp.c
 MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
 	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
 	$(shell $(CC) -print-file-name=libjson-c.so)

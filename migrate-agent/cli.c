@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * migrate-agent: the command that starts a migration of a running VMM.
- * Migration itself runs inside the VMM process (it must read guest RAM at
- * the source and own it at the destination, as in QEMU); this attaches to
- * the source VMM's control socket and tells it where to go.
+ * migrate-agent: a thin client of the VMM's control API (QMP, see
+ * docs/migration.md "The control API").  Migration itself runs inside the
+ * VMM process (it must read guest RAM at the source and own it at the
+ * destination, as in QEMU).
  *
  *   migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT
  *                 [--precopy-rounds N] [--compress] [--metrics FILE]
- *                 [--recover-ms MS] [--idle-ms MS]
+ *                 [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]
  *                 [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
+ *   migrate-agent status --vmm SOCKET     query-migrate, as JSON on stdout
+ *   migrate-agent cancel --vmm SOCKET     migrate_cancel
  *
- * The destination is a `vmm run --incoming tcp:HOST:PORT ...` already
- * listening.  Prints the JSON summary on stdout (or writes it to --metrics)
- * and exits 0 once the destination has every page; 1 with the VMM's error
- * message otherwise (also when the VMM says nothing, not even its
- * once-a-second "progress", for --idle-ms: default 10000); 2 for bad usage.
- * The TLS files are read by the VMM: their paths are made absolute here.
+ * migrate: sets the parameters, starts the migration, follows it (a live
+ * progress line on a terminal), prints the JSON summary on stdout (or
+ * writes it to --metrics) and exits 0 once the destination has every page;
+ * 1 with the VMM's reason otherwise (also when the VMM answers nothing for
+ * --idle-ms, default 10000); 2 for bad usage.  The TLS files are read by
+ * the VMM: their paths are made absolute here.
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,11 +32,13 @@
 #include <unistd.h>
 
 #include "common/parse.h"
+#include "qmp-client.h"
 
 struct request {
 	const char *vmm, *to, *metrics, *tls_hostname;
 	char *tls_creds, *tls_psk; /* absolute paths (realpath), freed by the caller */
 	int precopy, compress, recover_ms, idle_ms;
+	long long max_bandwidth; /* bytes/s, 0: no cap */
 };
 
 static void usage(void)
@@ -42,8 +46,10 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
 		"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
-		"                     [--recover-ms MS] [--idle-ms MS]\n"
-		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n");
+		"                     [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]\n"
+		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n"
+		"       migrate-agent status --vmm SOCKET\n"
+		"       migrate-agent cancel --vmm SOCKET\n");
 }
 
 /* A number from min to max, or -1 after a message. */
@@ -128,98 +134,27 @@ static int parse_args(int argc, char **argv, struct request *q)
 		else if (!strcmp(a, "--idle-ms") &&
 			 (q->idle_ms = parse_int(a, v, 1, PARSE_RECOVER_MS_MAX)) < 0)
 			return 2;
-		else if (strcmp(a, "--recover-ms") && strcmp(a, "--idle-ms")) {
+		else if (!strcmp(a, "--max-bandwidth")) {
+			uint64_t n;
+			if (parse_u64(v, 0, 1ull << 40, &n)) {
+				fprintf(stderr,
+					"migrate-agent: --max-bandwidth: '%s' is not a number of "
+					"bytes/s\n",
+					v);
+				return 2;
+			}
+			q->max_bandwidth = (long long)n;
+		} else if (strcmp(a, "--recover-ms") && strcmp(a, "--idle-ms")) {
 			fprintf(stderr, "migrate-agent: unknown option %s\n", a);
 			usage();
 			return 2;
 		}
 	}
-	/* The request is one space-separated line. */
-	if (!q->vmm || !q->to || strpbrk(q->to, " \n") ||
-	    (q->metrics && strpbrk(q->metrics, " \n"))) {
+	if (!q->vmm || !q->to) {
 		usage();
 		return 2;
 	}
 	return check_tls(q);
-}
-
-/*
- * The listener must be our own VMM (or root's): a socket another user put
- * at the path would otherwise receive our request, TLS file paths and all.
- * SO_PEERCRED names the process that listens, whatever the path's owner.
- */
-static int check_listener(int fd, const char *path)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		fprintf(stderr, "migrate-agent: %s: cannot read the VMM's credentials: %s\n", path,
-			strerror(errno));
-		return -1;
-	}
-	if (cred.uid == geteuid() || cred.uid == 0)
-		return 0;
-	fprintf(stderr,
-		"migrate-agent: %s is served by uid %u, not by you (uid %u) or root: not "
-		"talking to it\n",
-		path, (unsigned)cred.uid, (unsigned)geteuid());
-	return -1;
-}
-
-/* A connected control socket, or -1 after a message. */
-static int attach(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "migrate-agent: socket path too long\n");
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		fprintf(stderr, "migrate-agent: cannot attach to the VMM at %s: %s\n", path,
-			strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	if (check_listener(fd, path)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/*
- * The VMM's final line into reply[len] ("ok" or "error ..."), skipping its
- * "progress" lines.  0; -ETIMEDOUT when it said nothing for idle_ms; -EPIPE
- * when it closed without an answer.
- */
-static int read_reply(int fd, int idle_ms, char *reply, size_t len)
-{
-	size_t got = 0;
-	for (;;) {
-		char *nl = memchr(reply, '\n', got);
-		if (nl) {
-			*nl = 0;
-			if (strcmp(reply, "progress")) {
-				return 0;
-			}
-			got -= (size_t)(nl + 1 - reply);
-			memmove(reply, nl + 1, got);
-			continue;
-		}
-		if (got == len - 1)
-			got = 0; /* an overlong line: keep the tail */
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int n = poll(&p, 1, idle_ms);
-		if (n == 0)
-			return -ETIMEDOUT;
-		ssize_t k = n > 0 ? read(fd, reply + got, len - 1 - got) : -1;
-		if (k <= 0)
-			return -EPIPE;
-		got += (size_t)k;
-	}
 }
 
 /* Copy the metrics file to stdout. */
@@ -234,87 +169,193 @@ static void cat_file(const char *path)
 		fclose(f);
 }
 
-/* printf at *n in buf; *n counts what did not fit too (then *n >= len). */
-static void append(char *buf, size_t len, size_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void append(char *buf, size_t len, size_t *n, const char *fmt, ...)
+/* migrate-set-parameters' arguments for q, metrics to that file. */
+static struct json_object *parameters(const struct request *q, const char *metrics)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(buf + (*n < len ? *n : len), *n < len ? len - *n : 0, fmt, ap);
-	va_end(ap);
-	*n += k > 0 ? (size_t)k : 0;
+	struct json_object *a = json_object_new_object();
+
+	json_object_object_add(a, "max-bandwidth", json_object_new_int64(q->max_bandwidth));
+	json_object_object_add(a, "x-precopy-rounds", json_object_new_int(q->precopy));
+	json_object_object_add(a, "x-compress", json_object_new_boolean(q->compress));
+	json_object_object_add(a, "x-metrics-file", json_object_new_string(metrics));
+	if (q->recover_ms)
+		json_object_object_add(a, "x-recover-ms", json_object_new_int(q->recover_ms));
+	if (q->tls_creds)
+		json_object_object_add(a, "tls-creds", json_object_new_string(q->tls_creds));
+	if (q->tls_psk)
+		json_object_object_add(a, "tls-psk", json_object_new_string(q->tls_psk));
+	if (q->tls_hostname)
+		json_object_object_add(a, "tls-hostname", json_object_new_string(q->tls_hostname));
+	return a;
 }
 
-/* Send the request and wait for the verdict: 0 (migrated) or 1 after a message. */
-static int run_request(int fd, const struct request *q, const char *metrics)
+/* A string member of obj, or "". */
+static const char *member(struct json_object *obj, const char *key)
 {
-	char req[4096], reply[1024];
-	size_t n = 0;
-	append(req, sizeof(req), &n, "migrate to=%s precopy=%d compress=%d metrics=%s", q->to,
-	       q->precopy, q->compress, metrics);
-	if (q->recover_ms)
-		append(req, sizeof(req), &n, " recover-ms=%d", q->recover_ms);
-	if (q->tls_creds)
-		append(req, sizeof(req), &n, " tls-creds=%s", q->tls_creds);
-	if (q->tls_psk)
-		append(req, sizeof(req), &n, " tls-psk=%s", q->tls_psk);
-	if (q->tls_hostname)
-		append(req, sizeof(req), &n, " tls-hostname=%s", q->tls_hostname);
-	append(req, sizeof(req), &n, "\n");
-	if (n >= sizeof(req)) {
-		fprintf(stderr, "migrate-agent: the request is too long\n");
-		return 1;
-	}
-	/* A VMM that refuses us answers before it reads: its answer is still read. */
-	int sent = send(fd, req, n, MSG_NOSIGNAL) == (ssize_t)n, e = errno;
-	int r = read_reply(fd, q->idle_ms, reply, sizeof(reply));
-	if (!sent && r) {
-		fprintf(stderr, "migrate-agent: cannot talk to the VMM: %s\n", strerror(e));
-		return 1;
-	}
-	if (r == -ETIMEDOUT) {
-		fprintf(stderr,
-			"migrate-agent: the VMM at %s is silent (no word for %d ms): giving up; "
-			"the migration's own deadlines decide its fate\n",
-			q->vmm, q->idle_ms);
-		return 1;
-	}
-	if (r) {
-		fprintf(stderr, "migrate-agent: migration failed: the VMM closed the control "
-				"connection without an answer\n");
-		return 1;
-	}
-	if (!strcmp(reply, "ok"))
+	struct json_object *v;
+	return obj && json_object_object_get_ex(obj, key, &v) ? json_object_get_string(v) : "";
+}
+
+static uint64_t ram_member(struct json_object *st, const char *key)
+{
+	struct json_object *ram, *v;
+	if (!json_object_object_get_ex(st, "ram", &ram) || !json_object_object_get_ex(ram, key, &v))
 		return 0;
-	/* The VMM's own message (its peer's text was escaped by the library). */
-	fprintf(stderr, "migrate-agent: migration failed: %s\n",
-		strncmp(reply, "error ", 6) ? reply : reply + 6);
+	return (uint64_t)json_object_get_int64(v);
+}
+
+/* One progress line on a terminal, from query-migrate's answer. */
+static void show_progress(struct json_object *st)
+{
+	uint64_t total = ram_member(st, "total"), left = ram_member(st, "remaining");
+
+	if (!isatty(2) || !total)
+		return;
+	fprintf(stderr, "\r\033[Kmigrate-agent: %-15s %3.0f%%  %llu MiB sent  %llu demand pages",
+		member(st, "status"), 100.0 * (double)(total - left) / (double)total,
+		(unsigned long long)(ram_member(st, "transferred") >> 20),
+		(unsigned long long)ram_member(st, "postcopy-requests"));
+}
+
+static int final_status(const char *s)
+{
+	return !strcmp(s, "completed") || !strcmp(s, "failed") || !strcmp(s, "cancelled");
+}
+
+/*
+ * The last MIGRATION status the VMM announced: a source VMM exits right
+ * after "completed" (and after a failure past the switch-over), so the
+ * event may be all there is to read.
+ */
+struct outcome {
+	char status[32], error[400];
+};
+
+static void on_event(void *arg, struct json_object *ev)
+{
+	struct outcome *out = arg;
+	struct json_object *data;
+
+	if (strcmp(member(ev, "event"), "MIGRATION") ||
+	    !json_object_object_get_ex(ev, "data", &data))
+		return;
+	snprintf(out->status, sizeof(out->status), "%s", member(data, "status"));
+	snprintf(out->error, sizeof(out->error), "%s", member(data, "x-error-desc"));
+}
+
+/* Say how it ended: 0 when it completed, else 1 after a message. */
+static int verdict(const char *status, const char *error)
+{
+	if (isatty(2))
+		fputc('\n', stderr);
+	if (!strcmp(status, "completed"))
+		return 0;
+	if (!strcmp(status, "failed"))
+		fprintf(stderr, "migrate-agent: migration failed: %s\n", error);
+	else
+		fprintf(stderr,
+			"migrate-agent: migration cancelled: the VM goes on at the source\n");
 	return 1;
+}
+
+/* Ask query-migrate once: 1 with a final verdict in *r, 0 to go on, -1 on a broken link. */
+static int poll_once(struct qmpc *c, const struct request *q, struct outcome *out, int *r,
+		     char *err, size_t errlen)
+{
+	struct json_object *st = NULL;
+
+	if (qmpc_execute(c, "query-migrate", NULL, q->idle_ms, on_event, out, &st, err, errlen))
+		return -1;
+	show_progress(st);
+	if (final_status(member(st, "status"))) {
+		*r = verdict(member(st, "status"), member(st, "error-desc"));
+		json_object_put(st);
+		return 1;
+	}
+	json_object_put(st);
+	return 0;
+}
+
+/*
+ * Follow the migration until a final status, asking query-migrate every
+ * second (events may say it first; the answer proves the VMM is alive).
+ * 0 when it completed; 1 after a message.
+ */
+static int follow(struct qmpc *c, const struct request *q)
+{
+	struct outcome out = { "", "" };
+	char err[600];
+	int r = 1;
+
+	for (;;) {
+		struct json_object *ev = NULL;
+		int n = poll_once(c, q, &out, &r, err, sizeof(err));
+
+		if (n > 0)
+			return r;
+		if (n == 0 && qmpc_next(c, 1000, &ev) > 0) { /* an event, or a second's pause */
+			on_event(&out, ev);
+			json_object_put(ev);
+			continue;
+		}
+		if (final_status(out.status)) /* the VMM went away after saying how it ended */
+			return verdict(out.status, out.error);
+		if (n < 0 && strstr(err, "silent"))
+			fprintf(stderr,
+				"\nmigrate-agent: the VMM at %s: %s: giving up; the "
+				"migration's own deadlines decide its fate\n",
+				q->vmm, err);
+		else if (n == 0 || n < 0)
+			fprintf(stderr, "\nmigrate-agent: migration failed: the VMM closed the "
+					"control connection without an answer\n");
+		return 1;
+	}
+}
+
+/* Set the parameters and start: 0, or 1 after a message. */
+static int start(struct qmpc *c, const struct request *q, const char *metrics)
+{
+	char err[600];
+	struct json_object *args = json_object_new_object();
+
+	json_object_object_add(args, "uri", json_object_new_string(q->to));
+	if (qmpc_execute(c, "migrate-set-parameters", parameters(q, metrics), q->idle_ms, NULL,
+			 NULL, NULL, err, sizeof(err)) ||
+	    qmpc_execute(c, "migrate", json_object_get(args), q->idle_ms, NULL, NULL, NULL, err,
+			 sizeof(err))) {
+		fprintf(stderr, "migrate-agent: migration failed: %s\n", err);
+		json_object_put(args);
+		return 1;
+	}
+	json_object_put(args);
+	return 0;
 }
 
 static int cmd_migrate(int argc, char **argv)
 {
 	struct request q = { .idle_ms = 10000 };
+	char tmp[] = "/tmp/migrate-agent.XXXXXX", err[600];
+	struct qmpc c;
 	int r = parse_args(argc, argv, &q);
-	if (r) {
-		free(q.tls_creds);
-		free(q.tls_psk);
-		return r;
-	}
-	char tmp[] = "/tmp/migrate-agent.XXXXXX";
-	if (!q.metrics) {
+
+	if (!r && !q.metrics) {
 		int fd = mkstemp(tmp);
 		if (fd < 0) {
 			perror("migrate-agent: mkstemp");
-			return 1;
+			r = 1;
+		} else {
+			close(fd);
 		}
-		close(fd);
 	}
-	int fd = attach(q.vmm);
-	r = fd < 0 ? 1 : run_request(fd, &q, q.metrics ? q.metrics : tmp);
-	if (fd >= 0)
-		close(fd);
+	if (!r && qmpc_connect(&c, q.vmm, q.idle_ms, err, sizeof(err))) {
+		fprintf(stderr, "migrate-agent: %s\n", err);
+		r = 1;
+	} else if (!r) {
+		r = start(&c, &q, q.metrics ? q.metrics : tmp);
+		if (!r)
+			r = follow(&c, &q);
+		qmpc_close(&c);
+	}
 	if (r == 0 && !q.metrics)
 		cat_file(tmp);
 	if (!q.metrics)
@@ -326,10 +367,39 @@ static int cmd_migrate(int argc, char **argv)
 	return r;
 }
 
+/* status and cancel: one command on --vmm SOCKET. */
+static int cmd_simple(int argc, char **argv, const char *qmp_cmd)
+{
+	struct json_object *ret = NULL;
+	char err[600];
+	struct qmpc c;
+	int r;
+
+	if (argc != 3 || strcmp(argv[1], "--vmm")) {
+		usage();
+		return 2;
+	}
+	if (qmpc_connect(&c, argv[2], 10000, err, sizeof(err)) ||
+	    qmpc_execute(&c, qmp_cmd, NULL, 10000, NULL, NULL, &ret, err, sizeof(err))) {
+		fprintf(stderr, "migrate-agent: %s: %s\n", argv[0], err);
+		r = 1;
+	} else {
+		puts(json_object_to_json_string_ext(ret, JSON_C_TO_STRING_PRETTY));
+		r = 0;
+	}
+	json_object_put(ret);
+	qmpc_close(&c);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "migrate"))
 		return cmd_migrate(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "status"))
+		return cmd_simple(argc - 1, argv + 1, "query-migrate");
+	if (argc >= 2 && !strcmp(argv[1], "cancel"))
+		return cmd_simple(argc - 1, argv + 1, "migrate_cancel");
 	if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
 		usage();
 		return 0;

@@ -76,6 +76,7 @@ struct src {
 	    pages_precopy_resent, pages_resent;
 	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
 	int precopy_rounds_done;
+	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
 	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
 	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
 	uint64_t req_addrs, req_in_flight, recoveries;
@@ -117,6 +118,94 @@ static int stopped(struct src *s)
 {
 	return __atomic_load_n(&s->broken, __ATOMIC_ACQUIRE) ||
 	       __atomic_load_n(&s->fatal, __ATOMIC_ACQUIRE);
+}
+
+/* ---- Live control: requests in, progress out (struct mig_ctl) ---- */
+
+/* Whether the caller asked for field (start_postcopy, manual_postcopy). */
+#define ASKED(s, field) ((s)->o->ctl && __atomic_load_n(&(s)->o->ctl->field, __ATOMIC_ACQUIRE))
+
+static int cancel_asked(struct src *s)
+{
+	return s->o->ctl &&
+	       __atomic_load_n(&s->o->ctl->cancel, __ATOMIC_ACQUIRE) == MIG_CANCEL_ASKED;
+}
+
+int mig_ctl_cancel(struct mig_ctl *c)
+{
+	int none = MIG_CANCEL_NONE;
+
+	if (__atomic_compare_exchange_n(&c->cancel, &none, MIG_CANCEL_ASKED, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return 0;
+	return none == MIG_CANCEL_ASKED ? 0 : -EBUSY;
+}
+
+/*
+ * The switch-over's point of no return: from here a cancel is refused.
+ * 0, or -ECANCELED when a cancel came first.
+ */
+static int no_more_cancel(struct src *s)
+{
+	int none = MIG_CANCEL_NONE;
+
+	if (!s->o->ctl)
+		return 0;
+	if (__atomic_compare_exchange_n(&s->o->ctl->cancel, &none, MIG_CANCEL_TOO_LATE, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return 0;
+	return -ECANCELED;
+}
+
+static void ctl_put(uint64_t *field, uint64_t v)
+{
+	__atomic_store_n(field, v, __ATOMIC_RELAXED);
+}
+
+static uint64_t downtime_us(struct src *s);
+
+/* The counters query-migrate shows; cheap, called as the migration goes. */
+static void publish(struct src *s)
+{
+	struct mig_ctl *c = s->o->ctl;
+	if (!c)
+		return;
+	ctl_put(&c->pages_sent, __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED));
+	ctl_put(&c->pages_demand, __atomic_load_n(&s->pages_demand, __ATOMIC_RELAXED));
+	ctl_put(&c->bytes_sent, s->bytes_total_prev +
+				    __atomic_load_n(&s->urg.tx_bytes, __ATOMIC_RELAXED) +
+				    __atomic_load_n(&s->bulk.tx_bytes, __ATOMIC_RELAXED));
+	ctl_put(&c->precopy_rounds, (uint64_t)s->precopy_rounds_done);
+	if (__atomic_load_n(&s->running_seen, __ATOMIC_ACQUIRE))
+		ctl_put(&c->downtime_us, downtime_us(s));
+}
+
+static void set_phase(struct src *s, enum mig_phase phase)
+{
+	struct mig_ctl *c = s->o->ctl;
+	if (!c)
+		return;
+	publish(s);
+	if (phase >= MIG_PHASE_COMPLETED)
+		ctl_put(&c->t_end_ns, mig_now_ns());
+	__atomic_store_n(&c->phase, (int)phase, __ATOMIC_RELEASE);
+	if (c->phase_changed)
+		c->phase_changed(c->arg, phase);
+}
+
+/*
+ * A cancel before the switch-over: the destination hears why and gives up
+ * at once rather than waiting out its recovery deadline.  -ECANCELED.
+ */
+static int cancelled(struct src *s, char *err, size_t errlen)
+{
+	static const char msg[] = "the migration was cancelled at the source";
+	struct mig_error e = { .code = MIG_ERR_CANCELLED, .msg_len = sizeof(msg) - 1 };
+
+	if (s->urg.fd >= 0)
+		mig_conn_send(&s->urg, MIG_MSG_ERROR, &e, sizeof(e), msg, e.msg_len);
+	snprintf(err, errlen, "cancelled");
+	return -ECANCELED;
 }
 
 /* ---- Liveness: heartbeats out, silence in ---- */
@@ -567,6 +656,11 @@ static int take_complete(struct src *s, const uint8_t *p)
 	}
 	memcpy(&s->dest, p, sizeof(s->dest));
 	s->t_complete = mig_now_ns();
+	if (s->o->ctl) {
+		ctl_put(&s->o->ctl->faults, s->dest.faults);
+		ctl_put(&s->o->ctl->fault_lat_p50_ns, s->dest.fault_lat_p50_ns);
+		ctl_put(&s->o->ctl->fault_lat_p99_ns, s->dest.fault_lat_p99_ns);
+	}
 	pthread_mutex_lock(&s->lock);
 	s->complete = 1;
 	pthread_mutex_unlock(&s->lock);
@@ -587,7 +681,8 @@ static int urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint
 		if (!s->running_seen) {
 			memcpy(&s->running, p, sizeof(s->running));
 			s->t_running = mig_now_ns();
-			s->running_seen = 1;
+			__atomic_store_n(&s->running_seen, 1, __ATOMIC_RELEASE);
+			publish(s);
 		}
 		return 0;
 	case MIG_MSG_LAYOUT:
@@ -646,7 +741,8 @@ struct pusher {
 	uint64_t pre_next;
 	unsigned pre_left;
 	uint64_t cursor;
-	unsigned frames; /* in the current buffer */
+	unsigned frames;  /* in the current buffer */
+	uint64_t pace_ns; /* max_bandwidth: when what was pushed may have gone */
 };
 
 static int pusher_init(struct pusher *ps, struct src *s)
@@ -788,16 +884,54 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 	return 0;
 }
 
+/*
+ * max_bandwidth: each pushed frame books its bytes at the cap's rate on a
+ * virtual clock, and the pusher sleeps while that clock is ahead of real
+ * time.  Idle time buys at most PACE_BURST_NS of credit.  What is batched
+ * goes out before a sleep (a fault may wait on it); demand replies travel
+ * on the urgent channel and are never held back.
+ */
+#define PACE_BURST_NS 20000000ull
+#define PACE_SLEEP_NS 100000000ull
+
+static int pace(struct pusher *ps, size_t bytes)
+{
+	struct mig_ctl *c = ps->s->o->ctl;
+	uint64_t cap = c ? __atomic_load_n(&c->max_bandwidth, __ATOMIC_RELAXED) : 0;
+	uint64_t now, ahead;
+	int r;
+
+	if (!cap)
+		return 0;
+	now = mig_now_ns();
+	if (ps->pace_ns + PACE_BURST_NS < now)
+		ps->pace_ns = now - PACE_BURST_NS;
+	ps->pace_ns += (uint64_t)((double)bytes * 1e9 / (double)cap);
+	if (ps->pace_ns <= now)
+		return 0;
+	r = flush(ps);
+	if (r)
+		return r;
+	ahead = ps->pace_ns - now;
+	if (ahead > PACE_SLEEP_NS) /* a lowered cap or a cancel is seen soon */
+		ahead = PACE_SLEEP_NS;
+	nanosleep(&(struct timespec){ .tv_nsec = (long)ahead }, NULL);
+	return 0;
+}
+
 static int push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 {
+	size_t n;
+
 	if (PUSH_BUF - ps->used[ps->cur] < MIG_PAGE_FRAME_MAX) {
 		int r = flush(ps);
 		if (r)
 			return r;
 	}
-	ps->used[ps->cur] += put_page(ps->s, &ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], i,
-				      flags, ps->s->o->compress);
-	return 0;
+	n = put_page(ps->s, &ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
+		     ps->s->o->compress);
+	ps->used[ps->cur] += n;
+	return pace(ps, n);
 }
 
 /* The next page to push, claimed; -1 when every page is sent. */
@@ -848,6 +982,7 @@ static void progress(struct src *s, const char *phase)
 {
 	static uint64_t last;
 	uint64_t now = mig_now_ns();
+	publish(s);
 	if (!s->o->progress || now - last < 200000000ull)
 		return;
 	last = now;
@@ -888,6 +1023,8 @@ static void *push_thread(void *arg)
 			break;
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
 		s->pages_pushed++;
+		if ((i & 63) == 0) /* query-migrate's figures, fresh within 256 KiB */
+			publish(s);
 		if ((i & 1023) == 0)
 			progress(s, "postcopy");
 	}
@@ -930,25 +1067,90 @@ static uint64_t count_bits(const uint64_t *map, size_t words)
 	return n;
 }
 
-/* Send a round's pages (every page in round 0, else those in dirty); their count. */
-static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirty, int *r)
+/* Whether precopy must end now: a cancel, or the operator's start of postcopy. */
+static int precopy_cut(struct src *s)
+{
+	return cancel_asked(s) || ASKED(s, start_postcopy);
+}
+
+/*
+ * Send a round's pages (every page in round 0, else those in dirty); their
+ * count.  A round cut short (precopy_cut()) leaves *upto at the first page
+ * it did not consider; otherwise *upto is nr_pages.
+ */
+static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirty, int *r,
+			      uint64_t *upto)
 {
 	struct src *s = ps->s;
-	uint64_t n = 0;
-	for (uint64_t i = 0; i < s->nr_pages && !*r; i++) {
+	uint64_t n = 0, i;
+	for (i = 0; i < s->nr_pages && !*r; i++) {
+		if ((i & 63) == 0)
+			publish(s);
+		if ((i & 1023) == 0) {
+			if (precopy_cut(s))
+				break;
+			progress(s, "precopy");
+		}
 		if (round > 0 && !bit_test(dirty, i))
 			continue;
 		*r = push_page(ps, i, MIG_PAGEF_PRECOPY);
 		n++;
 	}
+	*upto = i;
 	return n;
+}
+
+/*
+ * Whether round (> 0), with d pages dirty after the previous round sent
+ * sent_before, goes out: see PRECOPY_CONVERGE_PCT.  Under manual_postcopy
+ * every round goes out (pausing briefly when little is dirty), until the
+ * operator starts postcopy.
+ */
+static int round_pays(struct src *s, uint64_t d, uint64_t sent_before)
+{
+	if (ASKED(s, manual_postcopy)) {
+		if (d <= PRECOPY_DONE_PAGES)
+			nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
+		return 1;
+	}
+	return d > PRECOPY_DONE_PAGES && d * 100 <= sent_before * PRECOPY_CONVERGE_PCT;
+}
+
+/* The dirty log since the last round into dirty; 0 or -errno with err. */
+static int fetch_dirty(struct src *s, uint64_t *dirty, size_t words, uint64_t *t_prev, char *err,
+		       size_t errlen)
+{
+	uint64_t now, d;
+	int r;
+
+	memset(dirty, 0, words * 8);
+	r = s->vm->dirty_fetch(s->vm->ctx, dirty);
+	if (r) {
+		snprintf(err, errlen, "precopy: dirty log: %s", strerror(-r));
+		return r;
+	}
+	now = mig_now_ns();
+	d = count_bits(dirty, words);
+	if (s->o->ctl && now > *t_prev)
+		ctl_put(&s->o->ctl->dirty_pages_rate,
+			(uint64_t)((double)d * 1e9 / (double)(now - *t_prev)));
+	*t_prev = now;
+	return 0;
+}
+
+/* Keep the dirty pages of a round not sent (from page upto on) for PRECOPY_DIRTY. */
+static void carry_dirty(struct src *s, uint64_t *dirty, uint64_t upto)
+{
+	for (uint64_t i = 0; i < upto && i < s->nr_pages; i++)
+		bit_clear(dirty, i);
+	s->precopy_carry = dirty;
 }
 
 static int precopy(struct src *s, char *err, size_t errlen)
 {
-	struct mig_source_vm *vm = s->vm;
 	size_t words = (s->nr_pages + 63) / 64;
 	uint64_t *dirty = calloc(words, 8);
+	uint64_t sent = 0, upto, t_round = mig_now_ns();
 	struct pusher ps;
 	int r = pusher_init(&ps, s);
 	if (!dirty || r) {
@@ -956,38 +1158,45 @@ static int precopy(struct src *s, char *err, size_t errlen)
 		snprintf(err, errlen, "precopy: out of memory");
 		return -ENOMEM;
 	}
-	r = vm->dirty_start(vm->ctx);
+	r = s->vm->dirty_start(s->vm->ctx);
 	if (r) {
 		snprintf(err, errlen, "precopy: cannot start dirty logging: %s", strerror(-r));
 		goto out;
 	}
-	uint64_t sent = 0;
-	for (int round = 0; round < s->o->precopy_rounds && !r; round++) {
+	s->precopy_upto = 0;
+	for (int round = 0; (round < s->o->precopy_rounds || ASKED(s, manual_postcopy)) && !r;
+	     round++) {
+		if (precopy_cut(s))
+			break;
 		if (round > 0) {
-			memset(dirty, 0, words * 8);
-			r = vm->dirty_fetch(vm->ctx, dirty);
-			if (r) {
-				snprintf(err, errlen, "precopy: dirty log: %s", strerror(-r));
+			r = fetch_dirty(s, dirty, words, &t_round, err, errlen);
+			if (r)
 				break;
-			}
-			uint64_t d = count_bits(dirty, words);
-			if (d <= PRECOPY_DONE_PAGES || d * 100 > sent * PRECOPY_CONVERGE_PCT) {
-				s->precopy_carry = dirty; /* for PRECOPY_DIRTY */
+			if (!round_pays(s, count_bits(dirty, words), sent)) {
+				carry_dirty(s, dirty, 0);
 				dirty = NULL;
 				break;
 			}
 		}
-		sent = precopy_round(&ps, round, dirty, &r);
+		sent = precopy_round(&ps, round, dirty, &r, &upto);
 		s->precopy_rounds_done = round + 1;
-		if (round == 0)
+		if (round == 0) {
 			s->pages_precopy += sent;
-		else
+			s->precopy_upto = upto;
+		} else {
 			s->pages_precopy_resent += sent;
+			if (upto < s->nr_pages) { /* cut short: the rest stays dirty */
+				carry_dirty(s, dirty, upto);
+				dirty = NULL;
+			}
+		}
 		if (s->o->progress)
 			mig_progress("migrate: precopy round %d: %llu pages", round + 1,
 				     (unsigned long long)sent);
 		if (r)
 			snprintf(err, errlen, "precopy: bulk channel send failed");
+		if (!dirty)
+			break;
 	}
 	if (!r)
 		r = drain(&ps);
@@ -1015,8 +1224,11 @@ static int precopy_finish(struct src *s, char *err, size_t errlen)
 		free(dirty);
 		return r;
 	}
+	/* Pages round 1 never reached (cut short) count as dirty: not staged there. */
 	for (uint64_t i = 0; i < s->nr_pages; i++) {
-		if (!bit_test(dirty, i)) {
+		if (i >= s->precopy_upto)
+			bit_test_and_set(dirty, i);
+		else if (!bit_test(dirty, i)) {
 			bit_test_and_set(s->sent, i);
 			s->sent_count++;
 		}
@@ -1082,6 +1294,7 @@ static int recover_link(struct src *s, char *err, size_t errlen)
 	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
 	       "%d ms\n",
 	       s->why, s->o->addr, s->o->recover_ms);
+	set_phase(s, MIG_PHASE_RECOVER);
 	set_link_up(s, 0);
 	s->bytes_total_prev += s->urg.tx_bytes + s->bulk.tx_bytes;
 	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
@@ -1142,6 +1355,7 @@ static int recover_link(struct src *s, char *err, size_t errlen)
 		s->recoveries_before_running = 1;
 	s->broken = 0;
 	s->recoveries++;
+	set_phase(s, MIG_PHASE_POSTCOPY);
 	pr_mig("link recovered: destination has %llu of %llu pages, %llu lost in flight will be "
 	       "sent again\n",
 	       (unsigned long long)have, (unsigned long long)s->nr_pages,
@@ -1156,6 +1370,28 @@ static double per_s(uint64_t pages, double secs)
 	return secs > 0 ? (double)(pages * MIG_PAGE_SIZE) / secs / 1048576.0 : 0.0;
 }
 
+/*
+ * The downtime in ns once the destination runs the VM, else -1: the shorter
+ * of the two clocks' readings, the destination's alone when a recovery
+ * came first (the source's clock then includes the outage).
+ */
+static double downtime_ns(struct src *s)
+{
+	int64_t down_src = (int64_t)(s->t_running - s->t_pause);
+	int64_t down_dst = s->running.dest_downtime_ns;
+	if (!s->running_seen)
+		return -1;
+	if (s->recoveries_before_running)
+		return (double)down_dst;
+	return (double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src);
+}
+
+static uint64_t downtime_us(struct src *s)
+{
+	double ns = downtime_ns(s);
+	return ns < 0 ? 0 : (uint64_t)(ns / 1000.0);
+}
+
 static void report(struct src *s, FILE *f)
 {
 	uint64_t tx = s->bytes_total_prev + s->urg.tx_bytes + s->bulk.tx_bytes;
@@ -1163,12 +1399,7 @@ static void report(struct src *s, FILE *f)
 	int64_t down_dst = s->running_seen ? s->running.dest_downtime_ns : -1;
 	double push_s =
 	    s->t_push_end > s->t_push_start ? (double)(s->t_push_end - s->t_push_start) / 1e9 : 0;
-	double down = NAN;
-	if (s->running_seen && !s->recoveries_before_running)
-		down =
-		    (double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src) / 1000.0;
-	else if (s->running_seen) /* the source clock includes the outage */
-		down = (double)down_dst / 1000.0;
+	double down = s->running_seen ? downtime_ns(s) / 1000.0 : NAN;
 	struct mig_source_metrics m = {
 		.ram_bytes = s->vm->ram_size,
 		.pages = s->nr_pages,
@@ -1372,6 +1603,9 @@ static int send_done0(struct src *s)
 static int switch_over(struct src *s, char *err, size_t errlen)
 {
 	struct mig_source_vm *vm = s->vm;
+	if (no_more_cancel(s))
+		return cancelled(s, err, errlen);
+	set_phase(s, MIG_PHASE_SWITCHOVER);
 	s->t_pause = mig_now_ns();
 	s->pause_rt = mig_realtime_ns();
 	int r = vm->pause(vm->ctx);
@@ -1418,9 +1652,12 @@ static int before_switch(struct src *s, char *err, size_t errlen)
 		return r;
 	start_watch(s);
 	if (s->o->precopy_rounds) {
+		set_phase(s, MIG_PHASE_PRECOPY);
 		s->dirty_on = 1; /* precopy() turns it on; off on every way out */
 		r = precopy(s, err, errlen);
 	}
+	if (!r && cancel_asked(s))
+		r = cancelled(s, err, errlen);
 	if (!r)
 		r = send_layout(s, err, errlen);
 	if (!r && !s->o->precopy_rounds) {
@@ -1428,7 +1665,7 @@ static int before_switch(struct src *s, char *err, size_t errlen)
 		if (r)
 			snprintf(err, errlen, "bulk channel: cannot send DONE: %s", strerror(-r));
 	}
-	if (r)
+	if (r && r != -ECANCELED)
 		link_cause(s, err, errlen);
 	return r;
 }
@@ -1450,6 +1687,17 @@ static void src_free(struct src *s)
 	free(s);
 }
 
+/* A migration that failed before it had a struct src (bad options). */
+static void failed_early(const struct mig_opts *o, const char *err)
+{
+	if (!o->ctl)
+		return;
+	snprintf(o->ctl->error, sizeof(o->ctl->error), "%s", err);
+	__atomic_store_n(&o->ctl->phase, MIG_PHASE_FAILED, __ATOMIC_RELEASE);
+	if (o->ctl->phase_changed)
+		o->ctl->phase_changed(o->ctl->arg, MIG_PHASE_FAILED);
+}
+
 int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *switched, char *err,
 		   size_t errlen)
 {
@@ -1458,13 +1706,21 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	*switched = 0;
 	err[0] = 0;
 	struct src *s = src_new(vm, &o, err, errlen);
-	if (!s)
+	if (!s) {
+		failed_early(&o, err);
 		return -EINVAL;
+	}
+	if (o.ctl) {
+		ctl_put(&o.ctl->t_start_ns, s->t_start);
+		ctl_put(&o.ctl->pages_total, s->nr_pages);
+	}
+	set_phase(s, MIG_PHASE_SETUP);
 	int r = before_switch(s, err, errlen);
 	if (!r)
 		r = switch_over(s, err, errlen);
 	if (!r) {
 		*switched = 1;
+		set_phase(s, MIG_PHASE_POSTCOPY);
 		s->t_push_start = mig_now_ns();
 		r = run_postcopy(s, err, errlen);
 		if (o.progress && r == 0)
@@ -1478,6 +1734,15 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 			mig_progress_end();
 		if (r == 0)
 			write_report(s);
+	}
+	if (r == 0)
+		set_phase(s, MIG_PHASE_COMPLETED);
+	else if (!*switched && cancel_asked(s)) {
+		set_phase(s, MIG_PHASE_CANCELLED);
+	} else {
+		if (o.ctl)
+			snprintf(o.ctl->error, sizeof(o.ctl->error), "%s", err);
+		set_phase(s, MIG_PHASE_FAILED);
 	}
 	src_free(s);
 	return r;

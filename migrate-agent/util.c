@@ -22,6 +22,22 @@ void mig_opts_defaults(struct mig_opts *o)
 		o->progress = 0;
 }
 
+const char *mig_phase_name(enum mig_phase p)
+{
+	static const char *const names[] = {
+		[MIG_PHASE_NONE] = "none",
+		[MIG_PHASE_SETUP] = "setup",
+		[MIG_PHASE_PRECOPY] = "active",
+		[MIG_PHASE_SWITCHOVER] = "device",
+		[MIG_PHASE_POSTCOPY] = "postcopy-active",
+		[MIG_PHASE_RECOVER] = "postcopy-paused",
+		[MIG_PHASE_COMPLETED] = "completed",
+		[MIG_PHASE_FAILED] = "failed",
+		[MIG_PHASE_CANCELLED] = "cancelled",
+	};
+	return (unsigned)p < sizeof(names) / sizeof(names[0]) ? names[p] : "unknown";
+}
+
 void mig_lat_add(struct mig_lat *l, uint64_t ns)
 {
 	if (l->n == l->cap) {

@@ -24,6 +24,8 @@
 
 #include "common/parse.h"
 #include "migrate/migrate.h"
+#include "migrate/net.h"
+#include "migrate/qmp.h"
 #include "migrate/vmm-glue.h"
 #include "spin.h"
 #include "vmm/ram.h"
@@ -31,24 +33,36 @@
 
 #define pr_vmm(...) fprintf(stderr, "vmm: " __VA_ARGS__)
 
+/* Options for the next migration (migrate-set-parameters), under gl->lock. */
+struct glue_params {
+	uint64_t max_bandwidth;
+	int precopy_rounds, compress, recover_ms, postcopy_manual;
+	char tls_creds[512], tls_psk[512], tls_hostname[256], metrics[512];
+};
+
 /*
  * The migration of one `vmm run`: created by migrate_prepare(), kept in
  * migrate_vmm_opts.glue, freed by migrate_finish().  lock/cond guard
- * finishing and ctl_client.
+ * finishing, the control API's params, mig_on and user_paused.
  */
 struct migrate_glue {
 	struct vm *vm;
 	struct migrate_vmm_opts *o;
 	struct mig_dest *dest;
 	struct mig_dest_vm dest_vm;
-	pthread_t watch, ctl, timer;
-	int watch_on, ctl_on, timer_on;
-	int ctl_fd, ctl_client;
-	dev_t ctl_dev; /* the control socket we bound: removed at the end only if still ours */
-	ino_t ctl_ino;
+	pthread_t watch, timer, mig_thread;
+	int watch_on, timer_on;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int finishing;
+	/* The control API (--control): see "The control API" below. */
+	struct qmp_server *qmp;
+	struct glue_params params, run_params; /* the next migration's; the running one's */
+	struct mig_opts mig_opts;	       /* the running one's, pointing into run_params */
+	struct mig_ctl ctl;
+	char uri[256];
+	int mig_on;		      /* a migration thread was started (join it) */
+	int user_paused;	      /* stopped by the QMP command stop */
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 };
 
@@ -515,289 +529,452 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
 }
 
 /*
- * Control socket: one line per connection,
- *   migrate to=tcp:H:P [precopy=N] [compress=0|1] [metrics=FILE] [recover-ms=N]
- *           [tls-creds=DIR | tls-psk=FILE] [tls-hostname=NAME]
- * answered by "progress" lines every second while the migration runs (so
- * the CLI can tell a long migration from a silent VMM), then one line, "ok"
- * or "error MESSAGE".  A client that says nothing for CTL_READ_MS is
- * dropped; a client that went away never hurts the VMM (MSG_NOSIGNAL).
+ * The control API: QMP commands on the --control socket (migrate/qmp.h,
+ * docs/migration.md "The control API").  A migration started by `migrate`
+ * runs on its own thread; gl->ctl is the live link to it (requests in,
+ * progress and the phase out), gl->params the options of the next one.
  */
-#define CTL_READ_MS  5000
-#define CTL_BEAT_MS  1000
-#define CTL_LINE_MAX 4096
 
-static void ctl_say(int c, const char *line)
+static void params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 {
-	size_t n = strlen(line);
-	if (send(c, line, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n)
-		return; /* the client went away or does not read: its loss */
+	*p = (struct glue_params){ .precopy_rounds = o->precopy_rounds,
+				   .compress = o->compress,
+				   .recover_ms = o->recover_ms };
+	snprintf(p->tls_creds, sizeof(p->tls_creds), "%s", o->tls_creds ? o->tls_creds : "");
+	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
+	snprintf(p->tls_hostname, sizeof(p->tls_hostname), "%s",
+		 o->tls_hostname ? o->tls_hostname : "");
+	snprintf(p->metrics, sizeof(p->metrics), "%s", o->metrics ? o->metrics : "");
 }
 
 /*
- * One request line into line[CTL_LINE_MAX]: 0; -ENODATA when the client
- * gave none in time; -EMSGSIZE for a line over the limit and -EBADMSG for
- * one with a NUL in it, refused whole (acting on a prefix would run a
- * request the client did not send).
+ * TLS given to `vmm run` is a floor: the parameters may add TLS to a plain
+ * VMM, or name the host of an x509 peer, never drop TLS or change its mode
+ * or files (the old line protocol once ran a request naming only the host
+ * in plain text).  0, or -1 with the reason in reply.
  */
-static int ctl_read_line(int c, char *line)
+static int check_tls_floor(const struct migrate_vmm_opts *o, const struct glue_params *p,
+			   struct qmp_reply *reply)
 {
-	struct timeval tv = { .tv_sec = CTL_READ_MS / 1000 };
-	char *nl = NULL;
-	size_t n = 0;
+	const char *creds = p->tls_creds[0] ? p->tls_creds : NULL;
+	const char *psk = p->tls_psk[0] ? p->tls_psk : NULL;
 
-	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	while (n < CTL_LINE_MAX && !nl) {
-		ssize_t k = read(c, line + n, CTL_LINE_MAX - n);
-		if (k <= 0)
-			break;
-		nl = memchr(line + n, '\n', (size_t)k);
-		n += (size_t)k;
-	}
-	if (!nl && n == CTL_LINE_MAX)
-		return -EMSGSIZE;
-	if (!n)
-		return -ENODATA;
-	if (!nl)
-		nl = line + (n < CTL_LINE_MAX ? n : CTL_LINE_MAX - 1);
-	if (nl > line && nl[-1] == '\r')
-		nl--;
-	if (memchr(line, 0, (size_t)(nl - line)))
-		return -EBADMSG;
-	*nl = 0;
-	return 0;
-}
-
-/* A request's strings; struct mig_opts points into them. */
-struct ctl_req {
-	char to[256], metrics[512], tls_creds[512], tls_psk[512], tls_hostname[256];
-};
-
-/* "KEY=VALUE" into buf when tok starts with key: 1; 0 if not this key; -1 if too long. */
-static int ctl_str(const char *tok, const char *key, char *buf, size_t len)
-{
-	size_t k = strlen(key);
-	if (strncmp(tok, key, k))
-		return 0;
-	return snprintf(buf, len, "%s", tok + k) < (int)len ? 1 : -1;
-}
-
-/* A number key ("precopy=N"): 1 when tok is this key and its value fits, -1 if not, 0 if another key. */
-static int ctl_num(const char *tok, const char *key, uint64_t min, uint64_t max, int *out,
-		   char *err, size_t errlen)
-{
-	size_t k = strlen(key);
-	uint64_t n;
-	if (strncmp(tok, key, k))
-		return 0;
-	if (parse_u64(tok + k, min, max, &n)) {
-		snprintf(err, errlen, "%.*s'%s' is not a number from %llu to %llu", (int)k - 1, key,
-			 tok + k, (unsigned long long)min, (unsigned long long)max);
+	if (creds && psk) {
+		qmp_fail(reply, "tls-creds and tls-psk exclude each other: x509 or a PSK");
 		return -1;
 	}
-	*out = (int)n;
-	return 1;
-}
-
-/* One "KEY=VALUE" token into m and q: 0, or -1 with err set. */
-static int ctl_token(const char *tok, struct mig_opts *m, struct ctl_req *q, char *err,
-		     size_t errlen)
-{
-	static const char *const keys[] = { "to=", "metrics=", "tls-creds=", "tls-psk=",
-					    "tls-hostname=" };
-	char *const bufs[] = { q->to, q->metrics, q->tls_creds, q->tls_psk, q->tls_hostname };
-	const size_t lens[] = { sizeof(q->to), sizeof(q->metrics), sizeof(q->tls_creds),
-				sizeof(q->tls_psk), sizeof(q->tls_hostname) };
-	int r = ctl_num(tok, "precopy=", 0, PARSE_PRECOPY_MAX, &m->precopy_rounds, err, errlen);
-	if (!r)
-		r = ctl_num(tok, "compress=", 0, 1, &m->compress, err, errlen);
-	if (!r)
-		r = ctl_num(tok, "recover-ms=", 1, PARSE_RECOVER_MS_MAX, &m->recover_ms, err,
-			    errlen);
-	for (size_t i = 0; !r && i < sizeof(keys) / sizeof(keys[0]); i++)
-		if ((r = ctl_str(tok, keys[i], bufs[i], lens[i])) < 0)
-			snprintf(err, errlen, "%s value too long", keys[i]);
-	if (!r)
-		snprintf(err, errlen, "unknown key '%.64s'", tok);
-	return r > 0 ? 0 : -1;
-}
-
-/*
- * The TLS of a request.  What the VMM was started with is a floor: a
- * request may add TLS to a plain VMM, or name the host of an x509 peer,
- * never drop TLS or swap its mode or files (before this rule, a request
- * naming only tls-hostname= ran in plain text).  0, or -1 with err set.
- */
-static int ctl_tls(const struct migrate_vmm_opts *o, const struct ctl_req *q,
-		   struct mig_tls_opts *t, char *err, size_t errlen)
-{
-	const char *creds = q->tls_creds[0] ? q->tls_creds : NULL;
-	const char *psk = q->tls_psk[0] ? q->tls_psk : NULL;
-	const char *host = q->tls_hostname[0] ? q->tls_hostname : NULL;
-	int started = o->tls_creds || o->tls_psk;
-
-	if ((creds && psk) || (host && !creds && !o->tls_creds)) {
-		snprintf(err, errlen, "%s",
-			 creds && psk ? "tls-creds and tls-psk exclude each other"
-				      : "tls-hostname needs tls-creds");
+	if (p->tls_hostname[0] && !creds) {
+		qmp_fail(reply, "tls-hostname needs tls-creds");
 		return -1;
 	}
-	if (started && ((creds && (!o->tls_creds || strcmp(creds, o->tls_creds))) ||
-			(psk && (!o->tls_psk || strcmp(psk, o->tls_psk))))) {
-		snprintf(err, errlen,
-			 "this VMM was started with TLS (%s): a request may not change or drop it",
+	if ((o->tls_creds && (!creds || strcmp(creds, o->tls_creds))) ||
+	    (o->tls_psk && (!psk || strcmp(psk, o->tls_psk)))) {
+		qmp_fail(reply,
+			 "this VMM was started with TLS (%s): a migration may not change "
+			 "or drop it",
 			 o->tls_creds ? "x509" : "PSK");
 		return -1;
 	}
-	if (creds || psk)
-		*t = (struct mig_tls_opts){ .creds_dir = creds, .psk_file = psk };
-	if (host)
-		t->hostname = host;
 	return 0;
 }
 
-/* Parse "migrate to=... ..." into m and q: 0, or -1 with err set. */
-static int ctl_parse(const struct migrate_vmm_opts *o, char *line, struct mig_opts *m,
-		     struct ctl_req *q, char *err, size_t errlen)
+static int mig_active(struct migrate_glue *gl)
 {
-	char *save = NULL;
-	char *tok = strtok_r(line, " ", &save);
-	if (!tok || strcmp(tok, "migrate")) {
-		snprintf(err, errlen,
-			 "unknown request (expected: migrate to=tcp:H:P [precopy=N] "
-			 "[compress=0|1] [metrics=FILE] [recover-ms=N] [tls-creds=DIR | "
-			 "tls-psk=FILE] [tls-hostname=NAME])");
-		return -1;
-	}
-	while ((tok = strtok_r(NULL, " ", &save)))
-		if (ctl_token(tok, m, q, err, errlen))
-			return -1;
-	if (!q->to[0]) {
-		snprintf(err, errlen, "a migrate request needs to=tcp:HOST:PORT");
-		return -1;
-	}
-	m->addr = q->to;
-	if (q->metrics[0])
-		m->metrics = q->metrics;
-	return ctl_tls(o, q, &m->tls, err, errlen);
+	int phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
+	return gl->mig_on && phase < MIG_PHASE_COMPLETED;
 }
 
-/* "progress" to the client every CTL_BEAT_MS until told to stop. */
-struct ctl_beat {
-	pthread_t thread;
-	int client, stop;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-};
-
-static void *ctl_beat_thread(void *arg)
+static void phase_changed(void *arg, enum mig_phase phase)
 {
-	struct ctl_beat *b = arg;
-	pthread_mutex_lock(&b->lock);
-	while (!b->stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += CTL_BEAT_MS / 1000;
-		if (pthread_cond_timedwait(&b->cond, &b->lock, &ts) == ETIMEDOUT && !b->stop)
-			ctl_say(b->client, "progress\n");
-	}
-	pthread_mutex_unlock(&b->lock);
+	struct migrate_glue *gl = arg;
+	struct json_object *data = json_object_new_object();
+
+	json_object_object_add(data, "status", json_object_new_string(mig_phase_name(phase)));
+	if (phase == MIG_PHASE_FAILED) /* QEMU's event has none: a VMM that exits can't be asked */
+		json_object_object_add(data, "x-error-desc", json_object_new_string(gl->ctl.error));
+	if (gl->qmp)
+		qmp_event(gl->qmp, "MIGRATION", data);
+	else
+		json_object_put(data);
+}
+
+static void *migration_thread(void *arg)
+{
+	struct migrate_glue *gl = arg;
+	char err[400] = "";
+
+	migrate_out(gl, gl->uri, &gl->mig_opts, err, sizeof(err));
 	return NULL;
 }
 
-/* Run one migration for a control client, with heartbeats; 0 on success. */
-static int ctl_migrate(struct migrate_glue *gl, int c, const char *to, const struct mig_opts *m,
-		       char *err, size_t errlen)
+/* The arguments a command knows; anything else is refused, as QEMU does. */
+static int args_known(struct json_object *args, const char *const *known, struct qmp_reply *reply)
 {
-	struct ctl_beat b = { .client = c,
-			      .lock = PTHREAD_MUTEX_INITIALIZER,
-			      .cond = PTHREAD_COND_INITIALIZER };
-	int beating = pthread_create(&b.thread, NULL, ctl_beat_thread, &b) == 0;
-	int r = migrate_out(gl, to, m, err, errlen);
-	if (beating) {
-		pthread_mutex_lock(&b.lock);
-		b.stop = 1;
-		pthread_cond_signal(&b.cond);
-		pthread_mutex_unlock(&b.lock);
-		pthread_join(b.thread, NULL);
+	json_object_object_foreach(args, key, val)
+	{
+		int ok = 0;
+		(void)val;
+		for (const char *const *k = known; *k; k++)
+			ok |= !strcmp(key, *k);
+		if (!ok) {
+			qmp_fail(reply, "Parameter '%.64s' is unexpected", key);
+			return -1;
+		}
 	}
-	return r;
-}
-
-/* Serve one control connection; 1 once serving ends (the VM migrated away, or the VMM exits). */
-static int ctl_serve(struct migrate_glue *gl, int c)
-{
-	char line[CTL_LINE_MAX], reply[600], err[400] = "";
-	struct ctl_req q = { 0 };
-	struct mig_opts m = lib_opts(gl, NULL);
-	/* While the request is awaited, migrate_finish() may cut it short. */
-	pthread_mutex_lock(&gl->lock);
-	int finishing = gl->finishing;
-	gl->ctl_client = finishing ? -1 : c;
-	pthread_mutex_unlock(&gl->lock);
-	int r = finishing ? -ENODATA : ctl_read_line(c, line);
-	pthread_mutex_lock(&gl->lock);
-	gl->ctl_client = -1;
-	pthread_mutex_unlock(&gl->lock);
-	if (r == -ENODATA)
-		return finishing; /* an idle or empty client: dropped */
-	if (r)
-		snprintf(err, sizeof(err), "%s",
-			 r == -EMSGSIZE ? "request line too long" : "NUL byte in the request");
-	else
-		r = ctl_parse(gl->o, line, &m, &q, err, sizeof(err));
-	if (r) {
-		snprintf(reply, sizeof(reply), "error %s\n", err);
-		ctl_say(c, reply);
-		pr_vmm("control socket: refused: %s\n", err);
-		return 0;
-	}
-	r = ctl_migrate(gl, c, q.to, &m, err, sizeof(err));
-	snprintf(reply, sizeof(reply), r ? "error %s\n" : "ok\n", err);
-	ctl_say(c, reply);
-	return r == 0;
-}
-
-/*
- * The socket's mode keeps other users out; the peer's credentials are
- * checked too (a mode can be changed, a directory can be shared): only the
- * VMM's own effective uid, or root, may start a migration.
- */
-static int ctl_peer_allowed(int c)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	char msg[160];
-	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		pr_vmm("control socket: cannot read the client's credentials: %s\n",
-		       strerror(errno));
-		return 0;
-	}
-	if (cred.uid == geteuid() || cred.uid == 0)
-		return 1;
-	snprintf(msg, sizeof(msg), "error refused: uid %u does not own this VMM (uid %u)\n",
-		 (unsigned)cred.uid, (unsigned)geteuid());
-	ctl_say(c, msg);
-	pr_vmm("control socket: %s", msg + 6);
 	return 0;
 }
 
-static void *ctl_thread(void *arg)
+/* A string argument into buf (left alone when absent): 0, or -1 with reply set. */
+static int arg_str(struct json_object *args, const char *key, char *buf, size_t len,
+		   struct qmp_reply *reply)
 {
-	struct migrate_glue *gl = arg;
-	for (;;) {
-		int c = accept4(gl->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			break;
-		}
-		int migrated = ctl_peer_allowed(c) ? ctl_serve(gl, c) : 0;
-		close(c);
-		if (migrated)
-			break;
+	struct json_object *v;
+
+	if (!args || !json_object_object_get_ex(args, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_string) ||
+	    (size_t)json_object_get_string_len(v) >= len ||
+	    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v)) {
+		qmp_fail(reply, "Parameter '%s' expects a string of under %zu bytes", key, len);
+		return -1;
 	}
-	return arg;
+	memcpy(buf, json_object_get_string(v), (size_t)json_object_get_string_len(v) + 1);
+	return 0;
+}
+
+/* An integer argument in [min, max] (a bool for max 1), left alone when absent. */
+static int arg_num(struct json_object *args, const char *key, uint64_t min, uint64_t max,
+		   uint64_t *out, struct qmp_reply *reply)
+{
+	struct json_object *v;
+	int64_t n;
+
+	if (!args || !json_object_object_get_ex(args, key, &v))
+		return 0;
+	if (max == 1 && json_object_is_type(v, json_type_boolean)) {
+		*out = json_object_get_boolean(v);
+		return 0;
+	}
+	errno = 0;
+	n = json_object_get_int64(v);
+	if (!json_object_is_type(v, json_type_int) || errno || n < 0 || (uint64_t)n < min ||
+	    (uint64_t)n > max) {
+		qmp_fail(reply, "Parameter '%s' expects %s from %llu to %llu", key,
+			 max == 1 ? "a bool or an integer" : "an integer", (unsigned long long)min,
+			 (unsigned long long)max);
+		return -1;
+	}
+	*out = (uint64_t)n;
+	return 0;
+}
+
+#define QMP_MAX_BANDWIDTH (1ull << 40) /* bytes/s: 1 TiB/s, far beyond any link */
+
+static void qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	static const char *const known[] = { "max-bandwidth",	  "x-precopy-rounds",
+					     "x-compress",	  "x-recover-ms",
+					     "x-postcopy-manual", "tls-creds",
+					     "tls-psk",		  "tls-hostname",
+					     "x-metrics-file",	  NULL };
+	struct migrate_glue *gl = ctx;
+	struct glue_params p;
+	uint64_t bw, rounds, compress, recover, manual;
+
+	if (args && (json_object_object_get_ex(args, "downtime-limit", NULL) ||
+		     json_object_object_get_ex(args, "multifd-channels", NULL))) {
+		qmp_fail(reply, "downtime-limit and multifd-channels are not supported: postcopy "
+				"here has one bulk channel, and its downtime does not depend on a "
+				"limit");
+		return;
+	}
+	if (args && args_known(args, known, reply))
+		return;
+	pthread_mutex_lock(&gl->lock);
+	p = gl->params;
+	bw = p.max_bandwidth, rounds = (uint64_t)p.precopy_rounds;
+	compress = (uint64_t)p.compress, recover = (uint64_t)p.recover_ms;
+	manual = (uint64_t)p.postcopy_manual;
+	if (!arg_num(args, "max-bandwidth", 0, QMP_MAX_BANDWIDTH, &bw, reply) &&
+	    !arg_num(args, "x-precopy-rounds", 0, PARSE_PRECOPY_MAX, &rounds, reply) &&
+	    !arg_num(args, "x-compress", 0, 1, &compress, reply) &&
+	    !arg_num(args, "x-recover-ms", 1, PARSE_RECOVER_MS_MAX, &recover, reply) &&
+	    !arg_num(args, "x-postcopy-manual", 0, 1, &manual, reply) &&
+	    !arg_str(args, "tls-creds", p.tls_creds, sizeof(p.tls_creds), reply) &&
+	    !arg_str(args, "tls-psk", p.tls_psk, sizeof(p.tls_psk), reply) &&
+	    !arg_str(args, "tls-hostname", p.tls_hostname, sizeof(p.tls_hostname), reply) &&
+	    !arg_str(args, "x-metrics-file", p.metrics, sizeof(p.metrics), reply) &&
+	    !check_tls_floor(gl->o, &p, reply)) {
+		p.max_bandwidth = bw;
+		p.precopy_rounds = (int)rounds;
+		p.compress = (int)compress;
+		p.recover_ms = (int)recover;
+		p.postcopy_manual = (int)manual;
+		gl->params = p;
+		/* The cap also holds for a migration under way. */
+		__atomic_store_n(&gl->ctl.max_bandwidth, bw, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&gl->lock);
+}
+
+static void qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	struct json_object *o = json_object_new_object();
+	struct glue_params p;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	p = gl->params;
+	pthread_mutex_unlock(&gl->lock);
+	json_object_object_add(o, "max-bandwidth", json_object_new_uint64(p.max_bandwidth));
+	json_object_object_add(o, "x-precopy-rounds", json_object_new_int(p.precopy_rounds));
+	json_object_object_add(o, "x-compress", json_object_new_boolean(p.compress));
+	json_object_object_add(o, "x-recover-ms", json_object_new_int(p.recover_ms));
+	json_object_object_add(o, "x-postcopy-manual", json_object_new_boolean(p.postcopy_manual));
+	json_object_object_add(o, "tls-creds", json_object_new_string(p.tls_creds));
+	json_object_object_add(o, "tls-psk", json_object_new_string(p.tls_psk));
+	json_object_object_add(o, "tls-hostname", json_object_new_string(p.tls_hostname));
+	json_object_object_add(o, "x-metrics-file", json_object_new_string(p.metrics));
+	reply->ret = o;
+}
+
+/* gl->mig_opts from the parameters as they are now (gl->lock held). */
+static void freeze_params(struct migrate_glue *gl)
+{
+	struct glue_params *p = &gl->run_params;
+
+	*p = gl->params;
+	gl->mig_opts = lib_opts(gl, gl->uri);
+	gl->mig_opts.precopy_rounds = p->precopy_rounds;
+	gl->mig_opts.compress = p->compress;
+	gl->mig_opts.recover_ms = p->recover_ms;
+	gl->mig_opts.metrics = p->metrics[0] ? p->metrics : NULL;
+	gl->mig_opts.tls = (struct mig_tls_opts){
+		.creds_dir = p->tls_creds[0] ? p->tls_creds : NULL,
+		.psk_file = p->tls_psk[0] ? p->tls_psk : NULL,
+		.hostname = p->tls_hostname[0] ? p->tls_hostname : NULL,
+	};
+	gl->mig_opts.ctl = &gl->ctl;
+	gl->ctl = (struct mig_ctl){
+		.max_bandwidth = p->max_bandwidth,
+		.manual_postcopy = p->postcopy_manual,
+		.phase = MIG_PHASE_SETUP,
+		.phase_changed = phase_changed,
+		.arg = gl,
+	};
+}
+
+static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	static const char *const known[] = { "uri", NULL };
+	struct migrate_glue *gl = ctx;
+	char uri[sizeof(gl->uri)] = "";
+
+	if (!args || args_known(args, known, reply) ||
+	    arg_str(args, "uri", uri, sizeof(uri), reply))
+		goto out;
+	if (!uri[0]) {
+		qmp_fail(reply, "Parameter 'uri' is missing");
+		goto out;
+	}
+	pthread_mutex_lock(&gl->lock);
+	if (mig_active(gl) || gl->user_paused || gl->finishing) {
+		qmp_fail(reply, "%s",
+			 gl->user_paused ? "the VM is stopped: 'cont' it first"
+					 : "There's a migration process in progress");
+		pthread_mutex_unlock(&gl->lock);
+		return;
+	}
+	if (gl->mig_on) /* the previous one ended: its thread is done */
+		pthread_join(gl->mig_thread, NULL);
+	gl->mig_on = 0;
+	memcpy(gl->uri, uri, sizeof(uri));
+	freeze_params(gl);
+	if (pthread_create(&gl->mig_thread, NULL, migration_thread, gl))
+		qmp_fail(reply, "cannot start the migration thread");
+	else
+		gl->mig_on = 1;
+	pthread_mutex_unlock(&gl->lock);
+	return;
+out:
+	if (!reply->error_class)
+		qmp_fail(reply, "Parameter 'uri' is missing");
+}
+
+static void qmp_cancel(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	if (mig_active(gl) && mig_ctl_cancel(&gl->ctl))
+		qmp_fail(reply, "the switch-over has happened: the VM's memory is split between "
+				"the two hosts, so a postcopy migration cannot be cancelled; it "
+				"completes or fails");
+	pthread_mutex_unlock(&gl->lock);
+}
+
+static void qmp_start_postcopy(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	int phase;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
+	if (!mig_active(gl) || phase > MIG_PHASE_PRECOPY)
+		qmp_fail(reply, "no migration in precopy (status: %s)",
+			 gl->mig_on ? mig_phase_name(phase) : "none");
+	else
+		__atomic_store_n(&gl->ctl.start_postcopy, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&gl->lock);
+}
+
+static void add_u64(struct json_object *o, const char *key, const uint64_t *field)
+{
+	json_object_object_add(o, key,
+			       json_object_new_uint64(__atomic_load_n(field, __ATOMIC_RELAXED)));
+}
+
+/* query-migrate's "ram" member, named as QEMU names it where the meaning is the same. */
+static struct json_object *ram_info(struct mig_ctl *c, uint64_t now)
+{
+	struct json_object *ram = json_object_new_object();
+	uint64_t total = __atomic_load_n(&c->pages_total, __ATOMIC_RELAXED);
+	uint64_t sent = __atomic_load_n(&c->pages_sent, __ATOMIC_RELAXED);
+	uint64_t t0 = __atomic_load_n(&c->t_start_ns, __ATOMIC_RELAXED);
+	double secs = t0 && now > t0 ? (double)(now - t0) / 1e9 : 0;
+
+	add_u64(ram, "transferred", &c->bytes_sent);
+	json_object_object_add(ram, "total", json_object_new_uint64(total * MIG_PAGE_SIZE));
+	json_object_object_add(
+	    ram, "remaining",
+	    json_object_new_uint64((total - (sent < total ? sent : total)) * MIG_PAGE_SIZE));
+	json_object_object_add(ram, "normal", json_object_new_uint64(sent));
+	json_object_object_add(ram, "page-size", json_object_new_int(MIG_PAGE_SIZE));
+	json_object_object_add(
+	    ram, "pages-per-second",
+	    json_object_new_uint64(secs > 0 ? (uint64_t)((double)sent / secs) : 0));
+	add_u64(ram, "dirty-pages-rate", &c->dirty_pages_rate);
+	add_u64(ram, "dirty-sync-count", &c->precopy_rounds);
+	add_u64(ram, "postcopy-requests", &c->pages_demand);
+	return ram;
+}
+
+static void qmp_query_migrate(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	struct json_object *o = json_object_new_object();
+	struct mig_ctl *c = &gl->ctl;
+	uint64_t now = mig_now_ns(), t0, t1;
+	int phase;
+
+	(void)args;
+	reply->ret = o;
+	pthread_mutex_lock(&gl->lock);
+	if (!gl->mig_on) {
+		pthread_mutex_unlock(&gl->lock);
+		return; /* {}: no migration yet, as QEMU answers */
+	}
+	phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
+	t0 = __atomic_load_n(&c->t_start_ns, __ATOMIC_RELAXED);
+	t1 = __atomic_load_n(&c->t_end_ns, __ATOMIC_RELAXED);
+	json_object_object_add(
+	    o, "status",
+	    json_object_new_string(phase < MIG_PHASE_COMPLETED &&
+					   __atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE) ==
+					       MIG_CANCEL_ASKED
+				       ? "cancelling"
+				       : mig_phase_name(phase)));
+	json_object_object_add(o, "total-time",
+			       json_object_new_uint64(t0 ? ((t1 ? t1 : now) - t0) / 1000000 : 0));
+	if (__atomic_load_n(&c->downtime_us, __ATOMIC_RELAXED))
+		json_object_object_add(o, "downtime",
+				       json_object_new_uint64(c->downtime_us / 1000));
+	add_u64(o, "x-downtime-us", &c->downtime_us);
+	json_object_object_add(o, "ram", ram_info(c, now));
+	add_u64(o, "x-postcopy-faults", &c->faults);
+	add_u64(o, "x-postcopy-fault-p50-ns", &c->fault_lat_p50_ns);
+	add_u64(o, "x-postcopy-fault-p99-ns", &c->fault_lat_p99_ns);
+	if (phase == MIG_PHASE_FAILED) /* written before the phase: see struct mig_ctl */
+		json_object_object_add(o, "error-desc", json_object_new_string(c->error));
+	pthread_mutex_unlock(&gl->lock);
+}
+
+/* The VM's run state: stop and cont, as QEMU's; not while a migration runs. */
+static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *reply)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&gl->lock);
+	if (mig_active(gl)) {
+		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
+	} else if (stop != gl->user_paused) {
+		r = stop ? vm_pause(gl->vm) : vm_resume(gl->vm);
+		if (r)
+			qmp_fail(reply, "cannot %s the VM: %s", stop ? "stop" : "resume",
+				 strerror(-r));
+		else
+			gl->user_paused = stop;
+	}
+	pthread_mutex_unlock(&gl->lock);
+	if (!reply->error_class && gl->qmp)
+		qmp_event(gl->qmp, stop ? "STOP" : "RESUME", NULL);
+}
+
+static void qmp_stop(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)args;
+	qmp_stop_cont(ctx, 1, reply);
+}
+
+static void qmp_cont(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)args;
+	qmp_stop_cont(ctx, 0, reply);
+}
+
+static void qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	struct json_object *o = json_object_new_object();
+	int paused;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	paused = gl->user_paused;
+	pthread_mutex_unlock(&gl->lock);
+	json_object_object_add(o, "running", json_object_new_boolean(!paused));
+	json_object_object_add(o, "singlestep", json_object_new_boolean(0));
+	json_object_object_add(o, "status", json_object_new_string(paused ? "paused" : "running"));
+	reply->ret = o;
+}
+
+static const struct qmp_command qmp_commands[] = {
+	{ "migrate", qmp_migrate },
+	{ "query-migrate", qmp_query_migrate },
+	{ "migrate_cancel", qmp_cancel },
+	{ "migrate-set-parameters", qmp_set_parameters },
+	{ "query-migrate-parameters", qmp_query_parameters },
+	{ "migrate-start-postcopy", qmp_start_postcopy },
+	{ "stop", qmp_stop },
+	{ "cont", qmp_cont },
+	{ "query-status", qmp_query_status },
+	{ NULL, NULL },
+};
+
+static int start_control(struct migrate_glue *gl)
+{
+	char err[400] = "";
+
+	params_init(&gl->params, gl->o);
+	gl->qmp = qmp_listen(gl->o->control, qmp_commands, gl, err, sizeof(err));
+	if (!gl->qmp) {
+		pr_vmm("--control: %s\n", err);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static void *timer_thread(void *arg)
@@ -822,95 +999,6 @@ static void *timer_thread(void *arg)
 	return arg;
 }
 
-/*
- * The control path may be left over from a VMM that died: remove it only
- * when it is a socket nobody listens on.  Anything else at the path (a
- * file, a live VMM's socket) is the user's, and stays.  0 or -errno after a
- * message.
- */
-static int ctl_clear_stale(const char *path, const struct sockaddr_un *sa)
-{
-	struct stat st;
-	int fd, r;
-
-	if (lstat(path, &st)) {
-		if (errno == ENOENT)
-			return 0;
-		pr_vmm("--control %s: %s\n", path, strerror(errno));
-		return -errno;
-	}
-	if (!S_ISSOCK(st.st_mode)) {
-		pr_vmm("--control %s: exists and is not a socket; not removed\n", path);
-		return -EEXIST;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? -errno : 0;
-	close(fd);
-	if (r == 0) {
-		pr_vmm("--control %s: another VMM is listening there\n", path);
-		return -EADDRINUSE;
-	}
-	if (r != -ECONNREFUSED) {
-		pr_vmm("--control %s: %s\n", path, strerror(-r));
-		return r;
-	}
-	return unlink(path) ? -errno : 0;
-}
-
-/*
- * Only the owner may connect: the socket is born 0600 (umask around
- * bind(), not a chmod() by path after it, which another process could
- * redirect or race).  The umask is process-wide for that instant; no other
- * thread of ours creates files while the VMM starts.
- */
-static int start_control(struct migrate_glue *gl)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = gl->o->control;
-	struct stat st;
-	int r;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		pr_vmm("--control: path too long\n");
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
-	r = ctl_clear_stale(path, &sa);
-	if (r)
-		return r;
-	gl->ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (gl->ctl_fd >= 0) {
-		mode_t old = umask(0177);
-		r = bind(gl->ctl_fd, (struct sockaddr *)&sa, sizeof(sa));
-		umask(old);
-	}
-	if (gl->ctl_fd < 0 || r < 0 || stat(path, &st) < 0 || listen(gl->ctl_fd, 4) < 0) {
-		r = -errno;
-		pr_vmm("cannot open the control socket %s: %s\n", path, strerror(-r));
-		return r;
-	}
-	gl->ctl_dev = st.st_dev;
-	gl->ctl_ino = st.st_ino;
-	r = -pthread_create(&gl->ctl, NULL, ctl_thread, gl);
-	if (r) {
-		pr_vmm("control socket: cannot start its thread: %s\n", strerror(-r));
-		return r;
-	}
-	gl->ctl_on = 1;
-	return 0;
-}
-
-/* Remove the control path if it is still the socket we bound (not a successor's). */
-static void stop_control_path(struct migrate_glue *gl)
-{
-	struct stat st;
-
-	if (!lstat(gl->o->control, &st) && st.st_dev == gl->ctl_dev && st.st_ino == gl->ctl_ino)
-		unlink(gl->o->control);
-}
-
 /* ---- The hooks ---- */
 
 int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
@@ -928,7 +1016,7 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 	struct migrate_glue *gl = calloc(1, sizeof(*gl));
 	if (!gl)
 		return -ENOMEM;
-	*gl = (struct migrate_glue){ .vm = vm, .o = o, .ctl_fd = -1, .ctl_client = -1 };
+	*gl = (struct migrate_glue){ .vm = vm, .o = o };
 	pthread_mutex_init(&gl->lock, NULL);
 	pthread_cond_init(&gl->cond, NULL);
 	o->glue = gl;
@@ -997,18 +1085,12 @@ int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 	pthread_mutex_unlock(&gl->lock);
 	if (gl->timer_on)
 		pthread_join(gl->timer, NULL);
-	if (gl->ctl_fd >= 0) {
-		shutdown(gl->ctl_fd, SHUT_RDWR);
-		/* A client that connected and says nothing must not keep us here. */
-		pthread_mutex_lock(&gl->lock);
-		if (gl->ctl_client >= 0)
-			shutdown(gl->ctl_client, SHUT_RDWR);
-		pthread_mutex_unlock(&gl->lock);
-		if (gl->ctl_on)
-			pthread_join(gl->ctl, NULL);
-		close(gl->ctl_fd);
-		stop_control_path(gl);
+	if (gl->mig_on) {
+		/* The VM ended during a migration: give it up if not switched over yet. */
+		mig_ctl_cancel(&gl->ctl);
+		pthread_join(gl->mig_thread, NULL);
 	}
+	qmp_close(gl->qmp); /* after the migration thread: it sends events */
 	stop_signal_watch(gl);
 	if (gl->watch_on) {
 		stop_incoming_with_vm(gl, vm);

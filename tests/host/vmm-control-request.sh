@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # vmm-control-request: what a control request may not do, and where the
 # control socket may not be made.  Each case failed on main before the fix:
-# - an over-long line whose first 4095 bytes are a valid request, and a
-#   request with a NUL after a valid prefix: refused whole (the prefix used
-#   to migrate the VM);
+# - a QMP request over 64 KiB whose start is a valid migrate, and one
+#   with a NUL inside: refused whole (in the line protocol before QMP, a
+#   valid prefix of such a request migrated the VM);
 # - numbers out of range (precopy=, compress=, recover-ms=): refused, not
 #   atoi()'d;
 # - a VMM started with --tls-psk: a request naming only tls-hostname= (it
@@ -20,24 +20,21 @@ for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; 
 [ -f "$GUEST" ] || fail "$GUEST is not built"
 [ -w /dev/kvm ] || skip "no usable /dev/kvm"
 
-# Send raw bytes (python escapes: \n, \x00) to a control socket; print the answer.
+# Negotiate QMP, send raw bytes (python escapes: \n, \x00), print the answer's text.
 ctl_raw() { # socket python-bytes-literal
 	python3 - "$1" "$2" << 'EOF'
-import ast, socket, sys
+import ast, json, socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(60)
 s.connect(sys.argv[1])
+f = s.makefile("rb")
+json.loads(f.readline())  # the greeting
+s.sendall(b'{"execute": "qmp_capabilities"}\n')
+json.loads(f.readline())
 s.sendall(ast.literal_eval("b'" + sys.argv[2] + "'"))
-out = b""
-while not out.endswith(b"\n"):
-    try:
-        k = s.recv(4096)
-    except socket.timeout:
-        break
-    if not k:
-        break
-    out += k
-print(out.decode(errors="replace").strip())
+line = f.readline()
+msg = json.loads(line) if line else {}
+print("error " + msg["error"]["desc"] if "error" in msg else "ok" if "return" in msg else "closed")
 EOF
 }
 
@@ -73,21 +70,23 @@ apid=$!
 pids+=("$apid")
 wait_socket "$sock"
 
-to="migrate to=tcp:127.0.0.1:$dport"
-pad=$(printf '%*s' 5000 '')
-refused "over-long line" "$sock" "$to$pad precopy=0\\n" "too long" "$apid" "$work/a.err"
-refused "NUL in the line" "$sock" "$to\\x00 precopy=zzz\\n" "NUL" "$apid" "$work/a.err"
-refused "precopy out of range" "$sock" "$to precopy=4294967297\\n" "precopy" "$apid" "$work/a.err"
-refused "negative precopy" "$sock" "$to precopy=-1\\n" "precopy" "$apid" "$work/a.err"
-refused "compress=2" "$sock" "$to compress=2\\n" "compress" "$apid" "$work/a.err"
-refused "recover-ms=0" "$sock" "$to recover-ms=0\\n" "recover-ms" "$apid" "$work/a.err"
-refused "unknown key" "$sock" "$to colour=red\\n" "unknown key" "$apid" "$work/a.err"
+mig='{"execute": "migrate", "arguments": {"uri": "tcp:127.0.0.1:'$dport'"'
+set='{"execute": "migrate-set-parameters", "arguments": '
+pad=$(printf '%*s' 70000 '')
+refused "over-long request" "$sock" "$mig$pad}}\\n" "over 65536 bytes" "$apid" "$work/a.err"
+refused "NUL in a request" "$sock" "$mig\\x00}}\\n" "NUL" "$apid" "$work/a.err"
+refused "precopy out of range" "$sock" "$set{\"x-precopy-rounds\": 4294967297}}\\n" "x-precopy-rounds" "$apid" "$work/a.err"
+refused "negative precopy" "$sock" "$set{\"x-precopy-rounds\": -1}}\\n" "x-precopy-rounds" "$apid" "$work/a.err"
+refused "compress 2" "$sock" "$set{\"x-compress\": 2}}\\n" "x-compress" "$apid" "$work/a.err"
+refused "recover-ms 0" "$sock" "$set{\"x-recover-ms\": 0}}\\n" "x-recover-ms" "$apid" "$work/a.err"
+refused "a string for a number" "$sock" "$set{\"max-bandwidth\": \"1e9\"}}\\n" "max-bandwidth" "$apid" "$work/a.err"
+refused "unknown key" "$sock" "$set{\"colour\": \"red\"}}\\n" "unexpected" "$apid" "$work/a.err"
 
 # A live VMM's socket at the --control path: left alone, still served.
 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
 	> /dev/null 2> "$work/l.err" && fail "a second VMM took a live VMM's control socket"
 grep -q "another VMM is listening" "$work/l.err" || { cat "$work/l.err" >&2; fail "no clear message for a live socket"; }
-refused "the live socket still answers" "$sock" "$to precopy=x\\n" "precopy" "$apid" "$work/a.err"
+refused "the live socket still answers" "$sock" "$set{\"x-compress\": 7}}\\n" "x-compress" "$apid" "$work/a.err"
 echo "live socket at --control: refused, left alone"
 
 # TLS given at start is a floor for requests.
@@ -101,9 +100,10 @@ timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$long" \
 ppid=$!
 pids+=("$ppid")
 wait_socket "$psock"
-refused "PSK VMM, request names only tls-hostname" "$psock" "$to tls-hostname=x\\n" "tls-hostname needs tls-creds" "$ppid" "$work/p.err"
-refused "PSK VMM, request names another PSK" "$psock" "$to tls-psk=$work/other.psk\\n" "may not change or drop" "$ppid" "$work/p.err"
-refused "PSK VMM, request names x509" "$psock" "$to tls-creds=$work\\n" "may not change or drop" "$ppid" "$work/p.err"
+refused "PSK VMM, parameters name only tls-hostname" "$psock" "$set{\"tls-hostname\": \"x\"}}\\n" "tls-hostname needs tls-creds" "$ppid" "$work/p.err"
+refused "PSK VMM, parameters drop the PSK" "$psock" "$set{\"tls-psk\": \"\"}}\\n" "may not change or drop" "$ppid" "$work/p.err"
+refused "PSK VMM, parameters name another PSK" "$psock" "$set{\"tls-psk\": \"$work/other.psk\"}}\\n" "may not change or drop" "$ppid" "$work/p.err"
+refused "PSK VMM, parameters name x509" "$psock" "$set{\"tls-psk\": \"\", \"tls-creds\": \"$work\"}}\\n" "may not change or drop" "$ppid" "$work/p.err"
 kill "$ppid"
 
 # The owner migrates the VM that refused all of the above.
@@ -133,11 +133,11 @@ timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$long" \
 spid=$!
 pids+=("$spid")
 for _ in $(seq 600); do
-	ans=$(ctl_raw "$stale" 'bogus\n' 2> /dev/null) && break
+	ans=$(ctl_raw "$stale" '{"execute": "bogus"}\n' 2> /dev/null) && break
 	kill -0 "$spid" 2> /dev/null || { cat "$work/s.err" >&2; fail "the VMM did not replace a stale socket"; }
 	sleep 0.1
 done
-case "$ans" in "error unknown request"*) ;; *) fail "the replaced socket answered '$ans'" ;; esac
+case "$ans" in "error The command bogus has not been found"*) ;; *) fail "the replaced socket answered '$ans'" ;; esac
 [ "$(stat -c %a "$stale")" = 600 ] || fail "the control socket has mode $(stat -c %a "$stale")"
 kill "$spid"
 echo "stale socket: replaced, mode 600"

@@ -17,6 +17,8 @@
 
 /* ---- Options shared by both sides ---- */
 
+struct mig_ctl;
+
 struct mig_opts {
 	const char *addr;    /* tcp:HOST:PORT: where the destination listens */
 	int precopy_rounds;  /* source: full passes while the VM runs (0: pure postcopy) */
@@ -36,6 +38,7 @@ struct mig_opts {
 	 * plain: a peer without TLS is refused.
 	 */
 	struct mig_tls_opts tls;
+	struct mig_ctl *ctl; /* source: live requests and progress (optional) */
 };
 
 /* Is TLS asked for? */
@@ -48,6 +51,74 @@ static inline int mig_opts_tls(const struct mig_opts *o)
 void mig_opts_defaults(struct mig_opts *o);
 
 /* ---- Source ---- */
+
+/*
+ * The phases of an outgoing migration, named as QEMU's query-migrate names
+ * its statuses (mig_phase_name()):
+ *
+ *   SETUP -> PRECOPY -> SWITCHOVER -> POSTCOPY <-> RECOVER
+ *     |         |           |            |
+ *     +---------+-----------+--> FAILED  +--> COMPLETED
+ *     +---------+--> CANCELLED (asked for before the pause)
+ *
+ * PRECOPY is skipped without precopy rounds.  Up to SWITCHOVER's pause the
+ * VM runs here and a failure or a cancel leaves it running; from the
+ * pause on, its memory is split between the two hosts.
+ */
+enum mig_phase {
+	MIG_PHASE_NONE,
+	MIG_PHASE_SETUP,
+	MIG_PHASE_PRECOPY,
+	MIG_PHASE_SWITCHOVER,
+	MIG_PHASE_POSTCOPY,
+	MIG_PHASE_RECOVER,
+	MIG_PHASE_COMPLETED,
+	MIG_PHASE_FAILED,
+	MIG_PHASE_CANCELLED,
+};
+
+/* QEMU's status string for a phase ("setup", "active", "postcopy-active", ...). */
+const char *mig_phase_name(enum mig_phase p);
+
+/*
+ * Live control of one outgoing migration, owned by the caller (the VMM's
+ * control API) and handed to mig_source_run() in mig_opts.ctl.  Every
+ * field is read and written with __atomic builtins: requests by the
+ * caller at any time, progress by the library as it goes.  phase is the
+ * one record of where the migration is; phase_changed (optional) is
+ * called from a library thread after each change.
+ */
+enum {
+	MIG_CANCEL_NONE,
+	MIG_CANCEL_ASKED,
+	MIG_CANCEL_TOO_LATE
+};
+
+struct mig_ctl {
+	/* Requests. */
+	int cancel;		/* MIG_CANCEL_*: see mig_ctl_cancel() */
+	int start_postcopy;	/* leave precopy now (as QEMU's migrate-start-postcopy) */
+	int manual_postcopy;	/* precopy goes on, round after round, until start_postcopy */
+	uint64_t max_bandwidth; /* bytes/s of pushed pages (precopy and postcopy); 0: no cap */
+	/* Progress. */
+	int phase; /* enum mig_phase */
+	uint64_t t_start_ns, t_end_ns;
+	uint64_t pages_total, pages_sent, pages_demand, bytes_sent;
+	uint64_t precopy_rounds, dirty_pages_rate;	     /* pages/s dirtied in the last round */
+	uint64_t downtime_us;				     /* once the destination runs the VM */
+	uint64_t faults, fault_lat_p50_ns, fault_lat_p99_ns; /* from COMPLETE */
+	char error[400]; /* why it failed: written before phase becomes FAILED */
+	void (*phase_changed)(void *arg, enum mig_phase phase);
+	void *arg;
+};
+
+/*
+ * Ask a migration to give up: 0 if it will (it was before the switch-over:
+ * the VM goes on here), -EBUSY if the switch-over has begun.  One
+ * compare-exchange against the library's own at the switch-over decides,
+ * so a cancel is never both accepted and ignored.
+ */
+int mig_ctl_cancel(struct mig_ctl *c);
 
 /*
  * What the source needs from its VMM.  ram/ram_size: the guest RAM object

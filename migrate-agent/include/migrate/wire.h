@@ -308,7 +308,8 @@ enum mig_error_code {
 	MIG_ERR_LAYOUT = 3,
 	MIG_ERR_STATE = 4,
 	MIG_ERR_INTERNAL = 5,
-	MIG_ERR_BUSY = 6, /* another source's session holds the destination: try again later */
+	MIG_ERR_BUSY = 6,      /* another source's session holds the destination: try again later */
+	MIG_ERR_CANCELLED = 7, /* the source's operator cancelled before the switch-over */
 };
 struct mig_error {
 	uint32_t code;

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A QMP server on a unix socket: QEMU's wire format (docs/migration.md,
+ * "The control API"), so that any QMP client can drive the VMM.
+ *
+ *   server: {"QMP": {"version": ..., "capabilities": []}}
+ *   client: {"execute": "qmp_capabilities"}              -> {"return": {}}
+ *   client: {"execute": CMD, "arguments": {...}, "id": X} -> {"return": ..., "id": X}
+ *                                                         or {"error": {"class", "desc"}, "id": X}
+ *   server, any time after negotiation: {"event": NAME, "data": {...},
+ *                                        "timestamp": {"seconds", "microseconds"}}
+ *
+ * Several clients at once (QMP_MAX_CLIENTS), each on its own thread; a
+ * client that goes away changes nothing.  Only the server's uid or root may
+ * connect (SO_PEERCRED); the socket is created 0600 without a window.
+ * Handlers run on the client's thread and must not block for long.
+ */
+#ifndef MIGRATE_QMP_H
+#define MIGRATE_QMP_H
+
+#include <json-c/json.h>
+#include <stddef.h>
+
+#define QMP_MAX_CLIENTS	  16
+#define QMP_MAX_REQUEST	  65536 /* bytes of one JSON request */
+#define QMP_ERROR_GENERIC "GenericError"
+#define QMP_ERROR_NOCMD	  "CommandNotFound"
+
+struct qmp_server;
+
+/* A command's outcome: *ret (NULL: {}) or an error. */
+struct qmp_reply {
+	struct json_object *ret;
+	const char *error_class; /* set: an error; QMP_ERROR_GENERIC unless said otherwise */
+	char desc[400];
+};
+
+/* args: the "arguments" object, or NULL. */
+typedef void (*qmp_handler)(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+struct qmp_command {
+	const char *name;
+	qmp_handler run;
+};
+
+/*
+ * Listen at path, serving cmds (ended by a {NULL}) with ctx.  A stale
+ * socket at path is replaced; a live one or any other file is an error.
+ * NULL with a message in err.
+ */
+struct qmp_server *qmp_listen(const char *path, const struct qmp_command *cmds, void *ctx,
+			      char *err, size_t errlen);
+
+/* Send an event to every negotiated client; takes data (may be NULL). */
+void qmp_event(struct qmp_server *q, const char *name, struct json_object *data);
+
+/* Stop serving: clients are cut, threads joined, the socket removed if still ours. */
+void qmp_close(struct qmp_server *q);
+
+/* An error reply: desc formatted, class QMP_ERROR_GENERIC. */
+void qmp_fail(struct qmp_reply *reply, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif /* MIGRATE_QMP_H */
