@@ -109,6 +109,6 @@ check-format:
 	@git ls-files '*.c' '*.h' | grep -v '^kernel-patches/' | xargs clang-format --dry-run --Werror
 
 clean:
-	rm -rf $(B)/bin $(B)/san $(B)/node $(B)/obj $(B)/initramfs* $(B)/tests
+	rm -rf $(B)/bin $(B)/lib $(B)/san $(B)/node $(B)/obj $(B)/fuzz $(B)/initramfs* $(B)/tests
 
 -include $(shell find $(B)/obj $(B)/san/obj $(B)/node/obj -name '*.d' 2>/dev/null)

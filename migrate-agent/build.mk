@@ -1,21 +1,50 @@
-# migrate-agent: the postcopy migration library (linked into vmm), the
-# migrate-agent CLI, test peers and the wire-protocol fuzz target.
+# migrate-agent: the postcopy migration library (libmigrate.a: linked into
+# vmm, the test peers, the tools and the fuzzers), the migrate-agent CLI,
+# test peers and the libFuzzer targets.
 
 BASE_CFLAGS += -Imigrate-agent/include
 
-# The library, for the VMM to link (with $(MIG_LIBS)).
+# The library, one archive per flavour: $(B)/lib/libmigrate.a (host),
+# $(B)/san/lib/ (ASan+UBSan), $(B)/node/lib/ (static) and $(B)/fuzz/lib/
+# (clang, libFuzzer instrumentation).  A program links it with $(MIG_LIBS)
+# after its own objects; the linker takes only the members it needs.
 MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
-	migrate-agent/auth.c migrate-agent/source.c migrate-agent/dest.c migrate-agent/stamps.c \
-	migrate-agent/metrics.c
+	migrate-agent/auth.c migrate-agent/source.c migrate-agent/stamps.c migrate-agent/metrics.c \
+	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
+	migrate-agent/dest-install.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
+AR ?= ar
+
+$(B)/lib/libmigrate.a: $(patsubst %.c,$(B)/obj/%.o,$(MIG_LIB_SRCS))
+	@mkdir -p $(@D)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+$(B)/san/lib/libmigrate.a: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_LIB_SRCS))
+	@mkdir -p $(@D)
+	@echo "  AR [san] $@"
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+$(B)/node/lib/libmigrate.a: $(patsubst %.c,$(B)/node/obj/%.o,$(MIG_LIB_SRCS))
+	@mkdir -p $(@D)
+	@echo "  AR [node] $@"
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# $(call mig_program,NAME,SOURCES,LIBS): a program linked with libmigrate.a
+# (each flavour its own), then LIBS.
+define mig_program
+$(call program,$(1),$(2),$(3))
+$(B)/bin/$(1): $(B)/lib/libmigrate.a
+$(B)/san/bin/$(1): $(B)/san/lib/libmigrate.a
+$(B)/node/bin/$(1): $(B)/node/lib/libmigrate.a
+endef
 
 # The CLI that attaches to a source VMM's control socket.
 $(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c migrate-agent/params.c,-ljson-c))
 
-# The vmm binary (vmm/build.mk) links the library and its glue: they are added
+# The vmm binary (vmm/build.mk) links the glue and the library: they are added
 # as extra prerequisites of its three link rules, libraries by full path (the
-# node flavour is static), so $$^ carries them in link order.
-MIG_VMM_SRCS := $(MIG_LIB_SRCS) migrate-agent/vmm-glue.c migrate-agent/qmp.c
+# node flavour is static), so $$^ carries them in link order (the glue and
+# its QMP server before the archive they call).
+MIG_VMM_SRCS := migrate-agent/vmm-glue.c migrate-agent/qmp.c
 MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
 	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
 	$(shell $(CC) -print-file-name=libjson-c.so)
@@ -23,62 +52,53 @@ MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-na
 	$(shell $(CC) -print-file-name=libssl.a) $(shell $(CC) -print-file-name=libcrypto.a) \
 	$(shell $(CC) -print-file-name=libjson-c.a)
 ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
-$(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
-$(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_SO)
-$(B)/node/bin/vmm: $(patsubst %.c,$(B)/node/obj/%.o,$(MIG_VMM_SRCS)) $(MIG_A)
+$(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(B)/lib/libmigrate.a $(MIG_SO)
+$(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(B)/san/lib/libmigrate.a $(MIG_SO)
+$(B)/node/bin/vmm: $(patsubst %.c,$(B)/node/obj/%.o,$(MIG_VMM_SRCS)) $(B)/node/lib/libmigrate.a $(MIG_A)
 endif
 
 # Test programs: plain-memory end-to-end migration, adversarial peer, link cutter.
-$(eval $(call program,mig-memtest,migrate-agent/tests/memtest.c $(MIG_LIB_SRCS),$(MIG_LIBS)))
+$(eval $(call mig_program,mig-memtest,migrate-agent/tests/memtest.c,$(MIG_LIBS)))
 
-# The parser's libFuzzer target: build/fuzz/wire-fuzz (built with the programs,
-# run by tests/host/migrate-fuzz.sh).
+# The libFuzzer targets (build/fuzz/, built with the programs, run by
+# tests/host/migrate-fuzz.sh), linked with their own flavour of the library:
+# clang, ASan+UBSan and the fuzzer's coverage instrumentation.
+#   wire-fuzz    the parser;
+#   dest-fuzz    the destination's state machine (docs/testing.md): whole
+#                sessions of frames against a fake VM, through its own steps
+#                (migrate-agent/dest.h);
+#   source-fuzz  the source's side: the frames a destination sends after the
+#                switch-over (it includes source.c for its static steps; the
+#                archive's source.o is then never taken).
 FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -MMD -MP \
+	-Iinclude -Imigrate-agent -Imigrate-agent/include
+FUZZ_TARGETS := wire-fuzz dest-fuzz source-fuzz
 .PHONY: fuzz
-fuzz: $(B)/fuzz/wire-fuzz
-programs: $(B)/fuzz/wire-fuzz
-$(B)/fuzz/wire-fuzz: migrate-agent/fuzz/wire-fuzz.c migrate-agent/wire.c migrate-agent/include/migrate/wire.h
+fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
+programs: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC [fuzz] $<"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+$(B)/fuzz/lib/libmigrate.a: $(patsubst %.c,$(B)/fuzz/obj/%.o,$(MIG_LIB_SRCS))
+	@mkdir -p $(@D)
+	@echo "  AR [fuzz] $@"
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+$(B)/fuzz/%-fuzz: $(B)/fuzz/obj/migrate-agent/fuzz/%-fuzz.o $(B)/fuzz/lib/libmigrate.a
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-		-Iinclude -Imigrate-agent/include -o $@ migrate-agent/fuzz/wire-fuzz.c \
-		migrate-agent/wire.c -lzstd
-# The destination's state machine (docs/testing.md): whole sessions of frames
-# against a fake VM, through dest.c's own steps.
-fuzz: $(B)/fuzz/dest-fuzz
-programs: $(B)/fuzz/dest-fuzz
-$(B)/fuzz/dest-fuzz: migrate-agent/fuzz/dest-fuzz.c migrate-agent/dest.c migrate-agent/wire.c migrate-agent/tls.c \
-		migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
-		migrate-agent/internal.h migrate-agent/stamps.h migrate-agent/metrics.h migrate-agent/spin.h $(wildcard migrate-agent/include/migrate/*.h)
-	@mkdir -p $(@D)
-	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
-		migrate-agent/fuzz/dest-fuzz.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c \
-		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
-		-lzstd -lssl -lcrypto -ljson-c -lpthread
-# The source's side: the frames a destination sends after the switch-over.
-fuzz: $(B)/fuzz/source-fuzz
-programs: $(B)/fuzz/source-fuzz
-$(B)/fuzz/source-fuzz: migrate-agent/fuzz/source-fuzz.c migrate-agent/source.c migrate-agent/tls.c \
-		migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/auth.c \
-		migrate-agent/stamps.c migrate-agent/stamps.h migrate-agent/metrics.c migrate-agent/metrics.h \
-		migrate-agent/spin.h migrate-agent/internal.h $(wildcard migrate-agent/include/migrate/*.h)
-	@mkdir -p $(@D)
-	@echo "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-		-Iinclude -Imigrate-agent -Imigrate-agent/include -o $@ \
-		migrate-agent/fuzz/source-fuzz.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c \
-		migrate-agent/util.c migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/tls.c \
-		-luring -lzstd -lssl -lcrypto -ljson-c -lpthread
-$(eval $(call program,mig-evil,migrate-agent/tests/evil.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/auth.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
-$(eval $(call program,mig-cutproxy,migrate-agent/tests/cutproxy.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/tls.c,-lzstd -lssl -lcrypto))
+	$(Q)$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(MIG_LIBS) -lpthread
+.PRECIOUS: $(B)/fuzz/obj/%.o
+-include $(shell find $(B)/fuzz/obj -name '*.d' 2>/dev/null)
+$(eval $(call mig_program,mig-evil,migrate-agent/tests/evil.c,$(MIG_LIBS)))
+$(eval $(call mig_program,mig-cutproxy,migrate-agent/tests/cutproxy.c,$(MIG_LIBS)))
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
-$(eval $(call program,mig-tls-check,migrate-agent/tests/tls-check.c migrate-agent/tls.c migrate-agent/net.c migrate-agent/wire.c migrate-agent/spin.c,-lzstd -lssl -lcrypto))
+$(eval $(call mig_program,mig-tls-check,migrate-agent/tests/tls-check.c,$(MIG_LIBS)))
 
 # What TLS adds to a demand fault's round trip (migrate-agent/tools/tls-pingpong.c).
-$(eval $(call program,mig-tls-pingpong,migrate-agent/tools/tls-pingpong.c migrate-agent/tls.c migrate-agent/net.c migrate-agent/wire.c migrate-agent/spin.c migrate-agent/util.c,-lzstd -lssl -lcrypto))
+$(eval $(call mig_program,mig-tls-pingpong,migrate-agent/tools/tls-pingpong.c,$(MIG_LIBS)))
 
 # What the per-page CRC32C costs against a copy (migrate-agent/tools/crc-cost.c).
-$(eval $(call program,mig-crc-cost,migrate-agent/tools/crc-cost.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c,-lzstd))
+$(eval $(call mig_program,mig-crc-cost,migrate-agent/tools/crc-cost.c,$(MIG_LIBS)))

@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * dest-fuzz: libFuzzer target for the destination's protocol logic, not
- * only its parser.  It includes dest.c to reach its static steps, builds a
- * destination around a fake VM (RAM with its own "page tables": a present
- * bit per page, installs that say -EEXIST for a present page) and plays one
+ * only its parser.  It links the library, drives the destination's own
+ * steps (migrate-agent/dest.h), builds a destination around a fake VM (RAM
+ * with its own "page tables": a present bit per page, installs that say
+ * -EEXIST for a present page) and plays one
  * whole session of frames from the source on the two channels, exactly as
- * the receive threads do (header and payload checks, then rx_frame()).
+ * the receive threads do (header and payload checks, then dest_rx_frame()).
  *
  * Input: byte 0 picks the start (precopy phase or after the switch-over,
  * zstd agreed or not, RAM of 16..128 pages, CRC repair); then frames, each
  * preceded by a byte whose low bit picks the channel and whose bit 1 breaks
- * the link first (before STATE: the reconnection's reset_before_state()).  With CRC repair the
- * fuzzer's mutations reach the messages' contracts and the state machine
- * instead of dying at a checksum.
+ * the link first (before STATE: the reconnection's
+ * dest_reset_before_state()).  With CRC repair the fuzzer's mutations reach
+ * the messages' contracts and the state machine instead of dying at a
+ * checksum.
  *
  * Invariants checked after every session (abort() when broken):
  *   - the page record and the fake page tables agree: PRESENT <=> present;
@@ -21,9 +23,13 @@
  *   - COMPLETE went out only with every page PRESENT;
  *   - every rejection came with a message.
  */
-#include "../dest.c"
-
+#include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -73,9 +79,11 @@ static int fake_load_state(void *ctx, const void *blob, size_t len)
 static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devnull)
 {
 	struct mig_dest *d = calloc(1, sizeof(*d));
+	if (!d)
+		abort();
 	d->o.idle_ms = d->o.recover_ms = 1000;
 	char err[64];
-	if (incoming_alloc(d, vm, err, sizeof(err)))
+	if (dest_incoming_alloc(d, vm, err, sizeof(err)))
 		abort();
 	d->lfd = -1;
 	pthread_mutex_init(&d->req_lock, NULL);
@@ -87,6 +95,8 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 	for (int k = 0; k < 2; k++) {
 		/* No receive buffer: frames come from the input, not the fd. */
 		c[k] = calloc(1, sizeof(*c[k]));
+		if (!c[k])
+			abort();
 		c[k]->fd = dup(devnull);
 		c[k]->name = k ? "bulk" : "urgent";
 		pthread_mutex_init(&c[k]->tx_lock, NULL);
@@ -121,9 +131,9 @@ static void check_invariants(struct mig_dest *d)
 
 static void free_dest(struct mig_dest *d)
 {
-	free_conn(d->urg);
-	free_conn(d->bulk);
-	incoming_free(d);
+	dest_free_conn(d->urg);
+	dest_free_conn(d->bulk);
+	dest_incoming_free(d);
 	free(d->lat.ns);
 	free(d);
 }
@@ -148,8 +158,8 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 		struct run *rn = &run[s[off] & 1];
 		if ((s[off] & 2) && !d->state_rx) {
 			for (int k = 0; k < 2 && !d->failed; k++)
-				flush_run(d, &run[k]);
-			reset_before_state(d);
+				dest_flush_run(d, &run[k]);
+			dest_reset_before_state(d);
 		}
 		off++;
 		if (fix)
@@ -163,15 +173,15 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 		if (!r)
 			r = mig_check_payload(&c->wire, &h, s + off + sizeof(h), err, sizeof(err));
 		if (!r)
-			r = rx_frame(d, c, rn, &h, s + off + sizeof(h), err, sizeof(err));
+			r = dest_rx_frame(d, c, rn, &h, s + off + sizeof(h), err, sizeof(err));
 		if (r < 0 && !d->failed) {
 			if (!err[0])
 				abort(); /* every rejection has a message */
-			fail_dest(d, "%s", err);
+			dest_fail(d, "%s", err);
 		}
 		if (h.type != MIG_MSG_PAGE || r)
 			for (int k = 0; k < 2 && !d->failed; k++)
-				flush_run(d, &run[k]);
+				dest_flush_run(d, &run[k]);
 		off += sizeof(h) + h.len;
 	}
 }
@@ -182,8 +192,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static uint8_t *runbuf[2];
 	if (devnull < 0) {
 		devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < 2; k++) {
 			runbuf[k] = aligned_alloc(MIG_PAGE_SIZE, RUN_MAX * MIG_PAGE_SIZE);
+			if (!runbuf[k])
+				abort();
+		}
 	}
 	if (size < 1)
 		return 0;
@@ -191,6 +204,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fake.nr_pages = 16u << ((mode >> 2) & 3);
 	fake.ram = calloc(fake.nr_pages, MIG_PAGE_SIZE);
 	fake.present = calloc(fake.nr_pages, 1);
+	if (!fake.ram || !fake.present)
+		abort();
 	struct mig_dest_vm vm = {
 		.ram_size = fake.nr_pages * MIG_PAGE_SIZE,
 		.nr_regions = 1,
@@ -202,12 +217,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mig_dest *d = fake_dest(&vm, mode, devnull);
 	struct run run[2] = { { .buf = runbuf[0] }, { .buf = runbuf[1] } };
 	uint8_t *copy = malloc(size);
+	if (!copy)
+		abort();
 	memcpy(copy, data, size);
 	play(d, run, copy + 1, size - 1, (mode & 0x10) != 0);
 	for (int k = 0; k < 2 && !d->failed; k++)
-		flush_run(d, &run[k]);
+		dest_flush_run(d, &run[k]);
 	if (!d->failed && d->phase0_done)
-		try_complete(d);
+		dest_try_complete(d);
 	check_invariants(d);
 	free(copy);
 	free_dest(d);

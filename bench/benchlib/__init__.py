@@ -1,0 +1,1 @@
+"""The modules of bench/run (the driver): common, stats, traces, plots, report, runs."""

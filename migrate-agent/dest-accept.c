@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The destination's listening socket: every connection gets its own
+ * handshake thread (TLS, HELLO, AUTH), a new session is claimed by the first
+ * urgent HELLO, and authenticated channels wait as a pending pair until
+ * dest_accept_pair() takes them (the first pair, or a reconnection).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dest.h"
+
+/*
+ * Every accepted connection gets its own short-lived handshake thread: TLS
+ * (when asked for), then HELLO, then AUTH, all within one total deadline
+ * of HANDSHAKE_MS from the accept, however the bytes trickle in; nothing
+ * but HELLO, AUTH and ERROR is accepted before AUTH completed, each frame
+ * at most MIG_HANDSHAKE_FRAME_LIMIT bytes.  At most MAX_HANDSHAKES run at
+ * once; when all are taken, a new connection evicts the oldest (a real
+ * peer finishes its handshake in milliseconds, so the oldest is the one
+ * least likely to be one): strangers who trickle bytes or churn
+ * connections cannot keep the source, or its recovery, out.  A connection
+ * that fails is refused and closed; it never fails the incoming migration,
+ * whoever it came from (the destination keeps listening until stopped).
+ * An authenticated connection leaves its slot: it is offered as the
+ * pending urgent or bulk channel (a newer one replaces an older one), and
+ * dest_accept_pair() takes a complete pair.
+ */
+#define MAX_HANDSHAKES MAX_HANDSHAKES_
+
+#define HANDSHAKE_MS 3000
+
+/*
+ * The first REFUSE_LOG_BURST refusals are logged, then at most one a
+ * second with a count: a flood must not flood the log.
+ */
+#define REFUSE_LOG_BURST 8
+
+#define REFUSE_LOG_NS 1000000000ull
+
+static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
+{
+	struct mig_conn *c = malloc(sizeof(*c));
+	if (!c || mig_conn_init(c, fd, name, MIG_ROLE_SOURCE, d->features)) {
+		free(c);
+		close(fd);
+		return NULL;
+	}
+	c->wire.ram_size = d->vm->ram_size;
+	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
+	return c;
+}
+
+void dest_free_conn(struct mig_conn *c)
+{
+	if (!c)
+		return;
+	mig_conn_close(c);
+	free(c);
+}
+
+/*
+ * A new session for an urgent HELLO without RECOVER (under d->lock): its
+ * own secret; the channels pending for an earlier claim are dropped.
+ */
+static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct mig_conn **drop,
+			 char *why, size_t len)
+{
+	int r = mig_random_bytes(d->secret, sizeof(d->secret), why, len);
+	if (r)
+		return r;
+	d->session_set = 1;
+	d->session = m->session_id;
+	d->session_claimed_ns = mig_now_ns();
+	d->features = MIG_FEAT_KNOWN & m->features;
+	drop[0] = d->pend_urg;
+	drop[1] = d->pend_bulk;
+	d->pend_urg = d->pend_bulk = NULL;
+	return 1;
+}
+
+/*
+ * Which session a HELLO belongs to (under d->lock): 1 when it makes the
+ * session (an urgent HELLO without RECOVER: it learns the secret), 0 when
+ * it must prove the secret, -EPROTO when it cannot belong.  Until a pair
+ * of channels was taken the session is only claimed: a claim that made no
+ * pair within HANDSHAKE_MS gives way to the next source, so a first comer
+ * that stalls cannot hold the destination.  The refusals name no session:
+ * they go to strangers.
+ */
+static int classify_hello(struct mig_dest *d, const struct mig_hello *m, struct mig_conn **drop,
+			  char *why, size_t len)
+{
+	int fresh = !(m->flags & MIG_HELLO_RECOVER) && m->channel == MIG_CHAN_URGENT;
+	int stale = d->session_set && !d->session_fixed &&
+		    mig_now_ns() - d->session_claimed_ns > HANDSHAKE_MS * 1000000ull;
+
+	if (d->session_set && m->session_id == d->session)
+		return 0;
+	if (fresh && (!d->session_set || stale))
+		return claim_session(d, m, drop, why, len);
+	if (!d->session_set && (m->flags & MIG_HELLO_RECOVER))
+		snprintf(why, len, "recovery HELLO, but no session was started here");
+	else if (!d->session_set)
+		snprintf(why, len, "a session starts with its urgent channel");
+	else {
+		snprintf(why, len, "busy: another source's session holds this destination");
+		return -EBUSY; /* a source that is told so tries again until its deadline */
+	}
+	return -EPROTO;
+}
+
+/* The next frame on c, which must be AUTH of this kind, into a. */
+static int recv_auth(struct mig_conn *c, uint32_t kind, struct mig_auth *a, char *why, size_t len)
+{
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = mig_conn_recv(c, &h, &p, why, len);
+	if (r)
+		return r;
+	if (h.type == MIG_MSG_AUTH)
+		memcpy(a, p, sizeof(*a));
+	if (h.type != MIG_MSG_AUTH || a->kind != kind) {
+		snprintf(why, len, "expected AUTH %s, got %s",
+			 kind == MIG_AUTH_PROOF ? "PROOF" : "CHALLENGE", mig_msg_name(h.type));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/*
+ * Both ways (wire.h, AUTH): c proves it holds the session's secret for our
+ * nonce, then we prove it for the peer's.  0 when both proofs were made.
+ */
+static int challenge(struct mig_conn *c, const uint8_t *secret, uint64_t session, uint16_t channel,
+		     char *why, size_t len)
+{
+	struct mig_auth out = { .kind = MIG_AUTH_CHALLENGE }, in;
+	uint8_t bind[MIG_SECRET_LEN], nonce[MIG_SECRET_LEN];
+	int r = mig_conn_binding(c, bind);
+	if (r)
+		snprintf(why, len, "cannot read the TLS session's exporter value");
+	if (!r)
+		r = mig_random_bytes(nonce, sizeof(nonce), why, len);
+	memcpy(out.data, nonce, sizeof(nonce));
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
+	if (!r)
+		r = recv_auth(c, MIG_AUTH_PROOF, &in, why, len);
+	if (!r &&
+	    !mig_auth_check(secret, MIG_ROLE_SOURCE, nonce, session, channel, bind, in.data)) {
+		snprintf(why, len, "wrong proof of the session secret");
+		r = -EACCES;
+	}
+	if (!r)
+		r = recv_auth(c, MIG_AUTH_CHALLENGE, &in, why, len);
+	out.kind = MIG_AUTH_PROOF;
+	if (!r &&
+	    mig_auth_proof(secret, MIG_ROLE_DEST, in.data, session, channel, bind, out.data)) {
+		snprintf(why, len, "cannot compute the proof of the session secret (HMAC failed)");
+		r = -EIO;
+	}
+	if (!r)
+		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
+	return r;
+}
+
+/* What a connection's HELLO made it: its session and connection attempt. */
+struct hs_result {
+	uint64_t session;
+	uint32_t attempt;
+};
+
+/* HELLO back, then the secret (a new session) or the challenge. */
+static int answer_hello(struct mig_dest *d, struct mig_conn *c, const struct mig_hello *m,
+			int owner, const uint8_t *secret, uint32_t features, char *why, size_t len)
+{
+	struct mig_hello back = {
+		.version = MIG_VERSION,
+		.role = MIG_ROLE_DEST,
+		.channel = m->channel,
+		.page_size = MIG_PAGE_SIZE,
+		.flags = m->flags & MIG_HELLO_RECOVER,
+		.session_id = m->session_id,
+		.ram_size = d->vm->ram_size,
+		.features = features,
+		.attempt = m->attempt,
+	};
+	int r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
+	if (!r && owner) {
+		struct mig_auth a = { .kind = MIG_AUTH_SECRET };
+		memcpy(a.data, secret, sizeof(a.data));
+		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
+		mig_auth_wipe(&a, sizeof(a));
+	} else if (!r) {
+		r = challenge(c, secret, m->session_id, m->channel, why, len);
+	}
+	return r;
+}
+
+/* HELLO and AUTH on a new connection; 0 when it is an authenticated channel. */
+static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *res, char *why,
+		     size_t len)
+{
+	struct mig_conn *drop[2] = { NULL, NULL };
+	uint8_t secret[MIG_SECRET_LEN];
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	struct mig_hello m;
+	int r = mig_conn_recv(c, &h, &p, why, len);
+	if (r)
+		return r;
+	if (h.type != MIG_MSG_HELLO) {
+		snprintf(why, len, "expected HELLO first, got %s", mig_msg_name(h.type));
+		return -EPROTO;
+	}
+	memcpy(&m, p, sizeof(m));
+	pthread_mutex_lock(&d->lock);
+	int owner = classify_hello(d, &m, drop, why, len);
+	uint32_t features = d->features;
+	memcpy(secret, d->secret, sizeof(secret));
+	pthread_mutex_unlock(&d->lock);
+	dest_free_conn(drop[0]);
+	dest_free_conn(drop[1]);
+	if (owner >= 0) {
+		c->wire.features = features;
+		r = answer_hello(d, c, &m, owner, secret, features, why, len);
+	}
+	mig_auth_wipe(secret, sizeof(secret));
+	if (owner < 0 || r)
+		return owner < 0 ? owner : r;
+	*res = (struct hs_result){ .session = m.session_id, .attempt = m.attempt };
+	c->wire.frame_limit = 0;
+	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
+	if (m.channel == MIG_CHAN_URGENT && mig_spin_enabled(&d->spin))
+		c->spin = &d->spin;
+	mig_conn_set_liveness(c, d->o.idle_ms);
+	mig_conn_set_deadline(c, 0);
+	mig_conn_set_rcvtimeo(c, 0);
+	return 0;
+}
+
+/*
+ * An authenticated channel of the source's connection attempt: pending
+ * until its partner of the same attempt arrives.  A later attempt replaces
+ * whatever an earlier one left; a channel of an earlier attempt, or of a
+ * session claim that gave way, is dropped.
+ */
+static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result *res)
+{
+	struct mig_conn *drop[3] = { NULL, NULL, NULL };
+	uint32_t attempt = res->attempt;
+	pthread_mutex_lock(&d->lock);
+	if (res->session != d->session) {
+		drop[2] = c;
+	} else {
+		if (attempt > d->pend_attempt || (!d->pend_urg && !d->pend_bulk)) {
+			drop[0] = d->pend_urg;
+			drop[1] = d->pend_bulk;
+			d->pend_urg = d->pend_bulk = NULL;
+			d->pend_attempt = attempt;
+		}
+		if (attempt == d->pend_attempt) {
+			struct mig_conn **slot =
+			    !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
+			drop[2] = *slot;
+			*slot = c;
+			pthread_cond_broadcast(&d->cond);
+		} else {
+			drop[2] = c; /* left over from an earlier attempt */
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	for (int k = 0; k < 3; k++)
+		dest_free_conn(drop[k]);
+}
+
+struct hs_arg {
+	struct mig_dest *d;
+	int fd, slot;
+	uint64_t gen, t0;
+};
+
+/*
+ * TLS (when asked for), then HELLO and AUTH, all by t0 + HANDSHAKE_MS.  A
+ * connection that fails TLS proved nothing: it gets no frame.
+ */
+static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint64_t t0, struct hs_result *res,
+			 int *tls_failed, char *why, size_t len)
+{
+	uint64_t deadline = t0 + HANDSHAKE_MS * 1000000ull, now = mig_now_ns();
+	int left_ms = now < deadline ? (int)((deadline - now) / 1000000) : 0;
+	int r = mig_tls_secure(d->tls, c, left_ms, why, len);
+	*tls_failed = r != 0;
+	if (r)
+		return r;
+	mig_conn_set_deadline(c, deadline);
+	return handshake(d, c, res, why, len);
+}
+
+/*
+ * Tell a refused connection why (a peer that failed TLS gets no frame,
+ * except a plain one: it sent a HELLO in clear) and close it; log it
+ * (rate-limited past a burst).
+ */
+static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
+{
+	if (!tls_failed)
+		dest_send_error(c,
+				r == -EPROTONOSUPPORT ? MIG_ERR_VERSION
+				: r == -EBUSY	      ? MIG_ERR_BUSY
+						      : MIG_ERR_PROTOCOL,
+				why);
+	else if (r == -EPROTO)
+		dest_send_error(c, MIG_ERR_PROTOCOL,
+				"this destination speaks TLS only (give both ends --tls-creds or "
+				"--tls-psk)");
+	dest_free_conn(c);
+	pthread_mutex_lock(&d->lock);
+	uint64_t now = mig_now_ns(), n = ++d->refused;
+	int log = n <= REFUSE_LOG_BURST || now - d->refused_logged_ns >= REFUSE_LOG_NS;
+	uint64_t more = n - d->refused_at_log - 1;
+	if (log) {
+		d->refused_logged_ns = now;
+		d->refused_at_log = n;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (log && more)
+		pr_mig("refused a connection: %s (and %llu more since the last message)\n", why,
+		       (unsigned long long)more);
+	else if (log)
+		pr_mig("refused a connection: %s\n", why);
+}
+
+static void *handshake_thread(void *arg)
+{
+	struct hs_arg *a = arg;
+	struct mig_dest *d = a->d;
+	char why[300];
+	struct hs_result res = { 0 };
+	int tls_failed = 0;
+	struct mig_conn *c = new_conn(d, a->fd, "incoming");
+	int r = c ? handshake_all(d, c, a->t0, &res, &tls_failed, why, sizeof(why)) : -ENOMEM;
+	mig_auth_thread_cleanup(); /* before this thread counts as gone */
+	pthread_mutex_lock(&d->lock);
+	if (d->hs[a->slot].gen == a->gen)
+		d->hs[a->slot].fd = -1; /* else it was evicted and given to another */
+	pthread_mutex_unlock(&d->lock);
+	if (r && c)
+		refuse(d, c, r, tls_failed, why);
+	else if (c)
+		offer(d, c, &res);
+	mig_auth_thread_cleanup(); /* again: closing a TLS session used OpenSSL */
+	mig_wire_thread_cleanup();
+	pthread_mutex_lock(&d->lock);
+	d->handshakes--;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	free(a);
+	return NULL;
+}
+
+/* A free handshake slot, or the oldest one's, its handshake ended (under d->lock). */
+static int take_slot(struct mig_dest *d)
+{
+	int oldest = 0;
+	for (int k = 0; k < MAX_HANDSHAKES; k++) {
+		if (d->hs[k].fd < 0)
+			return k;
+		if (d->hs[k].t0 < d->hs[oldest].t0)
+			oldest = k;
+	}
+	shutdown(d->hs[oldest].fd, SHUT_RDWR); /* its thread sees the end, and refuses */
+	d->evicted++;
+	return oldest;
+}
+
+/* Start a handshake thread for fd. */
+static void start_handshake(struct mig_dest *d, int fd)
+{
+	struct hs_arg *a = malloc(sizeof(*a));
+	pthread_t t;
+	if (!a) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	int slot = take_slot(d);
+	*a = (struct hs_arg){
+		.d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = mig_now_ns()
+	};
+	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
+	d->handshakes++;
+	pthread_mutex_unlock(&d->lock);
+	if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
+		pthread_detach(t);
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (d->hs[slot].gen == a->gen)
+		d->hs[slot].fd = -1;
+	d->handshakes--;
+	pthread_mutex_unlock(&d->lock);
+	free(a);
+	close(fd);
+}
+
+static void *acceptor_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			start_handshake(d, fd);
+	}
+	return NULL;
+}
+
+/* Start accepting connections (the acceptor thread); 0, or -errno with err. */
+int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen)
+{
+	for (int k = 0; k < MAX_HANDSHAKES; k++)
+		d->hs[k].fd = -1;
+	if (pthread_create(&d->acceptor, NULL, acceptor_thread, d)) {
+		snprintf(err, errlen, "cannot start the acceptor thread");
+		return -EAGAIN;
+	}
+	d->acceptor_on = 1;
+	return 0;
+}
+
+/* Stop accepting; end the handshakes in progress and wait for them. */
+void dest_stop_accepting(struct mig_dest *d)
+{
+	if (d->acceptor_on)
+		pthread_join(d->acceptor, NULL);
+	d->acceptor_on = 0;
+	pthread_mutex_lock(&d->lock);
+	for (int k = 0; k < MAX_HANDSHAKES; k++)
+		if (d->hs[k].fd >= 0)
+			shutdown(d->hs[k].fd, SHUT_RDWR);
+	while (d->handshakes)
+		pthread_cond_wait(&d->cond, &d->lock);
+	dest_free_conn(d->pend_urg);
+	dest_free_conn(d->pend_bulk);
+	d->pend_urg = d->pend_bulk = NULL;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Take an authenticated pair of channels, waiting until deadline (0:
+ * forever, until stopped).  0 with *urg and *bulk, or a negative errno
+ * with a message.  The first pair fixes the session.
+ */
+int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
+		     struct mig_conn **bulk, char *err, size_t errlen)
+{
+	int r = 0;
+	pthread_mutex_lock(&d->lock);
+	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed) {
+		if (!deadline) {
+			pthread_cond_wait(&d->cond, &d->lock);
+			continue;
+		}
+		struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+				       .tv_nsec = (long)(deadline % 1000000000ull) };
+		if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) == ETIMEDOUT)
+			break;
+	}
+	if (d->pend_urg && d->pend_bulk) {
+		*urg = d->pend_urg;
+		*bulk = d->pend_bulk;
+		d->pend_urg = d->pend_bulk = NULL;
+		d->session_fixed = 1;
+	} else if (d->failed) {
+		snprintf(err, errlen, "%s", d->why);
+		r = -ECANCELED;
+	} else {
+		snprintf(err, errlen,
+			 d->stop ? "stopped" : "no source connected within the deadline");
+		r = d->stop ? -ECANCELED : -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}

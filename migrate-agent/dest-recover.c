@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Link breaks: the supervisor thread waits (up to recover_ms) for the
+ * source to reconnect, sends RESUME with the bitmap of pages this side has
+ * and repeats the outstanding requests; a break before STATE asks for the
+ * state again (MIG_RESUME_NEED_STATE).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dest.h"
+
+/*
+ * RESUME on a recovered urgent channel: the bitmap of pages this side has,
+ * read from the page record (present, being installed, or staged and still
+ * valid).  flags: MIG_RESUME_NEED_STATE when the state never arrived.
+ */
+static int send_resume(struct mig_dest *d, struct mig_conn *urg, uint32_t flags)
+{
+	size_t bytes = (d->nr_pages + 7) / 8;
+	uint8_t *bm = calloc(1, bytes);
+	if (!bm)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
+			wire_bit_set(bm, i);
+	}
+	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = flags };
+	int r = mig_conn_send(urg, MIG_MSG_RESUME, &rs, sizeof(rs), bm, bytes);
+	free(bm);
+	return r;
+}
+
+/* Stop the receivers and retire the broken connections. */
+static void retire_links(struct mig_dest *d)
+{
+	pthread_mutex_lock(&d->req_lock);
+	d->link_ok = 0;
+	pthread_mutex_unlock(&d->req_lock);
+	dest_kick_links(d);
+	if (d->rx_urg_on)
+		pthread_join(d->rx_urg, NULL);
+	if (d->rx_bulk_on)
+		pthread_join(d->rx_bulk, NULL);
+	d->rx_urg_on = d->rx_bulk_on = 0;
+	pthread_mutex_lock(&d->req_lock);
+	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
+	dest_free_conn(d->urg);
+	dest_free_conn(d->bulk);
+	d->urg = d->bulk = NULL;
+	pthread_mutex_unlock(&d->req_lock);
+}
+
+/*
+ * Wait until deadline for a reconnection that takes RESUME (flags as for
+ * send_resume()); a reconnection that fails before RESUME went out is
+ * dropped and the wait goes on.  0 with the pair in urg and bulk, or
+ * -ETIMEDOUT.
+ */
+static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct mig_conn **urg,
+		     struct mig_conn **bulk)
+{
+	char err[320];
+	for (;;) {
+		if (dest_accept_pair(d, deadline, urg, bulk, err, sizeof(err)))
+			return -ETIMEDOUT;
+		int r = send_resume(d, *urg, flags);
+		if (!r)
+			return 0;
+		pr_mig("the reconnected source went away before RESUME (%s); waiting on\n",
+		       strerror(-r));
+		dest_free_conn(*urg);
+		dest_free_conn(*bulk);
+	}
+}
+
+/* The reconnected pair becomes the link (under req_lock). */
+static void link_up(struct mig_dest *d, struct mig_conn *urg, struct mig_conn *bulk)
+{
+	d->urg = urg;
+	d->bulk = bulk;
+	d->link_ok = 1;
+	d->t_link_ns = mig_now_ns();
+}
+
+/* RUNNING: the vCPUs run here since resume_rt. */
+void dest_send_running(struct mig_dest *d, struct mig_conn *urg)
+{
+	struct mig_running m = {
+		.resume_realtime_ns = d->resume_rt,
+		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
+	};
+	mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
+}
+
+/* On a recovered link: repeat every outstanding request, and RUNNING.  Under req_lock. */
+static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
+{
+	uint64_t again = 0;
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_REQUESTED)
+			continue;
+		struct mig_page_request q = { .count = 1 };
+		uint64_t addr = i * MIG_PAGE_SIZE;
+		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
+		again++;
+	}
+	if (d->t_resumed)
+		dest_send_running(d, urg); /* it may have been lost with the old link */
+	return again;
+}
+
+static int recover_postcopy(struct mig_dest *d)
+{
+	uint64_t t0 = mig_now_ns();
+	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
+	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
+	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
+	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
+	retire_links(d);
+	struct mig_conn *urg, *bulk;
+	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
+	if (reconnect(d, deadline, 0, &urg, &bulk)) {
+		char cause[sizeof(d->why)];
+		pthread_mutex_lock(&d->lock);
+		snprintf(cause, sizeof(cause), "%s", d->why);
+		pthread_mutex_unlock(&d->lock);
+		dest_fail(d,
+			  "source did not reconnect within %d ms after the link broke (%s); "
+			  "stopping: %llu pages never arrived, the VM must not run on",
+			  d->o.recover_ms, cause,
+			  (unsigned long long)(d->nr_pages -
+					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
+		return -ETIMEDOUT;
+	}
+	pthread_mutex_lock(&d->req_lock);
+	link_up(d, urg, bulk);
+	uint64_t again = repeat_requests(d, urg);
+	pthread_mutex_unlock(&d->req_lock);
+	pthread_mutex_lock(&d->lock);
+	d->broken = 0;
+	d->recoveries++;
+	d->t_broken_ns += mig_now_ns() - t0;
+	pthread_mutex_unlock(&d->lock);
+	dest_start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
+	dest_start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
+	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
+	       (double)(mig_now_ns() - t0) / 1e6, (unsigned long long)again);
+	dest_try_complete(d);
+	return 0;
+}
+
+void *dest_supervisor_thread(void *arg)
+{
+	struct mig_dest *d = arg;
+	for (;;) {
+		pthread_mutex_lock(&d->lock);
+		int failed = d->failed, done = d->complete_sent, broken = d->broken, stop = d->stop;
+		pthread_mutex_unlock(&d->lock);
+		if (failed || done || stop)
+			return NULL;
+		if (broken) {
+			if (recover_postcopy(d))
+				return NULL;
+			continue;
+		}
+		/*
+		 * The source reconnected (authenticated) before this side noticed
+		 * the break: it knows the old link is dead.
+		 */
+		pthread_mutex_lock(&d->lock);
+		if (d->pend_urg && d->pend_bulk && !d->broken && !d->failed && !d->complete_sent) {
+			snprintf(d->why, sizeof(d->why), "the source reconnected");
+			d->broken = 1;
+		} else {
+			struct timespec ts = dest_mono_in_ms(100);
+			pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+}
+
+/*
+ * The page record after a break before STATE: staged pages may have been
+ * dirtied since (their PRECOPY_DIRTY may be lost), so they are forgotten;
+ * installed pages stay installed (RESUME lists them); the source starts
+ * the switch-over again (DONE(0)).
+ */
+void dest_reset_before_state(struct mig_dest *d)
+{
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (d->pst[i] == PG_STAGED)
+			d->pst[i] = PG_MISSING;
+	d->phase0_done = 0;
+	d->broken = 0;
+}
+
+/*
+ * A break before STATE: drop what precopy staged (its dirty bitmap may be
+ * lost), wait for the source's RECOVER connection and send RESUME with
+ * MIG_RESUME_NEED_STATE.  0 with new d->urg/d->bulk, or -errno with err.
+ */
+int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
+{
+	char cause[sizeof(d->why)];
+	dest_kick_links(d);
+	if (d->rx_bulk_on)
+		pthread_join(d->rx_bulk, NULL);
+	d->rx_bulk_on = 0;
+	pthread_mutex_lock(&d->lock);
+	snprintf(cause, sizeof(cause), "%s", d->broken ? d->why : err);
+	pthread_mutex_unlock(&d->lock);
+	pr_mig("link to the source broken before the VM state arrived (%s); waiting up to %d ms "
+	       "for the source to reconnect to %s\n",
+	       cause, d->o.recover_ms, d->o.addr);
+	pthread_mutex_lock(&d->req_lock);
+	d->link_ok = 0;
+	dest_free_conn(d->urg);
+	dest_free_conn(d->bulk);
+	d->urg = d->bulk = NULL;
+	pthread_mutex_unlock(&d->req_lock);
+	dest_reset_before_state(d);
+	struct mig_conn *urg, *bulk;
+	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
+	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &urg, &bulk)) {
+		snprintf(err, errlen,
+			 "source did not reconnect within %d ms after the link broke (%s)",
+			 d->o.recover_ms, cause);
+		return -ETIMEDOUT;
+	}
+	pthread_mutex_lock(&d->req_lock);
+	link_up(d, urg, bulk);
+	pthread_mutex_unlock(&d->req_lock);
+	d->recoveries++;
+	pr_mig("source reconnected; asked for the VM state again\n");
+	return 0;
+}

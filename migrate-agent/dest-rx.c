@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The receiver threads, one per channel: checked frames from the source.
+ * Precopy pages are staged; postcopy pages (demand replies and the push)
+ * are claimed and gathered into runs of consecutive pages, installed with
+ * one call (dest-install.c does the accounting).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "dest.h"
+
+int dest_flush_run(struct mig_dest *d, struct run *run)
+{
+	unsigned n = run->n;
+	if (!n)
+		return 0;
+	run->n = 0;
+	int r = 0;
+	uint64_t dups = 0;
+	if (d->vm->install_run) {
+		r = d->vm->install_run(d->vm->ctx, run->first * MIG_PAGE_SIZE,
+				       run->zero ? NULL : run->buf, n);
+		if (r >= 0) {
+			dups = (uint64_t)r;
+			r = 0;
+		}
+	} else {
+		for (unsigned k = 0; k < n && !r; k++) {
+			r = d->vm->install(d->vm->ctx, (run->first + k) * MIG_PAGE_SIZE,
+					   run->zero ? NULL : run->buf + (size_t)k * MIG_PAGE_SIZE);
+			if (r == -EEXIST) {
+				dups++;
+				r = 0;
+			}
+		}
+	}
+	if (r) {
+		for (unsigned k = 0; k < n; k++)
+			__atomic_store_n(&d->pst[run->first + k], run->st[k], __ATOMIC_RELEASE);
+		dest_fail(d, "cannot install pages 0x%llx-0x%llx: %s",
+			  (unsigned long long)(run->first * MIG_PAGE_SIZE),
+			  (unsigned long long)((run->first + n) * MIG_PAGE_SIZE - 1), strerror(-r));
+		return r;
+	}
+	if (dups)
+		__atomic_fetch_add(&d->pages_dup, dups, __ATOMIC_RELAXED);
+	uint64_t now = mig_now_ns();
+	for (unsigned k = 0; k < n; k++)
+		dest_installed(d, run->first + k, run->st[k], run->zero, run->kind[k], now);
+	return 0;
+}
+
+/* Add page i (raw, zstd or zero) to the run, installing the run first if i does not extend it. */
+static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct mig_page *pg,
+		   const uint8_t *data, int kind, char *err, size_t errlen)
+{
+	int zero = pg->encoding == MIG_PAGE_ZERO;
+	if (run->n && (i != run->first + run->n || run->n == RUN_MAX || zero != run->zero)) {
+		int r = dest_flush_run(d, run);
+		if (r)
+			return r;
+	}
+	int st = dest_claim(d, i, kind);
+	if (st < 0)
+		return 0;
+	uint8_t *slot = run->buf + (size_t)run->n * MIG_PAGE_SIZE;
+	if (zero) {
+		/* nothing to copy */
+	} else if (pg->encoding == MIG_PAGE_ZSTD) {
+		int r = mig_page_decode(pg, data, slot, err, errlen);
+		if (r) {
+			__atomic_store_n(&d->pst[i], (uint8_t)st, __ATOMIC_RELEASE);
+			return r;
+		}
+	} else {
+		memcpy(slot, data, MIG_PAGE_SIZE);
+	}
+	if (!run->n) {
+		run->first = i;
+		run->zero = zero;
+	}
+	run->st[run->n] = (uint8_t)st;
+	run->kind[run->n] = (uint8_t)kind;
+	run->n++;
+	return 0;
+}
+
+struct rx_arg {
+	struct mig_dest *d;
+	struct mig_conn *c;
+};
+
+/* A precopy page: staged (not installed) until the switch-over. */
+static int stage_page(struct mig_dest *d, uint64_t i, const struct mig_page *pg,
+		      const uint8_t *data, char *err, size_t errlen)
+{
+	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
+	if (st != PG_MISSING && st != PG_STAGED) {
+		/* Installed pages stay installed: the record never goes back. */
+		snprintf(err, errlen, "precopy PAGE 0x%llx for a page already installed",
+			 (unsigned long long)pg->addr);
+		return -EPROTO;
+	}
+	int r = 0;
+	d->stage_zero[i] = pg->encoding == MIG_PAGE_ZERO;
+	if (!d->stage_zero[i])
+		r = mig_page_decode(pg, data, d->stage + i * MIG_PAGE_SIZE, err, errlen);
+	if (!r)
+		__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
+	return r;
+}
+
+static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, const uint8_t *p,
+		   char *err, size_t errlen)
+{
+	struct mig_page pg;
+	memcpy(&pg, p, sizeof(pg));
+	const uint8_t *data = p + sizeof(pg);
+	uint64_t i = pg.addr / MIG_PAGE_SIZE;
+	int precopy = (pg.flags & MIG_PAGEF_PRECOPY) != 0;
+	if (precopy != !d->phase0_done) {
+		snprintf(err, errlen, "%s channel: %s PAGE 0x%llx %s the switch-over", c->name,
+			 precopy ? "precopy" : "postcopy", (unsigned long long)pg.addr,
+			 precopy ? "after" : "before");
+		return -EPROTO;
+	}
+	if (precopy)
+		return stage_page(d, i, &pg, data, err, errlen);
+	int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
+	if (!kind)
+		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
+	int r = run_add(d, run, i, &pg, data, kind, err, errlen);
+	/*
+	 * The run grows only with a PAGE already here whole: a run never waits
+	 * for a receive that may block, nor behind other frames (a flood of
+	 * heartbeats once kept a page uninstalled for seconds).
+	 */
+	if (!r && !mig_conn_next_is(c, MIG_MSG_PAGE))
+		r = dest_flush_run(d, run);
+	return r;
+}
+
+static void rx_done(struct mig_dest *d, const uint8_t *p)
+{
+	struct mig_done dn;
+	memcpy(&dn, p, sizeof(dn));
+	if (dn.phase != 0)
+		return; /* DONE(1) is informative: completion is the page record's */
+	pthread_mutex_lock(&d->lock);
+	__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
+	d->phase0_done = 1;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* PRECOPY_DIRTY: staged copies of pages written since are forgotten. */
+static void rx_dirty(struct mig_dest *d, const uint8_t *p)
+{
+	const uint8_t *bm = p + sizeof(struct mig_dirty);
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint8_t st = PG_STAGED;
+		if (wire_bit(bm, i))
+			__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	}
+}
+
+/*
+ * One checked frame from the source on c: 0 to go on, 1 when the source
+ * gave up (ERROR: the migration failed), or a negative errno with err.
+ */
+int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
+		  const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen)
+{
+	switch (h->type) {
+	case MIG_MSG_PAGE:
+		return rx_page(d, c, run, p, err, errlen);
+	case MIG_MSG_DONE:
+		rx_done(d, p);
+		return 0;
+	case MIG_MSG_PRECOPY_DIRTY:
+		rx_dirty(d, p);
+		return 0;
+	case MIG_MSG_ERROR: {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		dest_fail(d, "source reported an error: %s", text);
+		return 1;
+	}
+	}
+	snprintf(err, errlen, "%s channel: unexpected %s from the source", c->name,
+		 mig_msg_name(h->type));
+	return -EPROTO;
+}
+
+/* A receive error r on c: a broken link (recoverable) or a hostile stream. */
+static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char *err)
+{
+	if (mig_link_error(r)) {
+		/* Recoverable: the supervisor (or incoming) takes over. */
+		pthread_mutex_lock(&d->lock);
+		if (!d->broken)
+			snprintf(d->why, sizeof(d->why), "%s", err);
+		d->broken = 1;
+		pthread_cond_broadcast(&d->cond);
+		pthread_mutex_unlock(&d->lock);
+		if (!d->state_rx)
+			dest_kick_links(d); /* incoming waits on the urgent channel */
+		return;
+	}
+	dest_send_error(c, MIG_ERR_PROTOCOL, err);
+	dest_fail(d, "%s", err);
+}
+
+static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
+{
+	char err[320];
+	for (;;) {
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
+		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
+			return;
+		if (d->failed || d->stop || d->complete_sent)
+			return;
+		if (!r)
+			r = dest_rx_frame(d, c, run, &h, p, err, sizeof(err));
+		if (r > 0 || d->failed)
+			return;
+		if (r) {
+			rx_failed(d, c, r, err);
+			return;
+		}
+	}
+}
+
+static void rx_loop(struct mig_dest *d, struct mig_conn *c)
+{
+	struct run run = { 0 };
+	void *buf = mmap(NULL, RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
+		dest_fail(d, "%s channel: cannot map a receive buffer: %s", c->name,
+			  strerror(errno));
+		return;
+	}
+	run.buf = buf;
+	rx_frames(d, c, &run);
+	if (!d->failed)
+		dest_flush_run(d, &run);
+	munmap(buf, RUN_MAX * MIG_PAGE_SIZE);
+}
+
+static void *rx_thread(void *arg)
+{
+	struct rx_arg *a = arg;
+	if (a->c == a->d->urg)
+		mig_thread_urgent();
+	rx_loop(a->d, a->c);
+	mig_wire_thread_cleanup();
+	free(a);
+	return NULL;
+}
+
+void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on)
+{
+	struct rx_arg *a = malloc(sizeof(*a));
+	*on = 0;
+	if (a) {
+		a->d = d;
+		a->c = c;
+		*on = pthread_create(t, NULL, rx_thread, a) == 0;
+	}
+	if (!*on) {
+		free(a);
+		dest_fail(d, "%s channel: cannot start its receiver thread", c->name);
+	}
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The destination side of postcopy, inside the library: struct mig_dest and
+ * the functions its files call in each other (prefixed dest_); not an
+ * interface (the API is migrate/migrate.h).  One job per file:
+ *   dest.c           the API's lifecycle: listen, resume, abort, wait, free;
+ *                    failing the migration, the ERROR frame
+ *   dest-accept.c    listening: one handshake thread per connection (TLS,
+ *                    HELLO, AUTH), the session claim, pairs of channels
+ *   dest-incoming.c  mig_dest_incoming(): the page record's allocation,
+ *                    LAYOUT, the precopy's end, STATE
+ *   dest-rx.c        the receiver threads: frames from the source, precopy
+ *                    pages staged, postcopy pages batched into runs
+ *   dest-install.c   the page record: faults (mig_dest_fault()), claims,
+ *                    installs, the stager, completion
+ *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
+ *   dest-watch.c     liveness: heartbeats out, silence in (the watchdog)
+ *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
+ *
+ * Locking order (a lock on the right is only taken with the ones to its
+ * left held, never the other way):
+ *
+ *   d->lock (flags, why, session, handshake slots, pending channels; cond)
+ *     -> a pending connection's TLS lock (closing it, tls.c)
+ *   d->req_lock (which connections are live: urg, bulk, link_ok)
+ *     -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
+ *   d->lat_lock (the fault latencies): a leaf
+ *
+ * d->lock and d->req_lock are never held together: code that needs both
+ * takes one, drops it, then takes the other.  Under d->lock nothing waits
+ * on the network but the close of a pending connection (one try at a TLS
+ * close_notify, dest_stop_accepting()); a send under d->req_lock may wait
+ * for the socket (the watchdog breaks a link that stalls it).
+ */
+#ifndef MIGRATE_DEST_H
+#define MIGRATE_DEST_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "internal.h"
+#include "metrics.h"
+#include "migrate/auth.h"
+#include "spin.h"
+#include "stamps.h"
+
+#define MAX_HANDSHAKES_ 32 /* see MAX_HANDSHAKES (dest-accept.c) */
+
+struct hs_slot {
+	int fd;	      /* -1: free */
+	uint64_t gen; /* which handshake holds it */
+	uint64_t t0;  /* when it was accepted */
+};
+
+/* A page's state in the page record, d->pst (dest.c, at the top). */
+enum {
+	PG_MISSING,
+	PG_REQUESTED,
+	PG_INSTALLING,
+	PG_PRESENT,
+	PG_STAGED
+};
+
+struct mig_dest {
+	struct mig_opts o;
+	struct sockaddr_in sa;
+	int lfd;
+	struct mig_tls_ctx *tls; /* NULL: plain TCP */
+	struct mig_dest_vm *vm;
+	uint64_t nr_pages, session;
+	uint32_t features;
+	uint8_t *pst;
+	uint64_t *t_fault;
+	uint8_t *stage;
+	/*
+	 * Per page, whether its staged copy is a zero page: kept out of the
+	 * staging buffer (writing 4 KiB of zeros there faults a page in, ~7 us
+	 * each here, and the precopy of a mostly empty guest is mostly zero
+	 * markers) and installed with the zero-page call.  Written before the
+	 * page's PG_STAGED release store, read after its acquire.
+	 */
+	uint8_t *stage_zero;
+	/*
+	 * Arrival timeline: per page, 0 (not installed) or (us since t_tl0) << 2
+	 * | (kind + 1), written once by the thread that installed the page.
+	 * t_tl0 is the switch-over (phase 0 done), before any install.
+	 */
+	uint32_t *t_arr;
+	uint64_t t_tl0;
+	struct mig_stamps *stamps; /* per-fault steps, page map (bench) */
+	struct mig_spin spin;	   /* the urgent receiver's (spin.h) */
+
+	/* req_lock guards which connections are live (urg/bulk/link_ok). */
+	pthread_mutex_t req_lock;
+	struct mig_conn *urg, *bulk;
+	int link_ok;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int phase0_done, state_rx, broken, failed, all_present, complete_sent, stop;
+	char why[320];
+
+	pthread_t rx_urg, rx_bulk, sup, stager, watch;
+	int rx_urg_on, rx_bulk_on, sup_on, stager_on, watch_on;
+
+	/*
+	 * The session and its secret; connections being authenticated; an
+	 * authenticated pair not yet taken.  All under lock (cond signals).
+	 */
+	int session_set, session_fixed; /* claimed; fixed once a pair was taken */
+	uint64_t session_claimed_ns;
+	uint8_t secret[MIG_SECRET_LEN];
+	pthread_t acceptor;
+	int acceptor_on, handshakes; /* handshake threads running */
+	struct hs_slot hs[MAX_HANDSHAKES_];
+	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
+	struct mig_conn *pend_urg, *pend_bulk;
+	uint32_t pend_attempt; /* the source's connection attempt they belong to */
+
+	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
+	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */
+	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
+	    dedup, pages_zero;
+	pthread_mutex_t lat_lock;
+	struct mig_lat lat;
+	uint64_t t_state_rx, t_phase0;
+	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
+	uint64_t bytes_rx_prev;
+};
+
+/*
+ * A run of consecutive data pages received together on one channel,
+ * claimed (PG_INSTALLING) and copied to a page-aligned buffer (or a run of
+ * zero pages, nothing copied), installed
+ * with one call into the kernel (vm->install_run) when the run is full, when
+ * a page that does not extend it arrives, and always before the receiver
+ * may block: a faulting vCPU never waits on a run for more than the frames
+ * already received.
+ */
+#define RUN_MAX 32
+
+struct run {
+	uint8_t *buf; /* RUN_MAX pages, private anonymous */
+	uint64_t first;
+	unsigned n;
+	int zero; /* a run of zero pages (nothing in buf) */
+	uint8_t st[RUN_MAX];
+	uint8_t kind[RUN_MAX];
+};
+
+/* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
+static inline struct timespec dest_mono_in_ms(unsigned ms)
+{
+	uint64_t t = mig_now_ns() + ms * 1000000ull;
+	return (struct timespec){ .tv_sec = (time_t)(t / 1000000000ull),
+				  .tv_nsec = (long)(t % 1000000000ull) };
+}
+
+/* dest.c */
+void dest_fail(struct mig_dest *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dest_kick_links(struct mig_dest *d);
+void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg);
+
+/* dest-accept.c */
+void dest_free_conn(struct mig_conn *c);
+int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen);
+void dest_stop_accepting(struct mig_dest *d);
+int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
+		     struct mig_conn **bulk, char *err, size_t errlen);
+
+/* dest-incoming.c */
+int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen);
+void dest_incoming_free(struct mig_dest *d);
+
+/* dest-rx.c */
+int dest_flush_run(struct mig_dest *d, struct run *run);
+int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
+		  const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen);
+void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on);
+
+/* dest-install.c */
+void dest_try_complete(struct mig_dest *d);
+int dest_claim(struct mig_dest *d, uint64_t i, int kind);
+void dest_installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now);
+void *dest_stager_thread(void *arg);
+
+/* dest-recover.c */
+void dest_send_running(struct mig_dest *d, struct mig_conn *urg);
+void *dest_supervisor_thread(void *arg);
+void dest_reset_before_state(struct mig_dest *d);
+int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen);
+
+/* dest-watch.c */
+void *dest_watch_thread(void *arg);
+
+/* dest-report.c */
+void dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
+
+#endif /* MIGRATE_DEST_H */
