@@ -63,8 +63,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "--mem")) {
 			if (parse_size(argv[++i], &o->mem_size) < 0 || o->mem_size % PAGE_SIZE ||
 			    o->mem_size < (2 << 20) || o->mem_size > GUEST_MAX_MEM) {
-				pr_err("--mem: '%s' is not a page-aligned size from 2M to 4G",
-				       argv[i]);
+				pr_err("--mem: '%s' is not a page-aligned size from 2M to %lluG",
+				       argv[i], (unsigned long long)(GUEST_MAX_MEM >> 30));
 				return -1;
 			}
 		} else if (!strcmp(a, "--vcpus")) {
