@@ -37,6 +37,10 @@ struct request {
 	int precopy, compress, recover_ms, idle_ms;
 };
 
+#ifndef BUILD_VERSION
+#define BUILD_VERSION "unknown" /* the Makefile passes git describe */
+#endif
+
 static void usage(void)
 {
 	fprintf(stderr,
@@ -330,6 +334,10 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "migrate"))
 		return cmd_migrate(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "--version")) {
+		printf("migrate-agent %s\n", BUILD_VERSION);
+		return 0;
+	}
 	if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
 		usage();
 		return 0;

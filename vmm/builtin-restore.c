@@ -17,10 +17,10 @@
 #include "vmm/util.h"
 #include "vmm/vm.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
 	fprintf(
-	    stderr,
+	    f,
 	    "usage: vmm restore FILE [--lazy [--ram-backend uffd|uffd-move|userfault|auto]\n"
 	    "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
 }
@@ -41,20 +41,24 @@ int cmd_restore(int argc, char **argv)
 {
 	struct run_opts o = { .backend = "auto" };
 
+	if (builtin_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	for (int i = 1; i < argc; i++) {
 		int r = runner_parse_common(argc, argv, &i, &o);
 
 		if (r < 0 || (r == 0 && (argv[i][0] == '-' || o.restore_path))) {
 			if (r == 0)
 				pr_err("unknown argument '%s'", argv[i]);
-			usage();
+			usage(stderr);
 			return VMM_EXIT_USAGE;
 		}
 		if (r == 0)
 			o.restore_path = argv[i];
 	}
 	if (!o.restore_path) {
-		usage();
+		usage(stderr);
 		return VMM_EXIT_USAGE;
 	}
 	return runner_restore(&o);

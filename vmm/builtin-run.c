@@ -17,10 +17,10 @@
 #include "vmm/util.h"
 #include "vmm/vm.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
 	fprintf(
-	    stderr,
+	    f,
 	    "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
 	    "       vmm run --lazy-from SNAPSHOT   (= vmm restore SNAPSHOT --lazy)\n"
 	    "               [--lazy [--ram-backend uffd|uffd-move|userfault|auto] [--busy-poll]]\n"
@@ -109,8 +109,12 @@ int cmd_run(int argc, char **argv)
 	const char *why;
 	int r, status = VMM_EXIT_ERROR;
 
+	if (builtin_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	if (parse(argc, argv, &o) < 0) {
-		usage();
+		usage(stderr);
 		return VMM_EXIT_USAGE;
 	}
 	if (o.restore_path)
