@@ -20,9 +20,8 @@
 static void usage(FILE *f)
 {
 	fprintf(
-	    f,
-	    "usage: vmm restore FILE [--lazy [--ram-backend uffd|uffd-move|userfault|auto]\n"
-	    "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
+	    f, "usage: vmm restore FILE [--lazy [--ram-backend uffd|uffd-move|userfault|auto]\n"
+	       "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
 }
 
 static int load_ram(struct vm *vm, const char *path, const struct snapshot_header *h)
