@@ -60,8 +60,8 @@
 #define GUEST_HIGH_GPA	   (4ULL << 30) /* where the rest of RAM starts */
 /*
  * The guest's per-vCPU arrays and stacks (entry.S MAX_CPUS, 16 KiB each, in
- * its bss) are this big; more stacks would push the image past 1.5 MiB and
- * move the workload's start (first 2 MiB boundary above it).
+ * its bss) are this big; 64 would push the image past 2 MiB and move the
+ * workload's start (first 2 MiB boundary above it), hence every checksum.
  */
 #define GUEST_MAX_CPUS 32
 
