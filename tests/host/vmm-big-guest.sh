@@ -6,8 +6,9 @@
 # the high region, checked from the start line).  KVM has no memslot in
 # [3 GiB, 4 GiB): a stray access there stops the VM ("outside RAM").
 # Checked: the plain run, a postcopy migration (vmm run --migrate-to /
-# --incoming, uffd) and a snapshot save + restore end with the same
-# checksum; every one of the 6 GiB of pages arrives exactly once.
+# --incoming, uffd), one with precopy rounds first (the dirty log of both
+# memslots) and a snapshot save + restore end with the same checksum;
+# every one of the 6 GiB of pages arrives exactly once.
 # verify=0 and the bounded working set keep it to about a minute: at the
 # destination RAM is 4 KiB pages, and touching all 6 GiB there (a random
 # working set of all RAM, or the verify pass) took 4 minutes on PVM.
@@ -40,31 +41,41 @@ high_start=$(((2 << 20) + span / 2 * 4096))
 [ "$high_start" -ge $((3 << 30)) ] || fail "vCPU 1's slice starts at $high_start, below 3 GiB"
 echo "plain: checksum $ref; workload spans $span pages, vCPU 1's from RAM offset $high_start (guest-physical $((high_start + (1 << 30))))"
 
-# Postcopy migration.
-port=$(free_port)
-timeout 400 "$BIN/vmm" run --mem $mem --vcpus 2 --incoming "tcp:127.0.0.1:$port" \
-	--migrate-metrics "$work/d.json" > "$work/d.out" 2> "$work/d.err" &
-dpid=$!
-pids+=("$dpid")
-wait_listen "$port" "$dpid" "$work/d.err"
-timeout 400 "$BIN/vmm" run --image "$GUEST" --mem $mem --vcpus 2 --cmdline "$cmd" \
-	--migrate-to "tcp:127.0.0.1:$port" --migrate-after 500 \
-	--migrate-metrics "$work/s.json" > "$work/s.out" 2> "$work/s.err"
-src=$?
-wait "$dpid"
-dst=$?
-if [ "$src" != 0 ] || [ "$dst" != 0 ]; then
-	cat "$work/s.err" "$work/d.err" >&2
-	fail "migration: source exit $src, destination exit $dst"
-fi
-grep -q "migration to tcp:127.0.0.1:$port complete" "$work/s.err" ||
-	{ cat "$work/s.err" >&2; fail "the guest finished before it was migrated"; }
-got=$(final_checksum "$work/d.err")
-[ "$got" = "$ref" ] || { cat "$work/d.err" >&2; fail "checksum $got after migration, $ref without"; }
-check_json "$work/d.json" ".pages == $pages" "destination RAM is not 6 GiB of pages"
-check_exactly_once "$work/d.json"
-check_json "$work/s.json" '.duplicate_pages == 0 and .dest_pages_received == .pages' "source summary"
-echo "migrated: checksum $got equal; $(jq -c '{pages, downtime_us, faults, pages_demand, pages_pushed, pages_zero, total_ms}' "$work/s.json")"
+migrate() { # name [source options...]
+	local name=$1 port dpid src dst got
+	shift
+	port=$(free_port)
+	timeout 400 "$BIN/vmm" run --mem $mem --vcpus 2 --incoming "tcp:127.0.0.1:$port" \
+		--migrate-metrics "$work/$name-d.json" > "$work/$name-d.out" 2> "$work/$name-d.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$port" "$dpid" "$work/$name-d.err"
+	timeout 400 "$BIN/vmm" run --image "$GUEST" --mem $mem --vcpus 2 --cmdline "$cmd" \
+		--migrate-to "tcp:127.0.0.1:$port" --migrate-after 500 "$@" \
+		--migrate-metrics "$work/$name-s.json" > "$work/$name-s.out" 2> "$work/$name-s.err"
+	src=$?
+	wait "$dpid"
+	dst=$?
+	if [ "$src" != 0 ] || [ "$dst" != 0 ]; then
+		cat "$work/$name-s.err" "$work/$name-d.err" >&2
+		fail "$name: source exit $src, destination exit $dst"
+	fi
+	grep -q "migration to tcp:127.0.0.1:$port complete" "$work/$name-s.err" ||
+		{ cat "$work/$name-s.err" >&2; fail "$name: the guest finished before it was migrated"; }
+	got=$(final_checksum "$work/$name-d.err")
+	[ "$got" = "$ref" ] || { cat "$work/$name-d.err" >&2; fail "$name: checksum $got after migration, $ref without"; }
+	check_json "$work/$name-d.json" ".pages == $pages" "$name: destination RAM is not 6 GiB of pages"
+	check_exactly_once "$work/$name-d.json"
+	check_json "$work/$name-s.json" '.duplicate_pages == 0 and .dest_pages_received == .pages' "$name: source summary"
+	echo "$name: checksum $got equal; $(jq -c '{pages, downtime_us, faults, pages_demand, pages_pushed, pages_precopy, pages_zero, total_ms}' "$work/$name-s.json")"
+}
+
+# Pure postcopy; then precopy first, which reads KVM's dirty log of both
+# memslots into one bitmap (the high slot's pages after the low ones).
+migrate postcopy
+migrate precopy --precopy-rounds 3
+check_json "$work/precopy-s.json" '.pages_precopy == .pages and .precopy_rounds_done >= 1' \
+	"precopy: no precopy round was sent"
 
 # Snapshot: save mid-run, restore, same checksum.
 run --save-after 500 "$work/snap" > "$work/save.out" 2> "$work/save.err" ||
