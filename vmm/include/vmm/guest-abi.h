@@ -19,6 +19,7 @@
  * the VMM's RAM object, the one snapshots and migration use), identity
  * below 3 GiB, virtual 3 GiB + x -> physical 4 GiB + x above, so the
  * workload sees one contiguous range that spans both regions.
+ *
  * Why ring 3: this project's hosts run KVM on PVM (kvm_pvm), which
  * emulates guest supervisor-mode code instruction by instruction (a
  * ten-instruction loop costs ~16 us there) but runs user-mode code
