@@ -58,6 +58,21 @@ $(B)/node/obj/%.o: %.c
 	@echo "  CC [node] $<"
 	$(Q)$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
 
+# --version prints the build's git describe, passed as -DBUILD_VERSION to the
+# objects that print it.  The stamp is rewritten only when the describe
+# changes (a commit, a tree that becomes dirty or clean), and those objects
+# depend on it, so they rebuild exactly then.
+BUILD_VERSION := $(or $(shell git describe --always --dirty 2>/dev/null),unknown)
+VERSION_OBJS := $(foreach f,obj san/obj node/obj,$(B)/$(f)/vmm/main.o $(B)/$(f)/migrate-agent/cli.o \
+	$(B)/$(f)/migrate-agent/qmp.o)
+$(VERSION_OBJS): BASE_CFLAGS += -DBUILD_VERSION='"$(BUILD_VERSION)"'
+$(VERSION_OBJS): $(B)/version.stamp
+$(B)/version.stamp: FORCE
+	@mkdir -p $(@D)
+	@echo '$(BUILD_VERSION)' | cmp -s - $@ || echo '$(BUILD_VERSION)' > $@
+.PHONY: FORCE
+FORCE:
+
 # The parts. Each file only adds programs and its own extra targets.
 include tests/build.mk
 -include vmm/build.mk

@@ -43,9 +43,13 @@ struct request {
 	bool given[MIG_P_NR];
 };
 
-static void usage(void)
+#ifndef BUILD_VERSION
+#define BUILD_VERSION "unknown" /* the Makefile passes git describe */
+#endif
+
+static void usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
 		"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
 		"                     [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]\n"
@@ -160,12 +164,12 @@ static int parse_args(int argc, char **argv, struct request *q)
 				return 2;
 		} else {
 			fprintf(stderr, "migrate-agent: unknown option %s\n", a);
-			usage();
+			usage(stderr);
 			return 2;
 		}
 	}
 	if (!q->vmm || !q->to) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	return check_tls(q);
@@ -391,7 +395,7 @@ static int cmd_simple(int argc, char **argv, const char *qmp_cmd)
 	int r;
 
 	if (argc != 3 || strcmp(argv[1], "--vmm")) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	if (qmpc_connect(&c, argv[2], 10000, err, sizeof(err)) ||
@@ -411,6 +415,10 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "migrate"))
 		return cmd_migrate(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "--version")) {
+		printf("migrate-agent %s\n", BUILD_VERSION);
+		return 0;
+	}
 	if (argc >= 2 && !strcmp(argv[1], "status"))
 		return cmd_simple(argc - 1, argv + 1, "query-migrate");
 	if (argc >= 2 && !strcmp(argv[1], "cancel"))
@@ -418,9 +426,9 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "start-postcopy"))
 		return cmd_simple(argc - 1, argv + 1, "migrate-start-postcopy");
 	if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
-		usage();
+		usage(stdout);
 		return 0;
 	}
-	usage();
+	usage(stderr);
 	return 2;
 }

@@ -23,8 +23,8 @@
 
 #include "migrate/qmp.h"
 
-#ifndef POSTCOPY_VERSION
-#define POSTCOPY_VERSION "unknown"
+#ifndef BUILD_VERSION
+#define BUILD_VERSION "unknown" /* the Makefile passes git describe */
 #endif
 
 #define QMP_SEND_TIMEOUT_S 2 /* a client that does not read for this long is cut */
@@ -109,8 +109,7 @@ static void greet(struct qmp_client *c)
 	json_object_object_add(qemu, "minor", json_object_new_int(0));
 	json_object_object_add(qemu, "micro", json_object_new_int(0));
 	json_object_object_add(v, "qemu", qemu);
-	json_object_object_add(v, "package",
-			       json_object_new_string("postcopy-kvm " POSTCOPY_VERSION));
+	json_object_object_add(v, "package", json_object_new_string("postcopy-kvm " BUILD_VERSION));
 	json_object_object_add(qmp, "version", v);
 	json_object_object_add(qmp, "capabilities", json_object_new_array());
 	json_object_object_add(g, "QMP", qmp);

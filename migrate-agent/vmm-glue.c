@@ -357,6 +357,18 @@ static void stop_signal_watch(struct migrate_glue *gl)
 	gl->sig = NULL;
 }
 
+/* The VM's RAM regions as LAYOUT carries them (RAM offsets follow in order). */
+static unsigned glue_regions(struct vm *vm, struct mig_region *out)
+{
+	struct vm_ram_region r[VM_MAX_RAM_REGIONS];
+	unsigned n = vm_ram_regions(vm, r);
+
+	_Static_assert(VM_MAX_RAM_REGIONS <= MIG_MAX_REGIONS, "LAYOUT holds every region");
+	for (unsigned i = 0; i < n; i++)
+		out[i] = (struct mig_region){ .gpa = r[i].gpa, .size = r[i].size };
+	return n;
+}
+
 static int prepare_incoming(struct migrate_glue *gl)
 {
 	struct vm *vm = gl->vm;
@@ -392,12 +404,11 @@ static int prepare_incoming(struct migrate_glue *gl)
 	gl->dest_vm = (struct mig_dest_vm){
 		.ctx = gl,
 		.ram_size = ram->size,
-		.nr_regions = 1,
-		.regions = { { .gpa = 0, .size = ram->size } },
 		.install = dst_install,
 		.install_run = dst_install_run,
 		.load_state = dst_load,
 	};
+	gl->dest_vm.nr_regions = glue_regions(gl->vm, gl->dest_vm.regions);
 	/*
 	 * The vCPU threads exist before the state arrives, parked: at the
 	 * switch-over only the state load and a wake-up remain
@@ -503,8 +514,6 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
 		.ctx = gl,
 		.ram = ram->host,
 		.ram_size = ram->size,
-		.nr_regions = 1,
-		.regions = { { .gpa = 0, .size = ram->size } },
 		.pause = s_pause,
 		.resume = s_resume,
 		.save_state = s_save,
@@ -514,6 +523,7 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
 		.stopped = s_stopped,
 	};
 	int switched;
+	svm.nr_regions = glue_regions(gl->vm, svm.regions);
 	pr_vmm("migrating to %s%s\n", to, m->precopy_rounds ? " (precopy, then postcopy)" : "");
 	int r = mig_source_run(&svm, m, &switched, err, errlen);
 	if (r == 0) {

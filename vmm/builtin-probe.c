@@ -19,6 +19,10 @@ int cmd_probe(int argc, char **argv)
 	const struct ram_backend_ops *ops;
 	int fd, r;
 
+	if (builtin_wants_help(argc, argv)) {
+		printf("usage: vmm probe [BACKEND]\n");
+		return 0;
+	}
 	if (argc > 2) {
 		fprintf(stderr, "usage: vmm probe [BACKEND]\n");
 		return VMM_EXIT_USAGE;

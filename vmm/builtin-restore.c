@@ -17,12 +17,11 @@
 #include "vmm/util.h"
 #include "vmm/vm.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
 	fprintf(
-	    stderr,
-	    "usage: vmm restore FILE [--lazy [--ram-backend uffd|uffd-move|userfault|auto]\n"
-	    "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
+	    f, "usage: vmm restore FILE [--lazy [--ram-backend uffd|uffd-move|userfault|auto]\n"
+	       "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
 }
 
 static int load_ram(struct vm *vm, const char *path, const struct snapshot_header *h)
@@ -41,20 +40,24 @@ int cmd_restore(int argc, char **argv)
 {
 	struct run_opts o = { .backend = "auto" };
 
+	if (builtin_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	for (int i = 1; i < argc; i++) {
 		int r = runner_parse_common(argc, argv, &i, &o);
 
 		if (r < 0 || (r == 0 && (argv[i][0] == '-' || o.restore_path))) {
 			if (r == 0)
 				pr_err("unknown argument '%s'", argv[i]);
-			usage();
+			usage(stderr);
 			return VMM_EXIT_USAGE;
 		}
 		if (r == 0)
 			o.restore_path = argv[i];
 	}
 	if (!o.restore_path) {
-		usage();
+		usage(stderr);
 		return VMM_EXIT_USAGE;
 	}
 	return runner_restore(&o);

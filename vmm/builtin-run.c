@@ -17,10 +17,10 @@
 #include "vmm/util.h"
 #include "vmm/vm.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
 	fprintf(
-	    stderr,
+	    f,
 	    "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
 	    "       vmm run --lazy-from SNAPSHOT   (= vmm restore SNAPSHOT --lazy)\n"
 	    "               [--lazy [--ram-backend uffd|uffd-move|userfault|auto] [--busy-poll]]\n"
@@ -63,8 +63,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		} else if (!strcmp(a, "--mem")) {
 			if (parse_size(argv[++i], &o->mem_size) < 0 || o->mem_size % PAGE_SIZE ||
 			    o->mem_size < (2 << 20) || o->mem_size > GUEST_MAX_MEM) {
-				pr_err("--mem: '%s' is not a page-aligned size from 2M to 4G",
-				       argv[i]);
+				pr_err("--mem: '%s' is not a page-aligned size from 2M to %lluG",
+				       argv[i], (unsigned long long)(GUEST_MAX_MEM >> 30));
 				return -1;
 			}
 		} else if (!strcmp(a, "--vcpus")) {
@@ -109,8 +109,12 @@ int cmd_run(int argc, char **argv)
 	const char *why;
 	int r, status = VMM_EXIT_ERROR;
 
+	if (builtin_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	if (parse(argc, argv, &o) < 0) {
-		usage();
+		usage(stderr);
 		return VMM_EXIT_USAGE;
 	}
 	if (o.restore_path)

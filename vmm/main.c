@@ -16,17 +16,37 @@ struct command {
 };
 
 static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
 
 static const struct command commands[] = {
 	{ "run", cmd_run, "boot a guest image (--lazy: RAM served by page faults)" },
 	{ "restore", cmd_restore, "continue a snapshot written by run --save-after" },
 	{ "probe", cmd_probe, "show KVM and the RAM back ends this kernel supports" },
-	{ "help", cmd_help, "this list" },
+	{ "help", cmd_help, "this list (also --help)" },
+	{ "version", cmd_version, "the build's git describe (also --version)" },
 };
+
+#ifndef BUILD_VERSION
+#define BUILD_VERSION "unknown" /* the Makefile passes git describe */
+#endif
+
+bool builtin_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return true;
+	return false;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	printf("vmm %s\n", BUILD_VERSION);
+	return 0;
+}
 
 static int cmd_help(int argc, char **argv)
 {
-	printf("usage: vmm COMMAND [ARGS]\n\n");
+	printf("usage: vmm COMMAND [ARGS]   (vmm COMMAND --help: its options)\n\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		printf("  %-8s %s\n", commands[i].name, commands[i].help);
 	printf("\nsee docs/vmm.md\n");
@@ -41,6 +61,10 @@ int main(int argc, char **argv)
 		cmd_help(argc, argv);
 		return VMM_EXIT_USAGE;
 	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+		return cmd_help(argc, argv);
+	if (!strcmp(argv[1], "--version"))
+		return cmd_version(argc, argv);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].fn(argc - 1, argv + 1);

@@ -85,6 +85,19 @@ static void block_signals(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
+/* Refuse up front a guest bigger than the host's RAM and swap. */
+static int check_host_ram(uint64_t mem_size)
+{
+	uint64_t limit = host_ram_limit();
+
+	if (!limit || mem_size <= limit)
+		return 0;
+	pr_err("guest RAM of %" PRIu64 " MiB is more than this host can back: %" PRIu64
+	       " MiB (MemTotal + SwapTotal in /proc/meminfo)",
+	       mem_size >> 20, limit >> 20);
+	return -ENOMEM;
+}
+
 int runner_create_vm(const struct run_opts *o, struct vm **vm)
 {
 	struct vm_config cfg = { .mem_size = o->mem_size,
@@ -92,8 +105,11 @@ int runner_create_vm(const struct run_opts *o, struct vm **vm)
 				 .console_fd = 1,
 				 .trace_reports = o->trace_reports };
 	const char *why;
-	int r = lazy_backend(o, &cfg.lazy);
+	int r = check_host_ram(o->mem_size);
 
+	if (r < 0)
+		return r;
+	r = lazy_backend(o, &cfg.lazy);
 	if (r < 0)
 		return r;
 	/* Before the VM's first thread: every thread inherits the mask. */

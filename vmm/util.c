@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -113,4 +114,21 @@ int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* MemTotal + SwapTotal from /proc/meminfo, in bytes; 0 if unknown. */
+uint64_t host_ram_limit(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[128];
+	uint64_t total = 0, kb;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemTotal: %" SCNu64, &kb) == 1 ||
+		    sscanf(line, "SwapTotal: %" SCNu64, &kb) == 1)
+			total += kb << 10;
+	fclose(f);
+	return total;
 }

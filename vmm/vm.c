@@ -34,8 +34,9 @@
 #include "vmm/vm.h"
 #include "vmm/x86.h"
 
-#define KICK_SIGNAL SIGUSR1
-#define RAM_SLOT    0 /* the memslot of all guest RAM */
+#define KICK_SIGNAL   SIGUSR1
+#define RAM_SLOT      0 /* RAM below 3 GiB, at guest-physical 0 */
+#define RAM_HIGH_SLOT 1 /* the rest, from guest-physical 4 GiB */
 
 static void kick_handler(int sig)
 {
@@ -222,18 +223,38 @@ static int create_vcpu(struct vm *vm, unsigned int id, int run_size)
 	return x86_vcpu_init(vcpu);
 }
 
-/* The one memslot: all of guest RAM at guest physical 0 (KVM_MEM_* flags). */
+unsigned int vm_ram_regions(const struct vm *vm, struct vm_ram_region *out)
+{
+	uint64_t low = guest_low_size(vm->ram.size);
+
+	out[0] = (struct vm_ram_region){ .gpa = 0, .size = low, .offset = 0 };
+	if (vm->ram.size == low)
+		return 1;
+	out[1] = (struct vm_ram_region){ .gpa = GUEST_HIGH_GPA,
+					 .size = vm->ram.size - low,
+					 .offset = low };
+	return 2;
+}
+
+/* One memslot per region, each a slice of the one RAM mapping. */
 static int ram_slot_set(struct vm *vm, uint32_t flags)
 {
-	struct kvm_userspace_memory_region region = {
-		.slot = RAM_SLOT,
-		.flags = flags,
-		.guest_phys_addr = 0,
-		.memory_size = vm->ram.size,
-		.userspace_addr = (uintptr_t)vm->ram.host,
-	};
+	struct vm_ram_region r[VM_MAX_RAM_REGIONS];
+	unsigned int n = vm_ram_regions(vm, r);
 
-	return ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0 ? -errno : 0;
+	for (unsigned int i = 0; i < n; i++) {
+		struct kvm_userspace_memory_region region = {
+			.slot = i ? RAM_HIGH_SLOT : RAM_SLOT,
+			.flags = flags,
+			.guest_phys_addr = r[i].gpa,
+			.memory_size = r[i].size,
+			.userspace_addr = (uintptr_t)vm->ram.host + r[i].offset,
+		};
+
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+			return -errno;
+	}
+	return 0;
 }
 
 int vm_dirty_log_set(struct vm *vm, bool on)
@@ -241,20 +262,40 @@ int vm_dirty_log_set(struct vm *vm, bool on)
 	return ram_slot_set(vm, on ? KVM_MEM_LOG_DIRTY_PAGES : 0);
 }
 
+/* bitmap is by RAM page; the high slot's pages follow the low ones. */
 int vm_dirty_log_fetch(struct vm *vm, uint64_t *bitmap)
 {
 	size_t words = (vm->ram.nr_pages + 63) / 64;
 	uint64_t *fetched = calloc(words, sizeof(*fetched));
-	struct kvm_dirty_log log = { .slot = RAM_SLOT, .dirty_bitmap = fetched };
-	int r;
+	struct vm_ram_region r[VM_MAX_RAM_REGIONS];
+	unsigned int n = vm_ram_regions(vm, r);
+	int ret = 0;
 
+	_Static_assert(GUEST_LOW_MEM_MAX % (64 * PAGE_SIZE) == 0, "high slot starts on a word");
 	if (!fetched)
 		return -ENOMEM;
-	r = ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
-	for (size_t w = 0; !r && w < words; w++)
+	for (unsigned int i = 0; i < n && !ret; i++) {
+		struct kvm_dirty_log log = {
+			.slot = i ? RAM_HIGH_SLOT : RAM_SLOT,
+			.dirty_bitmap = fetched + r[i].offset / PAGE_SIZE / 64,
+		};
+
+		ret = ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0 ? -errno : 0;
+	}
+	for (size_t w = 0; !ret && w < words; w++)
 		bitmap[w] |= fetched[w];
 	free(fetched);
-	return r;
+	return ret;
+}
+
+/* KVM's vCPU limit: MAX_VCPUS, else NR_VCPUS, else 4 (the KVM API's default). */
+static unsigned int kvm_max_vcpus(int kvm_fd)
+{
+	int n = ioctl(kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPUS);
+
+	if (n <= 0)
+		n = ioctl(kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_NR_VCPUS);
+	return n > 0 ? (unsigned int)n : 4;
 }
 
 int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
@@ -289,6 +330,11 @@ int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
 	*why = "KVM API version mismatch";
 	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
 		r = -EPROTO;
+		goto fail;
+	}
+	*why = "more vCPUs than this KVM supports (KVM_CAP_MAX_VCPUS)";
+	if (cfg->nr_vcpus > kvm_max_vcpus(vm->kvm_fd)) {
+		r = -EINVAL;
 		goto fail;
 	}
 	*why = "KVM_CREATE_VM failed";

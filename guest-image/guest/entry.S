@@ -27,7 +27,7 @@
 #define MB_MAGIC 0x1badb002
 #define MB_FLAGS ((1 << 1) | (1 << 16)) /* memory info, address fields */
 #define STACK_SIZE 16384
-#define MAX_CPUS 8
+#define MAX_CPUS 32 /* GUEST_MAX_CPUS */
 #define PARK_PORT 0xfc /* GUEST_PORT_PARK */
 #define PTE_PWU 7	/* present, writable, user */
 #define USER_CS (0x18 | 3)

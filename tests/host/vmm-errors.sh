@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # vmm-errors: bad arguments, bad images, an image that does not fit,
 # memory that cannot be reserved, no /dev/kvm, a /dev/kvm that is not KVM,
-# a back end the kernel lacks, and SIGTERM: each gives a one-line message
+# a guest bigger than the host's RAM, a back end the kernel lacks, and
+# SIGTERM: each gives a one-line message
 # and a non-zero exit, never a crash.
 # timeout: 300
 . tests/host/vmm-lib.bash
@@ -25,9 +26,18 @@ expect() { # want-rc message-regex -- vmm args...
 expect 2 'unknown command' -- frobnicate
 expect 2 '--image is required' -- run --mem 16M
 expect 2 "unknown (or incomplete )?argument '--bogus'" -- run --image "$GUEST" --bogus 1
-expect 2 '--mem: .* from 2M to 4G' -- run --image "$GUEST" --mem 8G
-expect 2 '--mem: .* from 2M to 4G' -- run --image "$GUEST" --mem 12345
-expect 2 '--vcpus: .* from 1 to 8' -- run --image "$GUEST" --vcpus 0
+expect 2 '--mem: .* from 2M to 128G' -- run --image "$GUEST" --mem 129G
+expect 2 '--mem: .* from 2M to 128G' -- run --image "$GUEST" --mem 12345
+expect 2 '--vcpus: .* from 1 to 32' -- run --image "$GUEST" --vcpus 0
+expect 2 '--vcpus: .* from 1 to 32' -- run --image "$GUEST" --vcpus 33
+# More than MemTotal + SwapTotal: refused before anything is reserved.
+limit_g=$(awk '/^(MemTotal|SwapTotal):/ { kb += $2 } END { print int(kb / 1048576) + 1 }' /proc/meminfo)
+if [ "$limit_g" -le 128 ]; then
+	expect 1 "guest RAM of $((limit_g << 10)) MiB is more than this host can back: [0-9]+ MiB \\(MemTotal \\+ SwapTotal" \
+		-- run --image "$GUEST" --mem "${limit_g}G"
+else
+	echo "note: this host backs more than 128 GiB; not testing the host-memory limit"
+fi
 expect 2 "unknown RAM back end 'zzz'" -- run --image "$GUEST" --lazy --ram-backend zzz
 expect 1 'cannot open the image' -- run --image "$tmp/does-not-exist"
 printf 'this is not an ELF file\n' > "$tmp/text"

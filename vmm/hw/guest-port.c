@@ -44,7 +44,8 @@ static void guest_port_io(struct vcpu *vcpu, struct pio_device *dev, uint16_t po
 	}
 	if (port != GUEST_PORT_REPORT || size != 4)
 		return;
-	if ((uint64_t)v + sizeof(rep) > vm->ram.size) {
+	/* Below the hole, guest-physical = RAM offset. */
+	if ((uint64_t)v + sizeof(rep) > guest_low_size(vm->ram.size)) {
 		pr_err("guest report at %#x is outside guest RAM: ignored", v);
 		return;
 	}

@@ -2,8 +2,9 @@
 /*
  * Boot image: loads an ELF64 x86-64 executable's PT_LOAD segments at their
  * physical addresses and writes what long mode needs below 1 MiB: a flat
- * GDT, identity page tables for 4 GiB (2 MiB pages) and the boot info with
- * the command line (layout in vmm/guest-abi.h).
+ * GDT, page tables (2 MiB pages) that map guest-virtual addresses onto RAM
+ * offsets across the 3-4 GiB hole, and the boot info with the command line
+ * (layout in vmm/guest-abi.h).
  */
 #include <elf.h>
 #include <errno.h>
@@ -22,6 +23,10 @@
 #define PTE_PS 0x80ULL
 #define PTE_U  0x4ULL
 
+_Static_assert(GUEST_BOOTINFO_GPA + sizeof(struct guest_bootinfo) <= GUEST_PD_GPA &&
+		   GUEST_PD_GPA + GUEST_PD_PAGES * PAGE_SIZE <= GUEST_LOW_END,
+	       "boot info and page tables fit below the image");
+
 static const uint64_t gdt[] = {
 	0,
 	0x00af9a000000ffffULL, /* 0x08: 64-bit code */
@@ -30,22 +35,42 @@ static const uint64_t gdt[] = {
 	0x00cff2000000ffffULL, /* 0x23: data, ring 3 */
 };
 
-static void build_tables(uint8_t *mem, uint64_t mem_size, unsigned int nr_cpus, uint32_t tsc_khz,
-			 const char *cmdline)
+/*
+ * Virtual = RAM offset: identity below GUEST_LOW_MEM_MAX, and when RAM goes
+ * past it, virtual [3 GiB, ...) onto physical [4 GiB, ...).  At least 4 GiB
+ * is mapped, as before the high region existed: a small guest's map is the
+ * plain identity one.
+ */
+static void build_page_tables(uint8_t *mem, uint64_t mem_size)
 {
 	uint64_t *pml4 = (uint64_t *)(mem + GUEST_PML4_GPA);
 	uint64_t *pdpt = (uint64_t *)(mem + GUEST_PDPT_GPA);
 	uint64_t *pd = (uint64_t *)(mem + GUEST_PD_GPA);
-	struct guest_bootinfo *bi = (struct guest_bootinfo *)(mem + GUEST_BOOTINFO_GPA);
+	uint64_t gib = (mem_size + (1ULL << 30) - 1) >> 30;
+	uint64_t shift = mem_size > GUEST_LOW_MEM_MAX ? GUEST_HIGH_GPA - GUEST_LOW_MEM_MAX : 0;
 
-	memcpy(mem + GUEST_GDT_GPA, gdt, sizeof(gdt));
+	if (gib < 4)
+		gib = 4;
 	memset(pml4, 0, PAGE_SIZE);
 	pml4[0] = GUEST_PDPT_GPA | PTE_P | PTE_W | PTE_U;
 	memset(pdpt, 0, PAGE_SIZE);
-	for (int i = 0; i < 4; i++)
+	for (uint64_t i = 0; i < gib; i++)
 		pdpt[i] = (GUEST_PD_GPA + i * PAGE_SIZE) | PTE_P | PTE_W | PTE_U;
-	for (uint64_t i = 0; i < 4 * 512; i++)
-		pd[i] = (i << 21) | PTE_P | PTE_W | PTE_PS | PTE_U;
+	for (uint64_t i = 0; i < gib * 512; i++) {
+		uint64_t va = i << 21;
+		uint64_t pa = va < GUEST_LOW_MEM_MAX ? va : va + shift;
+
+		pd[i] = pa | PTE_P | PTE_W | PTE_PS | PTE_U;
+	}
+}
+
+static void build_tables(uint8_t *mem, uint64_t mem_size, unsigned int nr_cpus, uint32_t tsc_khz,
+			 const char *cmdline)
+{
+	struct guest_bootinfo *bi = (struct guest_bootinfo *)(mem + GUEST_BOOTINFO_GPA);
+
+	memcpy(mem + GUEST_GDT_GPA, gdt, sizeof(gdt));
+	build_page_tables(mem, mem_size);
 	memset(bi, 0, sizeof(*bi));
 	bi->magic = GUEST_BOOTINFO_MAGIC;
 	bi->version = GUEST_BOOTINFO_VERSION;
@@ -59,6 +84,7 @@ static int load_elf(uint8_t *mem, uint64_t mem_size, const uint8_t *img, size_t 
 		    uint64_t *entry, const char **why)
 {
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+	uint64_t low = guest_low_size(mem_size); /* physical = RAM offset there */
 	int loaded = 0;
 
 	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG)) {
@@ -89,9 +115,9 @@ static int load_elf(uint8_t *mem, uint64_t mem_size, const uint8_t *img, size_t 
 			*why = "segment outside the file";
 			return -ENOEXEC;
 		}
-		if (ph->p_paddr < GUEST_LOW_END || ph->p_paddr > mem_size ||
-		    ph->p_memsz > mem_size - ph->p_paddr) {
-			*why = "segment does not fit in guest RAM above 1 MiB";
+		if (ph->p_paddr < GUEST_LOW_END || ph->p_paddr > low ||
+		    ph->p_memsz > low - ph->p_paddr) {
+			*why = "segment does not fit in guest RAM between 1 MiB and 3 GiB";
 			return -EFBIG;
 		}
 		memcpy(mem + ph->p_paddr, img + ph->p_offset, ph->p_filesz);
@@ -102,7 +128,7 @@ static int load_elf(uint8_t *mem, uint64_t mem_size, const uint8_t *img, size_t 
 		*why = "no loadable segment";
 		return -ENOEXEC;
 	}
-	if (eh->e_entry < GUEST_LOW_END || eh->e_entry >= mem_size) {
+	if (eh->e_entry < GUEST_LOW_END || eh->e_entry >= low) {
 		*why = "entry point outside the image";
 		return -ENOEXEC;
 	}

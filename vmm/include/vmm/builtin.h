@@ -3,9 +3,14 @@
 #ifndef VMM_BUILTIN_H
 #define VMM_BUILTIN_H
 
+#include <stdbool.h>
+
 /* Exit codes of the commands (the guest's own status passes through). */
 #define VMM_EXIT_ERROR 1 /* the VMM failed: message on stderr */
 #define VMM_EXIT_USAGE 2 /* bad arguments */
+
+/* True if an argument is --help or -h: print usage to stdout, exit 0. */
+bool builtin_wants_help(int argc, char **argv);
 
 int cmd_run(int argc, char **argv);
 int cmd_restore(int argc, char **argv);

@@ -7,9 +7,19 @@
  * at the ELF entry with
  *   rdi = guest-physical address of struct guest_bootinfo (GUEST_BOOTINFO_GPA)
  *   rsi = vCPU index (0 .. nr_cpus-1)
- *   identity page tables for the first 4 GiB (user pages), flat GDT (ring-0
- *   code 0x08 and data 0x10, ring-3 code 0x1b and data 0x23), interrupts
- *   off, no IDT.  The guest picks its own stack.
+ *   page tables (2 MiB user pages) that map guest-virtual [0, mem_size)
+ *   onto all of RAM in order, flat GDT (ring-0 code 0x08 and data 0x10,
+ *   ring-3 code 0x1b and data 0x23), interrupts off, no IDT.  The guest
+ *   picks its own stack.
+ *
+ * RAM layout (QEMU pc's): RAM up to GUEST_LOW_MEM_MAX (3 GiB) sits at
+ * guest-physical 0; the rest, if any, at GUEST_HIGH_GPA (4 GiB), leaving
+ * [3 GiB, 4 GiB) unbacked (where a PC has its 32-bit MMIO hole).  The page
+ * tables hide the hole: guest-virtual address = RAM offset (the offset in
+ * the VMM's RAM object, the one snapshots and migration use), identity
+ * below 3 GiB, virtual 3 GiB + x -> physical 4 GiB + x above, so the
+ * workload sees one contiguous range that spans both regions.
+ *
  * Why ring 3: this project's hosts run KVM on PVM (kvm_pvm), which
  * emulates guest supervisor-mode code instruction by instruction (a
  * ten-instruction loop costs ~16 us there) but runs user-mode code
@@ -18,7 +28,7 @@
  * Boot (QEMU -kernel): multiboot v1 (a.out kludge), one CPU, see entry.S.
  *
  * Ports (all 32-bit OUT):
- *   GUEST_PORT_REPORT  value = guest-physical address (< 4 GiB) of a
+ *   GUEST_PORT_REPORT  value = guest-physical address (< 3 GiB) of a
  *                      struct guest_report the guest just filled in.  The
  *                      VMM reads it from guest RAM before the guest resumes.
  *   GUEST_PORT_PARK    any value: this vCPU is done; the VMM stops running it
@@ -42,11 +52,25 @@
 #define GUEST_GDT_GPA	   0x1000
 #define GUEST_PML4_GPA	   0x2000
 #define GUEST_PDPT_GPA	   0x3000
-#define GUEST_PD_GPA	   0x4000 /* four pages: 4 GiB of 2 MiB pages */
 #define GUEST_BOOTINFO_GPA 0x8000
+#define GUEST_PD_GPA	   0x10000 /* GUEST_PD_PAGES pages, one per GiB of RAM */
+#define GUEST_PD_PAGES	   128
 #define GUEST_LOW_END	   0x100000 /* images load at or above 1 MiB */
-#define GUEST_MAX_MEM	   (4ULL << 30)
-#define GUEST_MAX_CPUS	   8
+#define GUEST_MAX_MEM	   ((uint64_t)GUEST_PD_PAGES << 30)
+#define GUEST_LOW_MEM_MAX  (3ULL << 30) /* RAM below the hole */
+#define GUEST_HIGH_GPA	   (4ULL << 30) /* where the rest of RAM starts */
+/*
+ * The guest's per-vCPU arrays and stacks (entry.S MAX_CPUS, 16 KiB each, in
+ * its bss) are this big; 64 would push the image past 2 MiB and move the
+ * workload's start (first 2 MiB boundary above it), hence every checksum.
+ */
+#define GUEST_MAX_CPUS 32
+
+/* Bytes of RAM below the hole, at guest-physical 0. */
+static inline uint64_t guest_low_size(uint64_t mem_size)
+{
+	return mem_size < GUEST_LOW_MEM_MAX ? mem_size : GUEST_LOW_MEM_MAX;
+}
 
 #define GUEST_BOOTINFO_MAGIC   0x42564350u /* "PCVB" */
 #define GUEST_BOOTINFO_VERSION 1
@@ -55,7 +79,7 @@
 struct guest_bootinfo {
 	uint32_t magic;
 	uint32_t version;
-	uint64_t mem_size;		 /* bytes of RAM from guest-physical 0 */
+	uint64_t mem_size;		 /* bytes of RAM, from guest-virtual 0 */
 	uint32_t nr_cpus;		 /* vCPUs started, all at the entry */
 	uint32_t tsc_khz;		 /* 0 if unknown */
 	char cmdline[GUEST_CMDLINE_MAX]; /* NUL-terminated */

@@ -33,5 +33,11 @@ uint64_t fnv64(uint64_t h, const void *buf, size_t len);
 /* Reads or writes exactly len bytes at off; -errno, -EIO on a short file. */
 int pread_full(int fd, void *buf, size_t len, uint64_t off);
 int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/*
+ * What this host can back at most: MemTotal + SwapTotal (/proc/meminfo),
+ * bytes; 0 if unknown.  Guest RAM is reserved MAP_NORESERVE, so a guest
+ * bigger than this would only fail later, when the guest touches it.
+ */
+uint64_t host_ram_limit(void);
 
 #endif /* VMM_UTIL_H */

@@ -153,9 +153,20 @@ static inline int vm_event_fd(struct vm *vm)
 /* The guest's last report (kind 0 if none yet); thread safe. */
 void vm_last_report(struct vm *vm, struct guest_report *out, uint64_t *count);
 
+/*
+ * Guest RAM as guest-physical regions (guest-abi.h): the RAM object's bytes
+ * [offset, offset + size) appear at gpa.  Below 3 GiB one region, else two
+ * (the second at 4 GiB).  Fills out[VM_MAX_RAM_REGIONS], returns how many.
+ */
+#define VM_MAX_RAM_REGIONS 2
+struct vm_ram_region {
+	uint64_t gpa, size, offset;
+};
+unsigned int vm_ram_regions(const struct vm *vm, struct vm_ram_region *out);
+
 /* KVM's dirty log of guest RAM (for precopy): on or off. */
 int vm_dirty_log_set(struct vm *vm, bool on);
-/* ORs the pages dirtied since the last fetch into @bitmap (a bit a page). */
+/* ORs the pages dirtied since the last fetch into @bitmap (a bit a RAM page). */
 int vm_dirty_log_fetch(struct vm *vm, uint64_t *bitmap);
 
 /* ---- State (vmm/state.c, layout in docs/vmm.md) ---- */
