@@ -18,8 +18,11 @@
  * without an in-kernel irqchip (with one, KVM would try an asynchronous page
  * fault): each missing page ends KVM_RUN with EFAULT and exit reason
  * KVM_EXIT_MEMORY_FAULT naming the guest page; the VMM moves the page in and
- * runs the vCPU again, and the guest goes on.  A KVM_RUN that does not come
- * back in time is a live-lock: the test interrupts it and fails.
+ * runs the vCPU again, and the guest goes on.  The same for memory claimed
+ * by a userfaultfd that cannot handle KVM's faults: an article fd created
+ * with UFFD_USER_MODE_ONLY, and an ioctl fd with UFFD_FEATURE_SIGBUS
+ * (kernel-patches 0005.1).  A KVM_RUN that does not come back in time is a
+ * live-lock: the test interrupts it and fails.
  * Exit 77 without /dev/kvm.
  */
 #include <fcntl.h>
@@ -270,12 +273,12 @@ struct watchdog {
 	int fired;
 };
 
-/* Interrupt a KVM_RUN that has not returned in 90 s (SIGUSR1: EINTR). */
+/* Interrupt a KVM_RUN that has not returned in 60 s (SIGUSR1: EINTR). */
 static void *watchdog_main(void *arg)
 {
 	struct watchdog *w = arg;
 
-	for (int ms = 0; ms < 90000 && __atomic_load_n(&w->armed, __ATOMIC_ACQUIRE); ms += 10)
+	for (int ms = 0; ms < 60000 && __atomic_load_n(&w->armed, __ATOMIC_ACQUIRE); ms += 10)
 		usleep(10000);
 	if (__atomic_load_n(&w->armed, __ATOMIC_ACQUIRE)) {
 		w->fired = 1;
@@ -305,15 +308,54 @@ static int run_guarded(int vcpu_fd, int *livelock)
 	return r;
 }
 
-static void test_unclaimed(int kvm, int with_irqchip)
+/*
+ * Who owns the guest data RAM of test_unclaimed(): nobody, or a userfaultfd
+ * that cannot handle KVM's faults, whose faults fail just the same.
+ */
+enum owner {
+	UNCLAIMED,   /* MADV_USERFAULT, no userfaultfd */
+	USER_ONLY,   /* MADV_USERFAULT claimed by an article fd, UFFD_USER_MODE_ONLY */
+	SIGBUS_UFFD, /* plain memory registered with an ioctl fd, UFFD_FEATURE_SIGBUS */
+};
+
+/* Make @data's missing pages fail kernel faults as @owner says; the fd or -1. */
+static int own(enum owner owner, uint8_t *data, size_t len, const char *how)
 {
-	const char *how = with_irqchip ? "in-kernel irqchip" : "no irqchip";
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_SIGBUS };
+	struct uffdio_register reg = { .range = { (uintptr_t)data, len },
+				       .mode = UFFDIO_REGISTER_MODE_MISSING };
+	int fd = -1;
+
+	if (owner != SIGBUS_UFFD)
+		CHECK(madvise(data, len, MADV_USERFAULT) == 0, "%s: MADV_USERFAULT", how);
+	if (owner == USER_ONLY) {
+		fd = article_uffd(O_CLOEXEC | UFFD_USER_MODE_ONLY);
+		CHECK(fd >= 0 && uffd_range(fd, data, data + len, 1) == 16,
+		      "%s: claim guest RAM", how);
+	} else if (owner == SIGBUS_UFFD) {
+		fd = syscall(__NR_userfaultfd, O_CLOEXEC);
+		CHECK(fd >= 0 && ioctl(fd, UFFDIO_API, &api) == 0 &&
+			      ioctl(fd, UFFDIO_REGISTER, &reg) == 0,
+		      "%s: register guest RAM", how);
+	}
+	return fd;
+}
+
+static void test_unclaimed(int kvm, int with_irqchip, enum owner owner)
+{
+	static const char *const names[][2] = {
+		{ "unclaimed, no irqchip", "unclaimed, in-kernel irqchip" },
+		{ "UFFD_USER_MODE_ONLY claim, no irqchip",
+		  "UFFD_USER_MODE_ONLY claim, in-kernel irqchip" },
+		{ "UFFD_FEATURE_SIGBUS, no irqchip", "UFFD_FEATURE_SIGBUS, in-kernel irqchip" },
+	};
+	const char *how = names[owner][with_irqchip];
 	struct kvm_userspace_memory_region region;
 	struct memory_fault_exit mf;
 	uint8_t *code, *data, *staging;
 	long ps = page_size();
 	struct vcpu v = { 0 };
-	int vm, moved = 0, livelock = 0, done = 0;
+	int vm, moved = 0, livelock = 0, done = 0, fd;
 
 	vm = ioctl(kvm, KVM_CREATE_VM, 0);
 	if (vm < 0)
@@ -327,7 +369,7 @@ static void test_unclaimed(int kvm, int with_irqchip)
 						       .memory_size = ps,
 						       .userspace_addr = (uintptr_t)code };
 	data = anon_map(DATA_PAGES * ps);
-	CHECK(madvise(data, DATA_PAGES * ps, MADV_USERFAULT) == 0, "%s: MADV_USERFAULT", how);
+	fd = own(owner, data, DATA_PAGES * ps, how);
 	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
 		kt_fatal("KVM_SET_USER_MEMORY_REGION code");
 	region = (struct kvm_userspace_memory_region){ .slot = 1,
@@ -364,7 +406,7 @@ static void test_unclaimed(int kvm, int with_irqchip)
 		}
 		if (livelock) {
 			CHECK(0,
-			      "%s: KVM_RUN did not come back in 90 s: the guest retries a "
+			      "%s: KVM_RUN did not come back in 60 s: the guest retries a "
 			      "page nobody will provide",
 			      how);
 			break;
@@ -397,6 +439,8 @@ static void test_unclaimed(int kvm, int with_irqchip)
 		      v.out[i], data_byte(read_offsets[i]));
 	close(v.fd);
 	close(vm);
+	if (fd >= 0)
+		close(fd);
 	munmap(code, ps);
 	munmap(data, DATA_PAGES * ps);
 }
@@ -415,7 +459,11 @@ int main(void)
 		return kt_done();
 	CHECK(ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_MEMORY_FAULT_INFO) == 1,
 	      "KVM_CAP_MEMORY_FAULT_INFO");
-	test_unclaimed(kvm, 0);
-	test_unclaimed(kvm, 1);
+	test_unclaimed(kvm, 0, UNCLAIMED);
+	test_unclaimed(kvm, 1, UNCLAIMED);
+	/* Claimed, but by a userfaultfd that fails every fault KVM takes. */
+	test_unclaimed(kvm, 0, USER_ONLY);
+	test_unclaimed(kvm, 1, USER_ONLY);
+	test_unclaimed(kvm, 1, SIGBUS_UFFD);
 	return kt_done();
 }

@@ -1,4 +1,4 @@
-# timeout: 240
+# timeout: 480
 # A nested KVM guest whose RAM is MADV_USERFAULT memory claimed by an
 # article userfaultfd: its accesses block in KVM until the page is moved in
 # with remap_anon_pages() and woken.
