@@ -6,8 +6,8 @@
  *
  * The layout, which needs no privilege: V = [S, S + 2P) holds two present
  * pages and has vm_pgoff p (mremap() keeps it); right after it N = [S + 2P,
- * S + 3P) has vm_pgoff p + 1 (an untouched page mremap()ed there from
- * where V's second page used to be).  N is claimed or registered; then the
+ * S + 3P) has vm_pgoff p + 1 and the same anon_vma (both are pieces of one
+ * mapping, moved and grown with mremap()).  N is claimed or registered; then the
  * same is done to V's tail [S + P, S + 2P).  Passing V's own vm_pgoff (p)
  * to vma_merge() for that tail makes it look like the page before N
  * (p + 1 = p + 1 page), so 6.1's code merged it into N, which then starts
@@ -100,32 +100,28 @@ static int take(enum op op, int fd, uint8_t *start, size_t len)
 
 /*
  * Build V and N at a fresh S (see the top comment); V's pages hold
- * fill_pattern(seed).  Returns S.
+ * fill_pattern(seed).  Both come from one mapping of two pages at x (vm_pgoff
+ * p = x / P), so they share its anon_vma, which vma_merge() requires of a
+ * vma with pages: V is its first page moved to S and grown to two pages, N
+ * its second page (vm_pgoff p + 1) moved right after V.  Returns S.
  */
 static uint8_t *layout(uint8_t seed)
 {
-	uint8_t *s, *x, *y;
+	uint8_t *s, *x;
 
 	/* Where V and N will live: reserved, so nothing else lands there. */
 	s = mmap(NULL, 3 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (s == MAP_FAILED)
 		kt_fatal("mmap reserve");
-	/* V: two present pages with vm_pgoff p = x / P, moved to S. */
 	x = anon_map(2 * ps);
-	fill_pattern(x, 2 * ps, seed);
-	if (madvise(x, 2 * ps, MADV_USERFAULT))
-		kt_fatal("MADV_USERFAULT V");
-	if (mremap(x, 2 * ps, 2 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, s) != s)
+	fill_pattern(x, 2 * ps, (uint8_t)(seed + 1));
+	if (mremap(x, ps, 2 * ps, MREMAP_MAYMOVE | MREMAP_FIXED, s) != s)
 		kt_fatal("mremap V");
-	/* N: vm_pgoff p + 1, i.e. mapped at x + P first, then moved. */
-	y = mmap(x, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-		 0);
-	if (y != x || munmap(x, ps))
-		kt_fatal("mmap N");
-	if (madvise(x + ps, ps, MADV_USERFAULT))
-		kt_fatal("MADV_USERFAULT N");
+	fill_pattern(s, 2 * ps, seed); /* V's second page is a new one */
 	if (mremap(x + ps, ps, ps, MREMAP_MAYMOVE | MREMAP_FIXED, s + 2 * ps) != s + 2 * ps)
 		kt_fatal("mremap N");
+	if (madvise(s, 3 * ps, MADV_USERFAULT))
+		kt_fatal("MADV_USERFAULT");
 	return s;
 }
 
