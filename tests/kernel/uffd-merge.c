@@ -136,6 +136,7 @@ static void test_op(enum op op, int offline)
 	uint8_t *s = layout((uint8_t)(op + 3)), *tail;
 	unsigned long lo = 0, hi = 0;
 	uint64_t pfn;
+	int found;
 
 	CHECK(fd >= 0, "%s: userfaultfd", how);
 	tail = s + ps;
@@ -156,7 +157,8 @@ static void test_op(enum op op, int offline)
 		CHECK(uffd_unregister(fd, tail, ps) == 0, "%s: V's tail", how);
 		break;
 	}
-	CHECK(vma_bounds(tail, &lo, &hi) == 0 && lo == (uintptr_t)tail && hi == lo + ps,
+	found = vma_bounds(tail, &lo, &hi) == 0;
+	CHECK(found && lo == (uintptr_t)tail && hi == lo + ps,
 	      "%s: V's tail [%p, %p) is a vma of its own, not merged with N (vma %#lx-%#lx)",
 	      how, (void *)tail, (void *)(tail + ps), lo, hi);
 	CHECK(has_pattern(s, 2 * ps, (uint8_t)(op + 3)), "%s: V's pages kept their contents",
