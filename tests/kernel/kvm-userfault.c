@@ -330,12 +330,12 @@ static int own(enum owner owner, uint8_t *data, size_t len, const char *how)
 		CHECK(madvise(data, len, MADV_USERFAULT) == 0, "%s: MADV_USERFAULT", how);
 	if (owner == USER_ONLY) {
 		fd = article_uffd(O_CLOEXEC | UFFD_USER_MODE_ONLY);
-		CHECK(fd >= 0 && uffd_range(fd, data, data + len, 1) == 16,
-		      "%s: claim guest RAM", how);
+		CHECK(fd >= 0 && uffd_range(fd, data, data + len, 1) == 16, "%s: claim guest RAM",
+		      how);
 	} else if (owner == SIGBUS_UFFD) {
 		fd = syscall(__NR_userfaultfd, O_CLOEXEC);
 		CHECK(fd >= 0 && ioctl(fd, UFFDIO_API, &api) == 0 &&
-			      ioctl(fd, UFFDIO_REGISTER, &reg) == 0,
+			  ioctl(fd, UFFDIO_REGISTER, &reg) == 0,
 		      "%s: register guest RAM", how);
 	}
 	return fd;

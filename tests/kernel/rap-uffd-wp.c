@@ -63,13 +63,14 @@ static void write_expect(const char *how, uint8_t *at, size_t len, uint8_t val, 
 	} else {
 		CHECK(got, "%s: the first write at the new place is reported", how);
 		if (got) {
-			CHECK(msg.event == UFFD_EVENT_PAGEFAULT &&
-				      (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) &&
-				      (msg.arg.pagefault.address & ~(uint64_t)(ps - 1)) ==
-					      ((uintptr_t)at & ~(uintptr_t)(ps - 1)),
-			      "%s: as a write-protect fault at %p (event %u flags %#llx addr %#llx)",
-			      how, (void *)at, msg.event, (unsigned long long)msg.arg.pagefault.flags,
-			      (unsigned long long)msg.arg.pagefault.address);
+			CHECK(
+			    msg.event == UFFD_EVENT_PAGEFAULT &&
+				(msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) &&
+				(msg.arg.pagefault.address & ~(uint64_t)(ps - 1)) ==
+				    ((uintptr_t)at & ~(uintptr_t)(ps - 1)),
+			    "%s: as a write-protect fault at %p (event %u flags %#llx addr %#llx)",
+			    how, (void *)at, msg.event, (unsigned long long)msg.arg.pagefault.flags,
+			    (unsigned long long)msg.arg.pagefault.address);
 			CHECK(!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE),
 			      "%s: the write waits for the handler", how);
 		}

@@ -35,7 +35,12 @@
 
 static long ps;
 
-enum op { CLAIM, RELEASE, REGISTER, UNREGISTER };
+enum op {
+	CLAIM,
+	RELEASE,
+	REGISTER,
+	UNREGISTER
+};
 static const char *const op_name[] = { "article claim", "article release", "UFFDIO_REGISTER",
 				       "UFFDIO_UNREGISTER" };
 
@@ -159,10 +164,9 @@ static void test_op(enum op op, int offline)
 	}
 	found = vma_bounds(tail, &lo, &hi) == 0;
 	CHECK(found && lo == (uintptr_t)tail && hi == lo + ps,
-	      "%s: V's tail [%p, %p) is a vma of its own, not merged with N (vma %#lx-%#lx)",
-	      how, (void *)tail, (void *)(tail + ps), lo, hi);
-	CHECK(has_pattern(s, 2 * ps, (uint8_t)(op + 3)), "%s: V's pages kept their contents",
-	      how);
+	      "%s: V's tail [%p, %p) is a vma of its own, not merged with N (vma %#lx-%#lx)", how,
+	      (void *)tail, (void *)(tail + ps), lo, hi);
+	CHECK(has_pattern(s, 2 * ps, (uint8_t)(op + 3)), "%s: V's pages kept their contents", how);
 	if (offline) {
 		pfn = pfn_of(tail);
 		CHECK(pfn != 0, "%s: pagemap shows the tail's PFN", how);
