@@ -445,7 +445,97 @@ static void test_unclaimed(int kvm, int with_irqchip, enum owner owner)
 	munmap(data, DATA_PAGES * ps);
 }
 
-int main(void)
+/*
+ * Two accesses of KVM to unclaimed missing guest RAM that do not end in
+ * KVM_EXIT_MEMORY_FAULT (docs/kernel-interfaces.md, "KVM guests"):
+ *  - an instruction KVM emulates (outsb: string I/O is emulated) reads its
+ *    memory operand from the missing page: the emulator takes the address
+ *    for MMIO and exits with KVM_EXIT_MMIO for it; the data user space
+ *    answers is what the guest outputs;
+ *  - kvmclock (MSR_KVM_SYSTEM_TIME_NEW) pointed at a missing page: KVM's
+ *    update of it fails silently, KVM_RUN goes on and the page stays
+ *    missing.
+ */
+#define MSR_KVM_SYSTEM_TIME_NEW 0x4b564d01
+
+/* mov si, 0x8000; mov dx, 0x10; outsb; out 0x11, al; jmp $ */
+static const uint8_t guest_code_outsb[] = { 0xbe, 0x00, 0x80,	   0xba, 0x10, 0x00,
+					    0x6e, 0xe6, DONE_PORT, 0xeb, 0xfe };
+
+static void test_other_accesses(int kvm)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} msrs = { .hdr = { .nmsrs = 1 },
+		   .e = { .index = MSR_KVM_SYSTEM_TIME_NEW, .data = DATA_GPA + 0x1000 + 1 } };
+	struct kvm_userspace_memory_region region;
+	long ps = page_size();
+	struct vcpu v = { 0 };
+	uint8_t *code, *data;
+	int vm, livelock = 0, mmio = 0, out = -1, done = 0;
+
+	vm = ioctl(kvm, KVM_CREATE_VM, 0);
+	if (vm < 0)
+		kt_fatal("KVM_CREATE_VM");
+	code = anon_map(ps);
+	memcpy(code, guest_code_outsb, sizeof(guest_code_outsb));
+	region = (struct kvm_userspace_memory_region){ .slot = 0,
+						       .guest_phys_addr = CODE_GPA,
+						       .memory_size = ps,
+						       .userspace_addr = (uintptr_t)code };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION code");
+	data = anon_map(DATA_PAGES * ps);
+	CHECK(madvise(data, DATA_PAGES * ps, MADV_USERFAULT) == 0, "other: MADV_USERFAULT");
+	region = (struct kvm_userspace_memory_region){ .slot = 1,
+						       .guest_phys_addr = DATA_GPA,
+						       .memory_size = DATA_PAGES * ps,
+						       .userspace_addr = (uintptr_t)data };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION data");
+	if (setup_vcpu(kvm, vm, &v))
+		kt_fatal("vcpu setup");
+	CHECK(ioctl(v.fd, KVM_SET_MSRS, &msrs) == 1, "kvmclock at the missing guest page %#x",
+	      DATA_GPA + 0x1000);
+
+	for (int exits = 0; exits < 8 && !done; exits++) {
+		if (run_guarded(v.fd, &livelock) < 0) {
+			CHECK(0, "other: KVM_RUN failed (exit %u%s)", v.run->exit_reason,
+			      livelock ? ", stuck" : "");
+			break;
+		}
+		if (v.run->exit_reason == KVM_EXIT_MMIO) {
+			mmio++;
+			CHECK(v.run->mmio.phys_addr == DATA_GPA && v.run->mmio.len == 1 &&
+				  !v.run->mmio.is_write,
+			      "emulated outsb: KVM_EXIT_MMIO reads the missing RAM page (%#llx+%u "
+			      "w%u)",
+			      (unsigned long long)v.run->mmio.phys_addr, v.run->mmio.len,
+			      v.run->mmio.is_write);
+			v.run->mmio.data[0] = 0xab;
+		} else if (v.run->exit_reason == KVM_EXIT_IO && v.run->io.port == REPORT_PORT) {
+			out = *((uint8_t *)v.run + v.run->io.data_offset);
+		} else if (v.run->exit_reason == KVM_EXIT_IO && v.run->io.port == DONE_PORT) {
+			done = 1;
+		} else {
+			CHECK(0, "other: unexpected exit %u", v.run->exit_reason);
+			break;
+		}
+	}
+	CHECK(mmio == 1, "emulated outsb: one KVM_EXIT_MMIO (%d)", mmio);
+	CHECK(out == 0xab, "emulated outsb: the guest output what user space answered (%#x)", out);
+	CHECK(done, "the guest finished: no exit for the kvmclock page");
+	CHECK(resident(data) == 0 && resident(data + ps) == 0,
+	      "the missing pages stayed missing (kvmclock update skipped)");
+	close(v.fd);
+	close(vm);
+	munmap(code, ps);
+	munmap(data, DATA_PAGES * ps);
+}
+
+/* usage: kvm-userfault [other]   (other: only test_other_accesses()) */
+int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_sigusr1 };
 	int kvm;
@@ -455,6 +545,10 @@ int main(void)
 	if (kvm < 0)
 		kt_skip("no /dev/kvm");
 	sigaction(SIGUSR1, &sa, NULL);
+	if (argc > 1 && !strcmp(argv[1], "other")) {
+		test_other_accesses(kvm);
+		return kt_done();
+	}
 	if (test_claimed(kvm))
 		return kt_done();
 	CHECK(ioctl(kvm, KVM_CHECK_EXTENSION, KVM_CAP_MEMORY_FAULT_INFO) == 1,
@@ -465,5 +559,6 @@ int main(void)
 	test_unclaimed(kvm, 0, USER_ONLY);
 	test_unclaimed(kvm, 1, USER_ONLY);
 	test_unclaimed(kvm, 1, SIGBUS_UFFD);
+	test_other_accesses(kvm);
 	return kt_done();
 }
