@@ -88,6 +88,9 @@ static void one_round(int round, int thp_staging)
 		memcpy(staging + p * ps, &w, 8);
 		memcpy(staging + p * ps + ps - 8, &w, 8);
 	}
+	if (thp_staging)
+		printf("rap-stress: round %d: staging AnonHugePages %ld kB\n", round,
+		       smaps_kb(staging, "AnonHugePages"));
 	__atomic_store_n(&round_now, round, __ATOMIC_RELEASE);
 	for (int i = 0; i < THREADS; i++) {
 		t[i] = (struct toucher){ .mem = mem, .seed = (unsigned int)(i * 7919 + round) };
