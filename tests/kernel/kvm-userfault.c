@@ -22,7 +22,10 @@
  * by a userfaultfd that cannot handle KVM's faults: an article fd created
  * with UFFD_USER_MODE_ONLY, and an ioctl fd with UFFD_FEATURE_SIGBUS
  * (kernel-patches 0005.1).  A KVM_RUN that does not come back in time is a
- * live-lock: the test interrupts it and fails.
+ * live-lock: the test interrupts it and fails.  Then claimed RAM (an article
+ * fd that takes kernel faults) with an in-kernel irqchip and interrupts on,
+ * where KVM may wait asynchronously: no exit until the pages are moved in
+ * and woken; and two accesses that fail otherwise (test_other_accesses()).
  * Exit 77 without /dev/kvm.
  */
 #include <fcntl.h>
@@ -446,6 +449,120 @@ static void test_unclaimed(int kvm, int with_irqchip, enum owner owner)
 }
 
 /*
+ * Claimed guest RAM (an article fd that takes kernel faults) with an
+ * in-kernel irqchip and interrupts on: KVM may make the fault asynchronous
+ * (a kworker waits in the fault, the vCPU halts in the kernel).  Either way
+ * nothing exits to user space until the page is moved in and woken, and the
+ * guest then reads the moved data.
+ */
+struct irqchip_vcpu {
+	struct vcpu v;
+	uint8_t out[4];
+	int nout, done, err; /* done, err: atomic */
+};
+
+static void *irqchip_vcpu_main(void *arg)
+{
+	struct irqchip_vcpu *c = arg;
+	int livelock = 0;
+
+	for (int exits = 0; exits < 8; exits++) {
+		if (run_guarded(c->v.fd, &livelock) < 0) {
+			__atomic_store_n(&c->err, livelock ? -1 : errno, __ATOMIC_RELEASE);
+			return NULL;
+		}
+		if (c->v.run->exit_reason == KVM_EXIT_IO && c->v.run->io.port == DONE_PORT)
+			break;
+		if (c->v.run->exit_reason != KVM_EXIT_IO || c->v.run->io.port != REPORT_PORT ||
+		    c->nout >= (int)sizeof(c->out)) {
+			__atomic_store_n(&c->err, 1000 + (int)c->v.run->exit_reason,
+					 __ATOMIC_RELEASE);
+			return NULL;
+		}
+		c->out[c->nout++] = *((uint8_t *)c->v.run + c->v.run->io.data_offset);
+	}
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_claimed_irqchip(int kvm)
+{
+	struct kvm_userspace_memory_region region;
+	struct irqchip_vcpu c = { 0 };
+	struct kvm_regs regs;
+	long ps = page_size();
+	uint8_t *code, *data, *staging;
+	int vm, uffd, faults = 0;
+	pthread_t th;
+
+	vm = ioctl(kvm, KVM_CREATE_VM, 0);
+	if (vm < 0 || ioctl(vm, KVM_CREATE_IRQCHIP, 0) < 0)
+		kt_fatal("KVM_CREATE_VM + KVM_CREATE_IRQCHIP");
+	code = anon_map(ps);
+	memcpy(code, guest_code_done, sizeof(guest_code_done));
+	region = (struct kvm_userspace_memory_region){ .slot = 0,
+						       .guest_phys_addr = CODE_GPA,
+						       .memory_size = ps,
+						       .userspace_addr = (uintptr_t)code };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION code");
+	data = anon_map(DATA_PAGES * ps);
+	uffd = article_uffd(O_CLOEXEC);
+	CHECK(uffd >= 0 && madvise(data, DATA_PAGES * ps, MADV_USERFAULT) == 0 &&
+		  uffd_range(uffd, data, data + DATA_PAGES * ps, 1) == 16,
+	      "irqchip, claimed: claim guest RAM");
+	region = (struct kvm_userspace_memory_region){ .slot = 1,
+						       .guest_phys_addr = DATA_GPA,
+						       .memory_size = DATA_PAGES * ps,
+						       .userspace_addr = (uintptr_t)data };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION data");
+	if (setup_vcpu(kvm, vm, &c.v) || ioctl(c.v.fd, KVM_GET_REGS, &regs) < 0)
+		kt_fatal("vcpu setup");
+	regs.rflags |= 0x200;
+	if (ioctl(c.v.fd, KVM_SET_REGS, &regs) < 0)
+		kt_fatal("KVM_SET_REGS");
+	if (pthread_create(&th, NULL, irqchip_vcpu_main, &c))
+		kt_fatal("pthread_create");
+
+	for (int page = 0; page < DATA_PAGES; page++) {
+		struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+		uint64_t addr = 0;
+
+		if (poll(&pfd, 1, 60000) != 1 || read(uffd, &addr, 8) != 8) {
+			CHECK(0, "irqchip, claimed: no fault for guest page %d", page);
+			break;
+		}
+		faults++;
+		CHECK(addr == (uintptr_t)(data + page * ps),
+		      "irqchip, claimed: fault %d at page %d", faults, page);
+		CHECK(!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE) &&
+			  !__atomic_load_n(&c.err, __ATOMIC_ACQUIRE),
+		      "irqchip, claimed: KVM_RUN waits, no exit to user space");
+		staging = anon_map(ps);
+		for (long i = 0; i < ps; i++)
+			staging[i] = data_byte((uint32_t)(page * ps + i));
+		CHECK(rap(data + page * ps, staging, ps, 0) == ps &&
+			  uffd_range(uffd, data + page * ps, data + (page + 1) * ps, 0) == 16,
+		      "irqchip, claimed: move page %d in and wake", page);
+		munmap(staging, ps);
+	}
+	if (faults != DATA_PAGES)
+		exit(kt_done()); /* the vCPU may wait for good */
+	pthread_join(th, NULL);
+	CHECK(c.done && !c.err, "irqchip, claimed: the guest finished (error %d)", c.err);
+	CHECK(c.nout == 3, "irqchip, claimed: guest reported %d bytes, want 3", c.nout);
+	for (int i = 0; i < 3 && i < c.nout; i++)
+		CHECK(c.out[i] == data_byte(read_offsets[i]), "irqchip, claimed: byte %d: %#x", i,
+		      c.out[i]);
+	close(c.v.fd);
+	close(vm);
+	close(uffd);
+	munmap(code, ps);
+	munmap(data, DATA_PAGES * ps);
+}
+
+/*
  * Two accesses of KVM to unclaimed missing guest RAM that do not end in
  * KVM_EXIT_MEMORY_FAULT (docs/kernel-interfaces.md, "KVM guests"):
  *  - an instruction KVM emulates (outsb: string I/O is emulated) reads its
@@ -559,6 +676,7 @@ int main(int argc, char **argv)
 	test_unclaimed(kvm, 0, USER_ONLY);
 	test_unclaimed(kvm, 1, USER_ONLY);
 	test_unclaimed(kvm, 1, SIGBUS_UFFD);
+	test_claimed_irqchip(kvm);
 	test_other_accesses(kvm);
 	return kt_done();
 }
