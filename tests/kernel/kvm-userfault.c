@@ -25,7 +25,9 @@
  * live-lock: the test interrupts it and fails.  Then claimed RAM (an article
  * fd that takes kernel faults) with an in-kernel irqchip and interrupts on,
  * where KVM may wait asynchronously: no exit until the pages are moved in
- * and woken; and two accesses that fail otherwise (test_other_accesses()).
+ * and woken; and accesses that fail otherwise (test_other_accesses(),
+ * test_page_table(); tests/host/kvm-shadow-userfault.sh runs them again with
+ * shadow paging).
  * Exit 77 without /dev/kvm.
  */
 #include <fcntl.h>
@@ -651,7 +653,153 @@ static void test_other_accesses(int kvm)
 	munmap(data, DATA_PAGES * ps);
 }
 
-/* usage: kvm-userfault [other]   (other: only test_other_accesses()) */
+/*
+ * Guest page tables in unclaimed missing RAM.  A 32-bit paging guest whose
+ * page directory is the missing page DATA_GPA fetches its first instruction:
+ * - with TDP (NPT/EPT), the hardware walk faults on the page directory's
+ *   guest physical page: KVM_EXIT_MEMORY_FAULT names DATA_GPA; the VMM moves
+ *   in a directory mapping 0-4 MiB (one 4 MiB page), then the guest's read
+ *   of the missing DATA_GPA + 0x1000 names that page, and the guest ends;
+ * - with shadow paging (kvm_amd.npt=0, kvm_intel.ept=0), KVM's software
+ *   walk cannot read the directory and injects a #PF into the guest, which
+ *   has no IDT: a triple fault, KVM_EXIT_SHUTDOWN, no KVM_EXIT_MEMORY_FAULT.
+ */
+/* mov al, [0x9000]; out 0x10, al; out 0x11, al; jmp $ (32-bit code) */
+static const uint8_t guest_code_pg32[] = { 0xa0,	0x00, 0x90,	 0x00, 0x00, 0xe6,
+					   REPORT_PORT, 0xe6, DONE_PORT, 0xeb, 0xfe };
+
+static int tdp_enabled(void)
+{
+	static const char *const params[] = { "/sys/module/kvm_amd/parameters/npt",
+					      "/sys/module/kvm_intel/parameters/ept" };
+
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(params[i], "r");
+		int c = f ? fgetc(f) : EOF;
+
+		if (f)
+			fclose(f);
+		if (c != EOF)
+			return c == 'Y' || c == '1';
+	}
+	return 1;
+}
+
+static void test_page_table(int kvm)
+{
+	const int tdp = tdp_enabled();
+	const char *how = tdp ? "page tables, TDP" : "page tables, shadow paging";
+	struct kvm_userspace_memory_region region;
+	struct memory_fault_exit mf;
+	struct kvm_sregs sregs;
+	long ps = page_size();
+	struct vcpu v = { 0 };
+	uint8_t *code, *data, *staging;
+	uint64_t faults[4];
+	int vm, nfaults = 0, livelock = 0, done = 0, shutdown = 0, out = -1;
+
+	vm = ioctl(kvm, KVM_CREATE_VM, 0);
+	if (vm < 0)
+		kt_fatal("KVM_CREATE_VM");
+	code = anon_map(ps);
+	memcpy(code, guest_code_pg32, sizeof(guest_code_pg32));
+	region = (struct kvm_userspace_memory_region){ .slot = 0,
+						       .guest_phys_addr = CODE_GPA,
+						       .memory_size = ps,
+						       .userspace_addr = (uintptr_t)code };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION code");
+	data = anon_map(DATA_PAGES * ps);
+	CHECK(madvise(data, DATA_PAGES * ps, MADV_USERFAULT) == 0, "%s: MADV_USERFAULT", how);
+	region = (struct kvm_userspace_memory_region){ .slot = 1,
+						       .guest_phys_addr = DATA_GPA,
+						       .memory_size = DATA_PAGES * ps,
+						       .userspace_addr = (uintptr_t)data };
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+		kt_fatal("KVM_SET_USER_MEMORY_REGION data");
+	if (setup_vcpu(kvm, vm, &v) || ioctl(v.fd, KVM_GET_SREGS, &sregs) < 0)
+		kt_fatal("vcpu setup");
+	/* Flat 32-bit protected mode, paging with 4 MiB pages, no IDT. */
+	sregs.cs = (struct kvm_segment){ .base = 0,
+					 .limit = 0xffffffff,
+					 .selector = 8,
+					 .type = 0xb,
+					 .present = 1,
+					 .s = 1,
+					 .db = 1,
+					 .g = 1 };
+	sregs.ds = (struct kvm_segment){ .base = 0,
+					 .limit = 0xffffffff,
+					 .selector = 16,
+					 .type = 0x3,
+					 .present = 1,
+					 .s = 1,
+					 .db = 1,
+					 .g = 1 };
+	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
+	sregs.idt.base = 0;
+	sregs.idt.limit = 0;
+	sregs.cr3 = DATA_GPA;
+	sregs.cr4 = 0x10;	/* PSE */
+	sregs.cr0 = 0x80000011; /* PG, ET, PE */
+	sregs.efer = 0;
+	if (ioctl(v.fd, KVM_SET_SREGS, &sregs) < 0)
+		kt_fatal("KVM_SET_SREGS");
+
+	for (int exits = 0; exits < 8 && !done && !shutdown; exits++) {
+		if (run_guarded(v.fd, &livelock) == 0) {
+			if (v.run->exit_reason == KVM_EXIT_IO && v.run->io.port == REPORT_PORT)
+				out = *((uint8_t *)v.run + v.run->io.data_offset);
+			else if (v.run->exit_reason == KVM_EXIT_IO && v.run->io.port == DONE_PORT)
+				done = 1;
+			else if (v.run->exit_reason == KVM_EXIT_SHUTDOWN)
+				shutdown = 1;
+			else {
+				CHECK(0, "%s: unexpected exit %u", how, v.run->exit_reason);
+				break;
+			}
+			continue;
+		}
+		if (livelock || errno != EFAULT || v.run->exit_reason != KVM_EXIT_MEMORY_FAULT ||
+		    nfaults == 4) {
+			CHECK(0, "%s: KVM_RUN failed (exit %u%s)", how, v.run->exit_reason,
+			      livelock ? ", stuck" : "");
+			break;
+		}
+		memcpy(&mf, (uint8_t *)v.run + offsetof(struct kvm_run, hw), sizeof(mf));
+		faults[nfaults++] = mf.gpa;
+		staging = anon_map(ps);
+		if (mf.gpa == DATA_GPA)
+			*(uint32_t *)staging = 0x83; /* PDE 0: 4 MiB page at 0, present, rw */
+		else
+			memset(staging, 0x6c, ps);
+		CHECK(mf.gpa >= DATA_GPA && mf.gpa < DATA_GPA + (uint64_t)DATA_PAGES * ps &&
+			  rap(data + (mf.gpa - DATA_GPA), staging, ps, 0) == ps,
+		      "%s: move guest page %#llx in", how, (unsigned long long)mf.gpa);
+		munmap(staging, ps);
+	}
+	if (tdp) {
+		CHECK(nfaults == 2 && faults[0] == DATA_GPA && faults[1] == DATA_GPA + 0x1000,
+		      "%s: KVM_EXIT_MEMORY_FAULT for the page directory, then the data page (%d)",
+		      how, nfaults);
+		CHECK(done && out == 0x6c, "%s: the guest read the moved data page (%#x)", how,
+		      out);
+	} else {
+		CHECK(nfaults == 0 && shutdown,
+		      "%s: no KVM_EXIT_MEMORY_FAULT (%d), the #PF KVM injected shut the guest down",
+		      how, nfaults);
+	}
+	printf("kvm-userfault: %s: %d memory faults, %s\n", how, nfaults,
+	       done	  ? "guest done"
+	       : shutdown ? "guest shut down"
+			  : "neither");
+	close(v.fd);
+	close(vm);
+	munmap(code, ps);
+	munmap(data, DATA_PAGES * ps);
+}
+
+/* usage: kvm-userfault [other]   (other: only test_other_accesses(), test_page_table()) */
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_sigusr1 };
@@ -664,6 +812,7 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	if (argc > 1 && !strcmp(argv[1], "other")) {
 		test_other_accesses(kvm);
+		test_page_table(kvm);
 		return kt_done();
 	}
 	if (test_claimed(kvm))
@@ -678,5 +827,6 @@ int main(int argc, char **argv)
 	test_unclaimed(kvm, 1, SIGBUS_UFFD);
 	test_claimed_irqchip(kvm);
 	test_other_accesses(kvm);
+	test_page_table(kvm);
 	return kt_done();
 }
