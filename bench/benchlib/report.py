@@ -111,6 +111,22 @@ def steps_markdown(doc):
     return lines
 
 
+def bandwidth_cap_markdown(b):
+    """max-bandwidth: the cap against the push rate seen over 1-second windows."""
+    lines = ["", "## max-bandwidth: cap against achieved (1-second windows)", ""]
+    if "runs" not in b:
+        return lines + [f"not measured: {b.get('skipped') or b.get('error')}"]
+    lines += ["| cap MiB/s | windows | median MiB/s | max MiB/s | max over cap |",
+              "| ---: | ---: | ---: | ---: | ---: |"]
+    for r in b["runs"]:
+        if "error" in r:
+            lines.append(f"| {r['cap'] / 2**20:.0f} | - | - | - | {r['error']} |")
+            continue
+        lines.append(f"| {r['cap'] / 2**20:.0f} | {r['windows']} | {r['median'] / 2**20:.1f} | "
+                     f"{r['max'] / 2**20:.1f} | {r['max_over_cap_pct']:+.1f} % |")
+    return lines
+
+
 def write_markdown(doc, path):
     """The summary as Markdown tables (for docs/bench.md): median and
     [min-max] of every figure, then the ratios of medians."""
@@ -160,5 +176,7 @@ def write_markdown(doc, path):
         lines += backends_markdown(doc["backends"])
     if doc.get("within_kernel_twonode"):
         lines += twonode_markdown(doc["within_kernel_twonode"])
+    if doc.get("bandwidth_cap"):
+        lines += bandwidth_cap_markdown(doc["bandwidth_cap"])
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
