@@ -27,7 +27,7 @@ avail_kb=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 
 mem=6G
 pages=$((6 << 18))
-cmd="workload=random ws=256M iters=1200 ops=20000 seed=5 quiet=1 verify=0"
+cmd="workload=random ws=256M iters=12000 ops=20000 seed=5 quiet=1 verify=0"
 run() { "$BIN/vmm" run --image "$GUEST" --mem $mem --vcpus 2 --cmdline "$cmd" "$@"; }
 
 # Plain run: the reference.

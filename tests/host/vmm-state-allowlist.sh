@@ -10,7 +10,7 @@
 . tests/host/vmm-lib.bash
 edit=tests/host/lib/snapshot-edit.py
 
-cmd="workload=random ops=50000 iters=400 seed=7 quiet=1"
+cmd="workload=random ops=50000 iters=8000 seed=7 quiet=1"
 "$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$cmd" --save-after 300 "$tmp/snap" \
 	> "$tmp/s.out" 2> "$tmp/s.err" || { cat "$tmp/s.err" >&2; fail "save run failed"; }
 grep -q "saved state and RAM to $tmp/snap" "$tmp/s.err" || { cat "$tmp/s.err" >&2; fail "no snapshot"; }
