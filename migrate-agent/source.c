@@ -194,18 +194,23 @@ static void set_phase(struct src *s, enum mig_phase phase)
 }
 
 /*
- * A cancel before the switch-over: the destination hears why and gives up
- * at once rather than waiting out its recovery deadline.  -ECANCELED.
+ * Giving up before the switch-over, asked to or because the VM ended: the
+ * destination hears why and gives up at once rather than waiting out its
+ * recovery deadline.  -ECANCELED with why in err.
  */
-static int cancelled(struct src *s, char *err, size_t errlen)
+static int give_up(struct src *s, const char *why, char *err, size_t errlen)
 {
-	static const char msg[] = "the migration was cancelled at the source";
-	struct mig_error e = { .code = MIG_ERR_CANCELLED, .msg_len = sizeof(msg) - 1 };
+	struct mig_error e = { .code = MIG_ERR_CANCELLED, .msg_len = (uint32_t)strlen(why) };
 
 	if (s->urg.fd >= 0)
-		mig_conn_send(&s->urg, MIG_MSG_ERROR, &e, sizeof(e), msg, e.msg_len);
-	snprintf(err, errlen, "cancelled");
+		mig_conn_send(&s->urg, MIG_MSG_ERROR, &e, sizeof(e), why, e.msg_len);
+	snprintf(err, errlen, "%s", why);
 	return -ECANCELED;
+}
+
+static int cancelled(struct src *s, char *err, size_t errlen)
+{
+	return give_up(s, "the migration was cancelled at the source", err, errlen);
 }
 
 /* ---- Liveness: heartbeats out, silence in ---- */
@@ -1605,6 +1610,9 @@ static int switch_over(struct src *s, char *err, size_t errlen)
 	struct mig_source_vm *vm = s->vm;
 	if (no_more_cancel(s))
 		return cancelled(s, err, errlen);
+	if (vm->stopped && vm->stopped(vm->ctx)) /* the guest ended during precopy */
+		return give_up(s, "the VM stopped at the source before the switch-over", err,
+			       errlen);
 	set_phase(s, MIG_PHASE_SWITCHOVER);
 	s->t_pause = mig_now_ns();
 	s->pause_rt = mig_realtime_ns();
