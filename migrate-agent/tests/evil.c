@@ -324,18 +324,26 @@ static void sess_close(struct sess *s)
 static int recv_frame(struct mig_conn *c, int ms, struct mig_frame_hdr *h, const uint8_t **p)
 {
 	char err[300];
+	int r;
+	/* A total deadline: heartbeats from a peer that says nothing else do not extend it. */
 	mig_conn_set_rcvtimeo(c, ms);
+	mig_conn_set_deadline(c, mig_now_ns() + (uint64_t)ms * 1000000ull);
 	for (;;) {
-		int r = mig_conn_recv(c, h, p, err, sizeof(err));
-		if (r == -ETIMEDOUT)
-			return -EAGAIN;
+		r = mig_conn_recv(c, h, p, err, sizeof(err));
+		if (r == -ETIMEDOUT) {
+			r = -EAGAIN;
+			break;
+		}
 		if (r) {
 			fprintf(stderr, "mig-evil: %s\n", err);
-			return -1;
+			r = -1;
+			break;
 		}
 		if (h->type != MIG_MSG_RUNNING && h->type != MIG_MSG_PAGE_REQUEST)
-			return 0;
+			break;
 	}
+	mig_conn_set_deadline(c, 0);
+	return r;
 }
 
 /* Connect one channel and complete its handshake. */
