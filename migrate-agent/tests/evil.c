@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -355,6 +356,9 @@ static int sess_open(struct sess *s, struct mig_conn *c, int channel, int recove
 		fprintf(stderr, "mig-evil: %s\n", err);
 		return -1;
 	}
+	/* A destination that stops reading must not hold us in a send for ever. */
+	struct timeval tv = { .tv_sec = 60 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	mig_conn_init(c, fd, channel == MIG_CHAN_URGENT ? "urgent" : "bulk", MIG_ROLE_DEST, 0);
 	c->wire.ram_size = ram_size;
 	if (mig_tls_secure(tls, c, 3000, err, sizeof(err))) {
