@@ -20,15 +20,9 @@
  * the VMM: their paths are made absolute here.
  */
 #include <errno.h>
-#include <limits.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/parse.h"

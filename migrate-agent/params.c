@@ -32,15 +32,9 @@ int mig_param_by_key(const char *key)
 	return -1;
 }
 
-int mig_param_check(enum mig_param p, const char *name, uint64_t v, char *err, size_t errlen)
+bool mig_param_in_range(enum mig_param p, uint64_t v)
 {
-	const struct mig_param_def *d = &mig_param_defs[p];
-
-	if (v >= d->min && v <= d->max)
-		return 0;
-	snprintf(err, errlen, "%s: %llu is not a number from %llu to %llu", name,
-		 (unsigned long long)v, (unsigned long long)d->min, (unsigned long long)d->max);
-	return -ERANGE;
+	return v >= mig_param_defs[p].min && v <= mig_param_defs[p].max;
 }
 
 int mig_param_parse(enum mig_param p, const char *name, const char *v, uint64_t *out, char *err,

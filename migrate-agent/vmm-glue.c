@@ -668,7 +668,7 @@ static int set_num_param(struct glue_params *p, int i, const char *key, struct j
 	errno = 0;
 	n = json_object_get_int64(v);
 	if (!json_object_is_type(v, json_type_int) || errno || n < 0 ||
-	    mig_param_check(i, key, (uint64_t)n, reply->desc, sizeof(reply->desc))) {
+	    !mig_param_in_range(i, (uint64_t)n)) {
 		qmp_fail(reply, "Parameter '%s' expects %s from %llu to %llu", key,
 			 mig_param_defs[i].is_bool ? "a bool or an integer" : "an integer",
 			 (unsigned long long)mig_param_defs[i].min,

@@ -41,7 +41,7 @@ int mig_param_by_key(const char *key);
 int mig_param_parse(enum mig_param p, const char *name, const char *v, uint64_t *out, char *err,
 		    size_t errlen);
 
-/* A parameter's value p in range: 0, or -ERANGE with the message in err. */
-int mig_param_check(enum mig_param p, const char *name, uint64_t v, char *err, size_t errlen);
+/* Whether v lies in parameter p's range (the caller words the refusal). */
+bool mig_param_in_range(enum mig_param p, uint64_t v);
 
 #endif /* MIGRATE_PARAMS_H */
