@@ -8,7 +8,10 @@ BASE_CFLAGS += -Imigrate-agent/include
 # $(B)/san/lib/ (ASan+UBSan), $(B)/node/lib/ (static) and $(B)/fuzz/lib/
 # (clang, libFuzzer instrumentation).  A program links it with $(MIG_LIBS)
 # after its own objects; the linker takes only the members it needs.
-MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
+# The library carries guest RAM's objects (RAM_SRCS, vmm/build.mk): it
+# writes the page record, and the fuzzers and mig-memtest use lazy RAM
+# without a VM.
+MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/source.c migrate-agent/stamps.c migrate-agent/metrics.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
@@ -72,7 +75,7 @@ $(eval $(call mig_program,mig-memtest,migrate-agent/tests/memtest.c,$(MIG_LIBS))
 #                archive's source.o is then never taken).
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -MMD -MP \
-	-Iinclude -Imigrate-agent -Imigrate-agent/include
+	-Iinclude -Imigrate-agent -Imigrate-agent/include -Ivmm/include
 FUZZ_TARGETS := wire-fuzz dest-fuzz source-fuzz
 .PHONY: fuzz
 fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))

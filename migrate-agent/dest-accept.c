@@ -50,7 +50,7 @@ static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 		close(fd);
 		return NULL;
 	}
-	c->wire.ram_size = d->vm->ram_size;
+	c->wire.ram_size = d->ram->size;
 	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
 	return c;
 }
@@ -186,7 +186,7 @@ static int answer_hello(struct mig_dest *d, struct mig_conn *c, const struct mig
 		.page_size = MIG_PAGE_SIZE,
 		.flags = m->flags & MIG_HELLO_RECOVER,
 		.session_id = m->session_id,
-		.ram_size = d->vm->ram_size,
+		.ram_size = d->ram->size,
 		.features = features,
 		.attempt = m->attempt,
 	};

@@ -56,21 +56,22 @@ static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr 
 	return 0;
 }
 
-/* The page record and its companions for vm's RAM. */
+/* The staging buffer and the stamps for vm's RAM, whose page record is the RAM's. */
 int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen)
 {
 	d->vm = vm;
-	d->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
-	d->pst = calloc(d->nr_pages, 1);
-	d->t_fault = calloc(d->nr_pages, 8);
-	d->t_arr = calloc(d->nr_pages, sizeof(*d->t_arr));
-	d->stage_zero = calloc(d->nr_pages, 1);
+	d->ram = vm->ram;
+	if (!d->ram->pages) {
+		snprintf(err, errlen, "an incoming migration needs lazy RAM");
+		return -EINVAL;
+	}
+	d->nr_pages = d->ram->nr_pages;
 	d->stamps = mig_stamps_new(d->nr_pages);
-	d->stage = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
+	d->stage = mmap(NULL, d->ram->size, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (d->stage == MAP_FAILED)
 		d->stage = NULL; /* what dest_incoming_free() unmaps */
-	if (!d->pst || !d->t_fault || !d->t_arr || !d->stage_zero || !d->stage) {
+	if (!d->stage) {
 		snprintf(err, errlen, "out of memory for %llu pages",
 			 (unsigned long long)d->nr_pages);
 		return -ENOMEM;
@@ -82,11 +83,7 @@ int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, s
 void dest_incoming_free(struct mig_dest *d)
 {
 	if (d->stage)
-		munmap(d->stage, d->vm->ram_size);
-	free(d->pst);
-	free(d->t_fault);
-	free(d->t_arr);
-	free(d->stage_zero);
+		munmap(d->stage, d->ram->size);
 	mig_stamps_free(d->stamps);
 }
 
@@ -152,10 +149,7 @@ static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 	while (!d->phase0_done && !d->failed && !d->broken)
 		pthread_cond_wait(&d->cond, &d->lock);
 	if (!d->phase0_done && d->broken) {
-		for (uint64_t i = 0; i < d->nr_pages; i++)
-			if (d->pst[i] == PG_STAGED)
-				d->pst[i] = PG_MISSING;
-		__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
+		dest_forget_staged(d);
 		d->phase0_done = 1;
 	}
 	int failed = d->failed;

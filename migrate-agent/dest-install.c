@@ -1,36 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The page record, d->pst: a fault asks for a page (MISSING -> REQUESTED,
- * mig_dest_fault()), an arrival claims it (-> INSTALLING) and installs it
- * once (-> PRESENT); the stager installs what precopy staged; COMPLETE goes
- * out when every page is PRESENT.
+ * The destination's use of the page record (vmm/ram.h, owned by the RAM):
+ * a fault the RAM moved to REQUESTED is asked of the source
+ * (mig_dest_fault()); an arrival claims its page (-> INSTALLING) and
+ * installs it once (-> PRESENT); the stager installs what precopy staged;
+ * COMPLETE goes out when every page is PRESENT.
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "dest.h"
 
-/*
- * Every page present by the one record of presence, d->pst?  The counter
- * d->received only says when to look: completion is never derived from a
- * count (a count can be wrong; the record cannot be both PRESENT and not).
- */
-static int all_pages_present(struct mig_dest *d)
+/* How many pages of the record are in state st (a scan: for rare questions). */
+uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st)
 {
+	uint64_t n = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++)
-		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_PRESENT)
-			return 0;
-	return 1;
+		n += ram_word_state(ram_page_word(d->ram, i)) == st;
+	return n;
+}
+
+/* Every page present?  The RAM's counter says when to look; the record decides. */
+int dest_all_present(struct mig_dest *d)
+{
+	return ram_nr_present(d->ram) >= d->nr_pages &&
+	       dest_count_state(d, RAM_PAGE_PRESENT) == d->nr_pages;
 }
 
 /* Send COMPLETE if every page is here and it was not sent yet. */
 void dest_try_complete(struct mig_dest *d)
 {
 	/* Not before RUNNING: the source measures the downtime with it. */
-	if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) ||
-	    !__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) || !all_pages_present(d))
+	if (!__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) || !dest_all_present(d))
 		return;
 	struct mig_complete m;
 	dest_fill_complete(d, &m);
@@ -53,84 +57,61 @@ void dest_try_complete(struct mig_dest *d)
 }
 
 /*
- * Claim page i for installing (-> PG_INSTALLING): its previous state, or -1
- * when it must not be installed (already present or being installed: a
- * duplicate; for the stager, no longer staged).
+ * Claim page i for installing what arrived `by` (-> INSTALLING): true with
+ * the replaced word in *old; false when it must not be installed: already
+ * present or being installed (a duplicate, counted here and only here),
+ * or, for the stager, no longer staged.
  */
-int dest_claim(struct mig_dest *d, uint64_t i, int kind)
+bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old)
 {
-	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
-	for (;;) {
-		if (kind == 2 && st != PG_STAGED)
-			return -1; /* the stager and a fault raced: one installs */
-		if (st == PG_PRESENT || st == PG_INSTALLING) {
-			__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
-			return -1;
-		}
-		if (__atomic_compare_exchange_n(&d->pst[i], &st, PG_INSTALLING, 0, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE))
-			return st;
-	}
+	unsigned from = RAM_FROM(RAM_PAGE_STAGED);
+	if (by != RAM_BY_PRECOPY)
+		from |= RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_REQUESTED);
+	if (ram_claim(d->ram, i, from, RAM_PAGE_INSTALLING, by, false, old))
+		return true;
+	enum ram_page_state st = ram_word_state(*old);
+	if (st == RAM_PAGE_PRESENT || st == RAM_PAGE_INSTALLING)
+		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
+	return false;
 }
 
-#define TL_MAX_US ((1u << 30) - 1)
-
-/* Record page i's arrival (now: mig_now_ns()) for the timeline. */
-static void stamp_arrival(struct mig_dest *d, uint64_t i, int kind, uint64_t now)
+/* Page i, claimed from word old, is in place: the fault it answers is over. */
+void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now)
 {
-	uint64_t t0 = __atomic_load_n(&d->t_tl0, __ATOMIC_RELAXED);
-	uint64_t us = now > t0 ? (now - t0) / 1000 : 0;
-	if (us > TL_MAX_US)
-		us = TL_MAX_US;
-	__atomic_store_n(&d->t_arr[i], (uint32_t)(us << 2) | (uint32_t)(kind + 1),
-			 __ATOMIC_RELAXED);
-}
-
-/* Page i, claimed in state st, is in place at now: account for it. */
-void dest_installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now)
-{
-	stamp_arrival(d, i, kind, now);
-	mig_stamps_install(d->stamps, i, kind, zero, now);
-	if (st == PG_REQUESTED) {
+	if (ram_word_state(old) == RAM_PAGE_REQUESTED) {
 		__atomic_fetch_sub(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 		mig_spin_answered(&d->spin);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
-		uint64_t lat = mig_now_ns() - d->t_fault[i];
+		uint64_t lat = now - ram_word_time_ns(d->ram, old);
 		pthread_mutex_lock(&d->lat_lock);
 		mig_lat_add(&d->lat, lat);
 		pthread_mutex_unlock(&d->lat_lock);
 	}
-	if (zero)
-		__atomic_fetch_add(&d->pages_zero, 1, __ATOMIC_RELAXED);
-	uint64_t *ctr = kind == 0   ? &d->pages_demand
-			: kind == 1 ? &d->pages_pushed
-				    : &d->pages_precopy;
-	__atomic_fetch_add(ctr, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&d->pst[i], PG_PRESENT, __ATOMIC_RELEASE);
-	if (__atomic_add_fetch(&d->received, 1, __ATOMIC_ACQ_REL) == d->nr_pages) {
-		__atomic_store_n(&d->all_present, 1, __ATOMIC_RELEASE);
-		dest_try_complete(d);
-	}
 }
 
-/* Install page i from data (NULL: zero).  0, or -errno (fatal, already reported). */
-static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
+/* After installs: COMPLETE if those were the last pages. */
+void dest_after_installs(struct mig_dest *d)
 {
-	int st = dest_claim(d, i, kind);
-	if (st < 0)
+	if (ram_nr_present(d->ram) >= d->nr_pages)
+		dest_try_complete(d);
+}
+
+/* Install staged page i if it still is staged.  0, or -errno (fatal, already reported). */
+static int install_staged(struct mig_dest *d, uint64_t i)
+{
+	uint64_t old;
+	if (!dest_claim(d, i, RAM_BY_PRECOPY, &old))
 		return 0;
-	int r = d->vm->install(d->vm->ctx, i * MIG_PAGE_SIZE, data);
-	if (r == -EEXIST) {
-		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
-		r = 0;
-	}
+	void *copy = ram_word_zero(old) ? NULL : d->stage + i * MIG_PAGE_SIZE;
+	int r = ram_install_claimed(d->ram, i, copy, 1, RAM_BY_PRECOPY);
 	if (r) {
-		__atomic_store_n(&d->pst[i], (uint8_t)st, __ATOMIC_RELEASE);
+		ram_unclaim(d->ram, i, old);
 		dest_fail(d, "cannot install page 0x%llx: %s",
 			  (unsigned long long)(i * MIG_PAGE_SIZE), strerror(-r));
 		return r;
 	}
-	dest_installed(d, i, (uint8_t)st, !data, kind, mig_now_ns());
+	dest_installed(d, i, old, mig_now_ns());
+	dest_after_installs(d);
 	return 0;
 }
 
@@ -145,16 +126,10 @@ static int install(struct mig_dest *d, uint64_t i, const void *data, int kind)
 static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
 {
 	for (uint64_t i = first; i < first + n; i++)
-		while (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_INSTALLING &&
+		while (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_INSTALLING &&
 		       !d->failed && !d->stop)
 			sched_yield();
 	madvise(d->stage + first * MIG_PAGE_SIZE, n * MIG_PAGE_SIZE, MADV_DONTNEED);
-}
-
-/* Page i's staged copy, for install(): NULL for a zero page. */
-static const void *staged_copy(const struct mig_dest *d, uint64_t i)
-{
-	return d->stage_zero[i] ? NULL : d->stage + i * MIG_PAGE_SIZE;
 }
 
 /* Installs what precopy staged, freeing the staging buffer as it goes (RSS ~ RAM). */
@@ -164,38 +139,19 @@ void *dest_stager_thread(void *arg)
 	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
 		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
 		for (uint64_t i = c; i < c + n; i++)
-			if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED)
-				install(d, i, staged_copy(d, i), 2);
+			if (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_STAGED)
+				install_staged(d, i);
 		release_stage(d, c, n);
 	}
 	return NULL;
 }
 
-int mig_dest_fault(struct mig_dest *d, uint64_t off)
+/* Ask the source for page i, which the fault moved to REQUESTED at fault_ns. */
+static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 {
-	if (off >= d->vm->ram_size)
-		return -ERANGE;
-	uint64_t i = off / MIG_PAGE_SIZE;
-	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
-	for (;;) {
-		if (st == PG_PRESENT)
-			return 1;
-		if (st == PG_STAGED) {
-			install(d, i, staged_copy(d, i), 2);
-			return 1;
-		}
-		if (st != PG_MISSING) {
-			__atomic_fetch_add(&d->dedup, 1, __ATOMIC_RELAXED);
-			return 0;
-		}
-		d->t_fault[i] = mig_now_ns();
-		if (__atomic_compare_exchange_n(&d->pst[i], &st, PG_REQUESTED, 0, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE))
-			break;
-	}
 	__atomic_fetch_add(&d->faults, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&d->outstanding, 1, __ATOMIC_ACQ_REL);
-	mig_stamp(d->stamps, i, MIG_STEP_FAULT, d->t_fault[i]);
+	mig_stamp(d->stamps, i, MIG_STEP_FAULT, fault_ns);
 	struct mig_page_request q = { .count = 1 };
 	uint64_t addr = i * MIG_PAGE_SIZE;
 	pthread_mutex_lock(&d->req_lock);
@@ -205,5 +161,50 @@ int mig_dest_fault(struct mig_dest *d, uint64_t off)
 	pthread_mutex_unlock(&d->req_lock);
 	/* After the send: the request goes first, the receiver's wake-up overlaps it. */
 	mig_spin_request(&d->spin);
-	return 0;
+}
+
+int mig_dest_fault(struct mig_dest *d, uint64_t off)
+{
+	if (off >= d->ram->size)
+		return -ERANGE;
+	uint64_t i = off / MIG_PAGE_SIZE, w = ram_page_word(d->ram, i);
+	switch (ram_word_state(w)) {
+	case RAM_PAGE_STAGED:
+		return install_staged(d, i);
+	case RAM_PAGE_REQUESTED:
+		request_page(d, i, ram_word_time_ns(d->ram, w));
+		return 0;
+	default:
+		/* Installed or being installed since the fault: its install wakes. */
+		__atomic_fetch_add(&d->dedup, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+}
+
+/* The RAM's fault thread asks the migration for its pages. */
+struct dest_source {
+	struct ram_source src;
+	struct mig_dest *d;
+};
+
+static int source_request(struct ram_source *src, struct ram *ram, uint64_t off)
+{
+	struct dest_source *s = (struct dest_source *)src;
+	return mig_dest_fault(s->d, off);
+}
+
+static void source_destroy(struct ram_source *src)
+{
+	free(src);
+}
+
+struct ram_source *mig_dest_page_source(struct mig_dest *d)
+{
+	struct dest_source *s = malloc(sizeof(*s));
+	if (s)
+		*s = (struct dest_source){
+			.src = { .request = source_request, .destroy = source_destroy },
+			.d = d,
+		};
+	return s ? &s->src : NULL;
 }

@@ -23,8 +23,8 @@ static int send_resume(struct mig_dest *d, struct mig_conn *urg, uint32_t flags)
 	if (!bm)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
-		if (st == PG_PRESENT || st == PG_STAGED || st == PG_INSTALLING)
+		enum ram_page_state st = ram_word_state(ram_page_word(d->ram, i));
+		if (st == RAM_PAGE_PRESENT || st == RAM_PAGE_STAGED || st == RAM_PAGE_INSTALLING)
 			wire_bit_set(bm, i);
 	}
 	struct mig_resume rs = { .nr_pages = d->nr_pages, .flags = flags };
@@ -100,7 +100,7 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 {
 	uint64_t again = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) != PG_REQUESTED)
+		if (ram_word_state(ram_page_word(d->ram, i)) != RAM_PAGE_REQUESTED)
 			continue;
 		struct mig_page_request q = { .count = 1 };
 		uint64_t addr = i * MIG_PAGE_SIZE;
@@ -115,7 +115,7 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 static int recover_postcopy(struct mig_dest *d)
 {
 	uint64_t t0 = mig_now_ns();
-	uint64_t missing = d->nr_pages - __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
+	uint64_t missing = d->nr_pages - ram_nr_present(d->ram);
 	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
 	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
 	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
@@ -131,8 +131,7 @@ static int recover_postcopy(struct mig_dest *d)
 			  "source did not reconnect within %d ms after the link broke (%s); "
 			  "stopping: %llu pages never arrived, the VM must not run on",
 			  d->o.recover_ms, cause,
-			  (unsigned long long)(d->nr_pages -
-					       __atomic_load_n(&d->received, __ATOMIC_ACQUIRE)));
+			  (unsigned long long)(d->nr_pages - ram_nr_present(d->ram)));
 		return -ETIMEDOUT;
 	}
 	pthread_mutex_lock(&d->req_lock);
@@ -188,11 +187,17 @@ void *dest_supervisor_thread(void *arg)
  * installed pages stay installed (RESUME lists them); the source starts
  * the switch-over again (DONE(0)).
  */
+void dest_forget_staged(struct mig_dest *d)
+{
+	uint64_t old;
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		ram_claim(d->ram, i, RAM_FROM(RAM_PAGE_STAGED), RAM_PAGE_MISSING, RAM_BY_NONE,
+			  false, &old);
+}
+
 void dest_reset_before_state(struct mig_dest *d)
 {
-	for (uint64_t i = 0; i < d->nr_pages; i++)
-		if (d->pst[i] == PG_STAGED)
-			d->pst[i] = PG_MISSING;
+	dest_forget_staged(d);
 	d->phase0_done = 0;
 	d->broken = 0;
 }

@@ -9,12 +9,30 @@
 
 #include "dest.h"
 
-void dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
+/* What the page record says arrived: PRESENT pages by how they came, and zero pages. */
+struct page_counts {
+	uint64_t present, zero, by[RAM_BY_SOURCE + 1];
+};
+
+static void count_pages(struct mig_dest *d, struct page_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (uint64_t i = 0; d->ram && i < d->nr_pages; i++) {
+		uint64_t w = ram_page_word(d->ram, i);
+		if (ram_word_state(w) != RAM_PAGE_PRESENT)
+			continue;
+		c->present++;
+		c->zero += ram_word_zero(w);
+		c->by[ram_word_by(w)]++;
+	}
+}
+
+static void fill_complete(struct mig_dest *d, const struct page_counts *pc, struct mig_complete *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->pages_received = __atomic_load_n(&d->received, __ATOMIC_ACQUIRE);
-	m->pages_demand = d->pages_demand;
-	m->pages_pushed = d->pages_pushed + d->pages_precopy;
+	m->pages_received = pc->present;
+	m->pages_demand = pc->by[RAM_BY_DEMAND];
+	m->pages_pushed = pc->by[RAM_BY_PUSH] + pc->by[RAM_BY_PRECOPY];
 	m->pages_duplicate = d->pages_dup;
 	m->faults = d->faults;
 	m->requests_sent = d->req_sent;
@@ -29,27 +47,49 @@ void dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
 	m->recoveries = d->recoveries;
 }
 
+void dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
+{
+	struct page_counts pc;
+	count_pages(d, &pc);
+	fill_complete(d, &pc, m);
+}
+
 #define TL_BUCKETS 500
 
+/* Page i's arrival in us since the resume (tr), and its kind: 0 demand, 1 pushed, 2 precopy. */
+static int arrival(struct mig_dest *d, uint64_t i, uint64_t tr, int64_t *rel)
+{
+	uint64_t w = ram_page_word(d->ram, i);
+	if (ram_word_state(w) != RAM_PAGE_PRESENT)
+		return -1;
+	*rel = ((int64_t)ram_word_time_ns(d->ram, w) - (int64_t)tr) / 1000;
+	switch (ram_word_by(w)) {
+	case RAM_BY_DEMAND:
+		return 0;
+	case RAM_BY_PUSH:
+		return 1;
+	default:
+		return 2;
+	}
+}
+
 /*
- * The arrival timeline: pages installed per bucket of bucket_ms since the
- * destination resumed, demand and pushed apart; pages installed before the
- * resume count in bucket 0 (and in before_resume); pages installed from the
- * precopy stage are only counted.  cnt: 2 * buckets counts, the caller frees
- * it; -1 when there is no timeline (never resumed, out of memory).
+ * The arrival timeline, from the page record: pages installed per bucket
+ * of bucket_ms since the destination resumed, demand and pushed apart;
+ * pages installed before the resume count in bucket 0 (and in
+ * before_resume); pages installed from the precopy stage are only counted.
+ * cnt: 2 * buckets counts, the caller frees it; -1 when there is no
+ * timeline (never resumed, out of memory).
  */
 static int build_timeline(struct mig_dest *d, struct mig_timeline *tl, uint32_t **cnt_out)
 {
-	uint64_t t0 = __atomic_load_n(&d->t_tl0, __ATOMIC_RELAXED);
 	uint64_t tr = __atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE);
-	if (!d->t_arr || !t0 || !tr)
+	int64_t last = 0, rel;
+	if (!d->ram || !tr)
 		return -1;
-	int64_t r0 = (int64_t)(tr - t0) / 1000; /* resume, us since t_tl0 */
-	int64_t last = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		uint32_t v = __atomic_load_n(&d->t_arr[i], __ATOMIC_RELAXED);
-		int64_t rel = (int64_t)(v >> 2) - r0;
-		if (v && (v & 3) != 3 && rel > last)
+		int kind = arrival(d, i, tr, &rel);
+		if (kind >= 0 && kind < 2 && rel > last)
 			last = rel;
 	}
 	*tl = (struct mig_timeline){ .bucket_ms = (uint64_t)last / 1000 / TL_BUCKETS + 1 };
@@ -59,20 +99,21 @@ static int build_timeline(struct mig_dest *d, struct mig_timeline *tl, uint32_t 
 		return -1;
 	uint64_t before[2] = { 0, 0 };
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		uint32_t v = __atomic_load_n(&d->t_arr[i], __ATOMIC_RELAXED);
-		if (!v)
+		int kind = arrival(d, i, tr, &rel);
+		if (kind < 0)
 			continue;
-		unsigned kind = (v & 3) - 1;
 		if (kind == 2) {
 			tl->precopy_staged++;
 			continue;
 		}
-		int64_t rel = (int64_t)(v >> 2) - r0;
 		if (rel < 0) {
 			before[kind]++;
 			rel = 0;
 		}
-		cnt[kind * tl->buckets + (uint64_t)rel / 1000 / tl->bucket_ms]++;
+		uint64_t k = (uint64_t)rel / 1000 / tl->bucket_ms;
+		if (k >= tl->buckets)
+			k = tl->buckets - 1; /* arrived after the scan above */
+		cnt[kind * tl->buckets + k]++;
 	}
 	tl->demand = cnt;
 	tl->pushed = cnt + tl->buckets;
@@ -89,11 +130,13 @@ static double ns_to_us(uint64_t from, uint64_t to)
 
 void mig_dest_report(struct mig_dest *d, FILE *f)
 {
+	struct page_counts pc;
 	struct mig_complete c;
-	dest_fill_complete(d, &c);
+	count_pages(d, &pc);
+	fill_complete(d, &pc, &c);
 	int64_t down = (int64_t)(d->resume_rt - d->pause_rt);
 	struct mig_dest_metrics m = {
-		.ram_bytes = d->vm ? d->vm->ram_size : 0,
+		.ram_bytes = d->ram ? d->ram->size : 0,
 		.pages = d->nr_pages,
 		/* not resumed, or the two clocks disagree (another host): null */
 		.downtime_us = d->t_resumed && down >= 0 ? (double)down / 1000.0 : NAN,
@@ -105,16 +148,17 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		    d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0,
 		.bytes_received = d->bytes_rx_prev + (d->urg ? d->urg->rx_bytes : 0) +
 				  (d->bulk ? d->bulk->rx_bytes : 0),
-		.pages_demand = d->pages_demand,
-		.pages_pushed = d->pages_pushed,
-		.pages_precopy = d->pages_precopy,
-		.pages_zero = d->pages_zero,
+		.pages_demand = pc.by[RAM_BY_DEMAND],
+		.pages_pushed = pc.by[RAM_BY_PUSH],
+		.pages_precopy = pc.by[RAM_BY_PRECOPY],
+		.pages_zero = pc.zero,
 		.m = &c,
 		.stamps = { .stamps = d->stamps,
 			    .ev = { { "state_received", d->t_state_rx },
 				    { "bulk_done", d->t_phase0 },
 				    { "state_loaded", d->t_state },
 				    { "vcpus_resumed", d->t_resumed } },
+			    .map = d->ram,
 			    .map_base_ns = d->t_resumed },
 		.recoveries = d->recoveries,
 		.link_down_ms = (double)d->t_broken_ns / 1e6,

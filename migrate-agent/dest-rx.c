@@ -18,53 +18,40 @@ int dest_flush_run(struct mig_dest *d, struct run *run)
 	if (!n)
 		return 0;
 	run->n = 0;
-	int r = 0;
-	uint64_t dups = 0;
-	if (d->vm->install_run) {
-		r = d->vm->install_run(d->vm->ctx, run->first * MIG_PAGE_SIZE,
-				       run->zero ? NULL : run->buf, n);
-		if (r >= 0) {
-			dups = (uint64_t)r;
-			r = 0;
-		}
-	} else {
-		for (unsigned k = 0; k < n && !r; k++) {
-			r = d->vm->install(d->vm->ctx, (run->first + k) * MIG_PAGE_SIZE,
-					   run->zero ? NULL : run->buf + (size_t)k * MIG_PAGE_SIZE);
-			if (r == -EEXIST) {
-				dups++;
-				r = 0;
-			}
-		}
-	}
+	int r = ram_install_claimed(d->ram, run->first, run->zero ? NULL : run->buf, n, run->by);
 	if (r) {
 		for (unsigned k = 0; k < n; k++)
-			__atomic_store_n(&d->pst[run->first + k], run->st[k], __ATOMIC_RELEASE);
+			ram_unclaim(d->ram, run->first + k, run->old[k]);
 		dest_fail(d, "cannot install pages 0x%llx-0x%llx: %s",
 			  (unsigned long long)(run->first * MIG_PAGE_SIZE),
 			  (unsigned long long)((run->first + n) * MIG_PAGE_SIZE - 1), strerror(-r));
 		return r;
 	}
-	if (dups)
-		__atomic_fetch_add(&d->pages_dup, dups, __ATOMIC_RELAXED);
 	uint64_t now = mig_now_ns();
 	for (unsigned k = 0; k < n; k++)
-		dest_installed(d, run->first + k, run->st[k], run->zero, run->kind[k], now);
+		dest_installed(d, run->first + k, run->old[k], now);
+	dest_after_installs(d);
 	return 0;
+}
+
+/* Does page i (zero or not, arrived by) extend the run? */
+static int extends(const struct run *run, uint64_t i, int zero, enum ram_arrival by)
+{
+	return i == run->first + run->n && run->n < RUN_MAX && zero == run->zero && by == run->by;
 }
 
 /* Add page i (raw, zstd or zero) to the run, installing the run first if i does not extend it. */
 static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct mig_page *pg,
-		   const uint8_t *data, int kind, char *err, size_t errlen)
+		   const uint8_t *data, enum ram_arrival by, char *err, size_t errlen)
 {
 	int zero = pg->encoding == MIG_PAGE_ZERO;
-	if (run->n && (i != run->first + run->n || run->n == RUN_MAX || zero != run->zero)) {
+	if (run->n && !extends(run, i, zero, by)) {
 		int r = dest_flush_run(d, run);
 		if (r)
 			return r;
 	}
-	int st = dest_claim(d, i, kind);
-	if (st < 0)
+	uint64_t old;
+	if (!dest_claim(d, i, by, &old))
 		return 0;
 	uint8_t *slot = run->buf + (size_t)run->n * MIG_PAGE_SIZE;
 	if (zero) {
@@ -72,7 +59,7 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	} else if (pg->encoding == MIG_PAGE_ZSTD) {
 		int r = mig_page_decode(pg, data, slot, err, errlen);
 		if (r) {
-			__atomic_store_n(&d->pst[i], (uint8_t)st, __ATOMIC_RELEASE);
+			ram_unclaim(d->ram, i, old);
 			return r;
 		}
 	} else {
@@ -81,10 +68,9 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	if (!run->n) {
 		run->first = i;
 		run->zero = zero;
+		run->by = by;
 	}
-	run->st[run->n] = (uint8_t)st;
-	run->kind[run->n] = (uint8_t)kind;
-	run->n++;
+	run->old[run->n++] = old;
 	return 0;
 }
 
@@ -97,20 +83,32 @@ struct rx_arg {
 static int stage_page(struct mig_dest *d, uint64_t i, const struct mig_page *pg,
 		      const uint8_t *data, char *err, size_t errlen)
 {
-	uint8_t st = __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE);
-	if (st != PG_MISSING && st != PG_STAGED) {
+	unsigned from = RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_STAGED);
+	int zero = pg->encoding == MIG_PAGE_ZERO;
+	uint64_t old;
+	/*
+	 * Decoded first, then the record says STAGED: only this receiver
+	 * writes the staging buffer, and before the switch-over nothing else
+	 * reads it (no vCPU runs yet).
+	 */
+	enum ram_page_state st = ram_word_state(ram_page_word(d->ram, i));
+	if (st != RAM_PAGE_MISSING && st != RAM_PAGE_STAGED) {
 		/* Installed pages stay installed: the record never goes back. */
 		snprintf(err, errlen, "precopy PAGE 0x%llx for a page already installed",
 			 (unsigned long long)pg->addr);
 		return -EPROTO;
 	}
-	int r = 0;
-	d->stage_zero[i] = pg->encoding == MIG_PAGE_ZERO;
-	if (!d->stage_zero[i])
-		r = mig_page_decode(pg, data, d->stage + i * MIG_PAGE_SIZE, err, errlen);
-	if (!r)
-		__atomic_store_n(&d->pst[i], PG_STAGED, __ATOMIC_RELEASE);
-	return r;
+	if (!zero) {
+		int r = mig_page_decode(pg, data, d->stage + i * MIG_PAGE_SIZE, err, errlen);
+		if (r)
+			return r;
+	}
+	if (!ram_claim(d->ram, i, from, RAM_PAGE_STAGED, RAM_BY_PRECOPY, zero, &old)) {
+		snprintf(err, errlen, "precopy PAGE 0x%llx for a page already installed",
+			 (unsigned long long)pg->addr);
+		return -EPROTO;
+	}
+	return 0;
 }
 
 static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, const uint8_t *p,
@@ -129,10 +127,10 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 	}
 	if (precopy)
 		return stage_page(d, i, &pg, data, err, errlen);
-	int kind = (pg.flags & MIG_PAGEF_DEMAND) ? 0 : 1;
-	if (!kind)
+	enum ram_arrival by = (pg.flags & MIG_PAGEF_DEMAND) ? RAM_BY_DEMAND : RAM_BY_PUSH;
+	if (by == RAM_BY_DEMAND)
 		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
-	int r = run_add(d, run, i, &pg, data, kind, err, errlen);
+	int r = run_add(d, run, i, &pg, data, by, err, errlen);
 	/*
 	 * The run grows only with a PAGE already here whole: a run never waits
 	 * for a receive that may block, nor behind other frames (a flood of
@@ -150,7 +148,6 @@ static void rx_done(struct mig_dest *d, const uint8_t *p)
 	if (dn.phase != 0)
 		return; /* DONE(1) is informative: completion is the page record's */
 	pthread_mutex_lock(&d->lock);
-	__atomic_store_n(&d->t_tl0, mig_now_ns(), __ATOMIC_RELAXED);
 	d->phase0_done = 1;
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
@@ -160,12 +157,11 @@ static void rx_done(struct mig_dest *d, const uint8_t *p)
 static void rx_dirty(struct mig_dest *d, const uint8_t *p)
 {
 	const uint8_t *bm = p + sizeof(struct mig_dirty);
-	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		uint8_t st = PG_STAGED;
+	uint64_t old;
+	for (uint64_t i = 0; i < d->nr_pages; i++)
 		if (wire_bit(bm, i))
-			__atomic_compare_exchange_n(&d->pst[i], &st, PG_MISSING, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-	}
+			ram_claim(d->ram, i, RAM_FROM(RAM_PAGE_STAGED), RAM_PAGE_MISSING,
+				  RAM_BY_NONE, false, &old);
 }
 
 /*

@@ -26,10 +26,11 @@ static uint64_t oldest_request(struct mig_dest *d)
 	uint64_t oldest = 0;
 	if (!__atomic_load_n(&d->outstanding, __ATOMIC_ACQUIRE))
 		return 0;
-	for (uint64_t i = 0; i < d->nr_pages; i++)
-		if (__atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_REQUESTED &&
-		    (!oldest || d->t_fault[i] < oldest))
-			oldest = d->t_fault[i];
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		uint64_t w = ram_page_word(d->ram, i), t = ram_word_time_ns(d->ram, w);
+		if (ram_word_state(w) == RAM_PAGE_REQUESTED && (!oldest || t < oldest))
+			oldest = t;
+	}
 	return oldest;
 }
 
@@ -60,8 +61,7 @@ static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb, char *why, 
 			 d->o.idle_ms);
 	else if (req && now > req && now - req > idle)
 		snprintf(why, len, "source left a page request unanswered for %d ms", d->o.idle_ms);
-	else if (!__atomic_load_n(&d->all_present, __ATOMIC_ACQUIRE) && now > work &&
-		 now - work > idle)
+	else if (ram_nr_present(d->ram) < d->nr_pages && now > work && now - work > idle)
 		snprintf(why, len, "source sent nothing but heartbeats for %d ms", d->o.idle_ms);
 	else
 		return 0;

@@ -138,16 +138,13 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 static void start_postcopy_threads(struct mig_dest *d)
 {
 	dest_start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
-	uint64_t staged = 0;
-	for (uint64_t i = 0; i < d->nr_pages; i++)
-		staged += __atomic_load_n(&d->pst[i], __ATOMIC_ACQUIRE) == PG_STAGED;
-	if (staged) {
+	if (dest_count_state(d, RAM_PAGE_STAGED)) {
 		d->stager_on = pthread_create(&d->stager, NULL, dest_stager_thread, d) == 0;
 		if (!d->stager_on)
 			dest_fail(d, "cannot start the stager thread");
 	} else {
 		/* Nothing staged is valid (or there was no precopy): all of it goes. */
-		madvise(d->stage, d->vm->ram_size, MADV_DONTNEED);
+		madvise(d->stage, d->ram->size, MADV_DONTNEED);
 	}
 	d->sup_on = pthread_create(&d->sup, NULL, dest_supervisor_thread, d) == 0;
 	if (!d->sup_on)

@@ -7,12 +7,12 @@
  *                    failing the migration, the ERROR frame
  *   dest-accept.c    listening: one handshake thread per connection (TLS,
  *                    HELLO, AUTH), the session claim, pairs of channels
- *   dest-incoming.c  mig_dest_incoming(): the page record's allocation,
- *                    LAYOUT, the precopy's end, STATE
+ *   dest-incoming.c  mig_dest_incoming(): the staging buffer, LAYOUT, the
+ *                    precopy's end, STATE
  *   dest-rx.c        the receiver threads: frames from the source, precopy
  *                    pages staged, postcopy pages batched into runs
- *   dest-install.c   the page record: faults (mig_dest_fault()), claims,
- *                    installs, the stager, completion
+ *   dest-install.c   the page record's use (it is the RAM's, vmm/ram.h):
+ *                    faults (mig_dest_fault()), claims, the stager, completion
  *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
  *   dest-watch.c     liveness: heartbeats out, silence in (the watchdog)
  *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
@@ -45,6 +45,7 @@
 #include "migrate/auth.h"
 #include "spin.h"
 #include "stamps.h"
+#include "vmm/ram.h"
 
 #define MAX_HANDSHAKES_ 32 /* see MAX_HANDSHAKES (dest-accept.c) */
 
@@ -54,42 +55,27 @@ struct hs_slot {
 	uint64_t t0;  /* when it was accepted */
 };
 
-/* A page's state in the page record, d->pst (dest.c, at the top). */
-enum {
-	PG_MISSING,
-	PG_REQUESTED,
-	PG_INSTALLING,
-	PG_PRESENT,
-	PG_STAGED
-};
-
 struct mig_dest {
 	struct mig_opts o;
 	struct sockaddr_in sa;
 	int lfd;
 	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 	struct mig_dest_vm *vm;
+	/*
+	 * The page record is the RAM's (vmm/ram.h): where each page is, how
+	 * and when it came.  This side keeps transport state only.
+	 */
+	struct ram *ram;
 	uint64_t nr_pages, session;
 	uint32_t features;
-	uint8_t *pst;
-	uint64_t *t_fault;
+	/*
+	 * Precopy pages wait here, at their RAM offset, until the switch-over
+	 * (STAGED in the record).  A zero page is only a flag in the record:
+	 * writing 4 KiB of zeros here faults a page in (~7 us each), and the
+	 * precopy of a mostly empty guest is mostly zero markers.
+	 */
 	uint8_t *stage;
-	/*
-	 * Per page, whether its staged copy is a zero page: kept out of the
-	 * staging buffer (writing 4 KiB of zeros there faults a page in, ~7 us
-	 * each here, and the precopy of a mostly empty guest is mostly zero
-	 * markers) and installed with the zero-page call.  Written before the
-	 * page's PG_STAGED release store, read after its acquire.
-	 */
-	uint8_t *stage_zero;
-	/*
-	 * Arrival timeline: per page, 0 (not installed) or (us since t_tl0) << 2
-	 * | (kind + 1), written once by the thread that installed the page.
-	 * t_tl0 is the switch-over (phase 0 done), before any install.
-	 */
-	uint32_t *t_arr;
-	uint64_t t_tl0;
-	struct mig_stamps *stamps; /* per-fault steps, page map (bench) */
+	struct mig_stamps *stamps; /* per-fault steps (bench) */
 	struct mig_spin spin;	   /* the urgent receiver's (spin.h) */
 
 	/* req_lock guards which connections are live (urg/bulk/link_ok). */
@@ -99,7 +85,7 @@ struct mig_dest {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int phase0_done, state_rx, broken, failed, all_present, complete_sent, stop;
+	int phase0_done, state_rx, broken, failed, complete_sent, stop;
 	char why[320];
 
 	pthread_t rx_urg, rx_bulk, sup, stager, watch;
@@ -121,8 +107,7 @@ struct mig_dest {
 
 	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
 	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */
-	uint64_t received, pages_demand, pages_pushed, pages_precopy, pages_dup, faults, req_sent,
-	    dedup, pages_zero;
+	uint64_t pages_dup, faults, req_sent, dedup; /* atomic counters */
 	pthread_mutex_t lat_lock;
 	struct mig_lat lat;
 	uint64_t t_state_rx, t_phase0;
@@ -131,13 +116,12 @@ struct mig_dest {
 };
 
 /*
- * A run of consecutive data pages received together on one channel,
- * claimed (PG_INSTALLING) and copied to a page-aligned buffer (or a run of
- * zero pages, nothing copied), installed
- * with one call into the kernel (vm->install_run) when the run is full, when
- * a page that does not extend it arrives, and always before the receiver
- * may block: a faulting vCPU never waits on a run for more than the frames
- * already received.
+ * A run of consecutive pages of one kind received together on one channel,
+ * claimed (INSTALLING) and copied to a page-aligned buffer (or a run of
+ * zero pages, nothing copied), installed with one call into the kernel
+ * (ram_install_claimed()) when the run is full, when a page that does not
+ * extend it arrives, and always before the receiver may block: a faulting
+ * vCPU never waits on a run for more than the frames already received.
  */
 #define RUN_MAX 32
 
@@ -145,9 +129,9 @@ struct run {
 	uint8_t *buf; /* RUN_MAX pages, private anonymous */
 	uint64_t first;
 	unsigned n;
-	int zero; /* a run of zero pages (nothing in buf) */
-	uint8_t st[RUN_MAX];
-	uint8_t kind[RUN_MAX];
+	int zero;	       /* a run of zero pages (nothing in buf) */
+	enum ram_arrival by;   /* every page's */
+	uint64_t old[RUN_MAX]; /* the record's words the claims replaced */
 };
 
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
@@ -181,14 +165,18 @@ int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on);
 
 /* dest-install.c */
+uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st);
+int dest_all_present(struct mig_dest *d);
 void dest_try_complete(struct mig_dest *d);
-int dest_claim(struct mig_dest *d, uint64_t i, int kind);
-void dest_installed(struct mig_dest *d, uint64_t i, uint8_t st, int zero, int kind, uint64_t now);
+bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
+void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
+void dest_after_installs(struct mig_dest *d);
 void *dest_stager_thread(void *arg);
 
 /* dest-recover.c */
 void dest_send_running(struct mig_dest *d, struct mig_conn *urg);
 void *dest_supervisor_thread(void *arg);
+void dest_forget_staged(struct mig_dest *d);
 void dest_reset_before_state(struct mig_dest *d);
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen);
 

@@ -9,6 +9,7 @@
 
 #include "metrics.h"
 #include "stamps.h"
+#include "vmm/ram.h"
 
 #define MAP_MAX_POINTS 65536
 
@@ -95,35 +96,37 @@ static json *stamp_records(const struct mig_stamps *s)
 	return a;
 }
 
-/* Every installed page (every k-th if there are more than MAP_MAX_POINTS). */
-static json *page_map(const struct mig_stamps *s, uint64_t base)
+/*
+ * The page map, from the page record: every installed page (every k-th if
+ * there are more than MAP_MAX_POINTS) with its arrival time since base, how
+ * it came (0 demand, 1 pushed, 2 precopy) and whether it is a zero page.
+ */
+static json *page_map(const struct ram *ram, uint64_t base)
 {
-	uint64_t nr = mig_stamps_pages(s), every = nr / MAP_MAX_POINTS + 1;
+	uint64_t nr = ram->nr_pages, every = nr / MAP_MAX_POINTS + 1;
 	json *o = json_object_new_object(), *a = json_object_new_array();
 	put_u64(o, "every", every);
 	for (uint64_t i = 0; a && i < nr; i += every) {
-		unsigned kind, zero;
-		uint64_t t = mig_stamps_installed(s, i, &kind, &zero);
-		if (!t)
+		uint64_t w = ram_page_word(ram, i);
+		if (ram_word_state(w) != RAM_PAGE_PRESENT)
 			continue;
+		enum ram_arrival by = ram_word_by(w);
+		unsigned kind = by == RAM_BY_DEMAND ? 0 : by == RAM_BY_PUSH ? 1 : 2;
+		double t = (double)ram_word_time_ns(ram, w);
 		json *p = json_object_new_array_ext(4);
 		json_object_array_add(p, json_object_new_uint64(i));
-		json_object_array_add(p, num(((double)t - (double)base) / 1000.0, 1));
+		json_object_array_add(p, num((t - (double)base) / 1000.0, 1));
 		json_object_array_add(p, json_object_new_uint64(kind));
-		json_object_array_add(p, json_object_new_uint64(zero));
+		json_object_array_add(p, json_object_new_uint64(ram_word_zero(w)));
 		json_object_array_add(a, p);
 	}
 	json_object_object_add(o, "pages", a);
 	return o;
 }
 
-static int any_installed(const struct mig_stamps *s)
+static int any_installed(const struct ram *ram)
 {
-	unsigned kind, zero;
-	for (uint64_t i = 0; i < mig_stamps_pages(s); i++)
-		if (mig_stamps_installed(s, i, &kind, &zero))
-			return 1;
-	return 0;
+	return ram_nr_present((struct ram *)ram) > 0;
 }
 
 static json *stamps(const struct mig_stamps_view *v)
@@ -142,9 +145,9 @@ static json *stamps(const struct mig_stamps_view *v)
 	json_object_object_add(o, "switchover", sw);
 	json_object_object_add(o, "records", stamp_records(v->stamps));
 	put_u64(o, "dropped", mig_stamps_dropped(v->stamps));
-	if (v->map_base_ns && any_installed(v->stamps)) {
+	if (v->map && v->map_base_ns && any_installed(v->map)) {
 		put_u64(o, "map_base_ns", v->map_base_ns);
-		json_object_object_add(o, "page_map", page_map(v->stamps, v->map_base_ns));
+		json_object_object_add(o, "page_map", page_map(v->map, v->map_base_ns));
 	}
 	return o;
 }

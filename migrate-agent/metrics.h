@@ -17,6 +17,7 @@
 #include "migrate/wire.h"
 
 struct mig_stamps;
+struct ram;
 
 /* A named moment of the switch-over (CLOCK_MONOTONIC ns; 0: did not happen). */
 struct mig_stamp_event {
@@ -30,7 +31,8 @@ struct mig_stamp_event {
 struct mig_stamps_view {
 	const struct mig_stamps *stamps; /* NULL: "stamps": null */
 	struct mig_stamp_event ev[MIG_SWITCHOVER_EVENTS];
-	uint64_t map_base_ns; /* 0: no page map (the source) */
+	const struct ram *map; /* the page record the page map is drawn from; NULL: none */
+	uint64_t map_base_ns;
 };
 
 /* The destination's arrival timeline: pages installed per bucket. */

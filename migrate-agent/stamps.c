@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Step stamps of demand faults and the destination's page map (stamps.h).
- * Memory: 4 bytes per guest page for the record index, 9 for the page map,
- * and MIG_STAMPS_MAX records of 56 bytes.
+ * Step stamps of demand faults (stamps.h).  Memory: 4 bytes per guest
+ * page for the record index, and MIG_STAMPS_MAX records of 56 bytes.
  */
 #include <stdlib.h>
 
@@ -13,8 +12,6 @@ struct mig_stamps {
 	uint32_t *index;		/* per page: record number + 1, 0 = none */
 	uint64_t (*rec)[MIG_STEPS + 1]; /* page, then one time per step */
 	uint32_t nrec, dropped;
-	uint64_t *map_ns;   /* per page: install time, 0 = not installed */
-	uint8_t *map_flags; /* kind | zero << 2 */
 };
 
 struct mig_stamps *mig_stamps_new(uint64_t nr_pages)
@@ -25,9 +22,7 @@ struct mig_stamps *mig_stamps_new(uint64_t nr_pages)
 	s->nr_pages = nr_pages;
 	s->index = calloc(nr_pages, sizeof(*s->index));
 	s->rec = calloc(MIG_STAMPS_MAX, sizeof(*s->rec));
-	s->map_ns = calloc(nr_pages, sizeof(*s->map_ns));
-	s->map_flags = calloc(nr_pages, sizeof(*s->map_flags));
-	if (!s->index || !s->rec || !s->map_ns || !s->map_flags) {
+	if (!s->index || !s->rec) {
 		mig_stamps_free(s);
 		return NULL;
 	}
@@ -40,8 +35,6 @@ void mig_stamps_free(struct mig_stamps *s)
 		return;
 	free(s->index);
 	free(s->rec);
-	free(s->map_ns);
-	free(s->map_flags);
 	free(s);
 }
 
@@ -78,19 +71,6 @@ void mig_stamp(struct mig_stamps *s, uint64_t page, enum mig_step step, uint64_t
 					    __ATOMIC_RELAXED);
 }
 
-void mig_stamps_install(struct mig_stamps *s, uint64_t page, int kind, int zero, uint64_t ns)
-{
-	if (!s || page >= s->nr_pages)
-		return;
-	s->map_flags[page] = (uint8_t)(kind | (zero ? 4 : 0));
-	__atomic_store_n(&s->map_ns[page], ns, __ATOMIC_RELEASE);
-}
-
-uint64_t mig_stamps_pages(const struct mig_stamps *s)
-{
-	return s->nr_pages;
-}
-
 uint32_t mig_stamps_records(const struct mig_stamps *s)
 {
 	return s->nrec < MIG_STAMPS_MAX ? s->nrec : MIG_STAMPS_MAX;
@@ -109,13 +89,4 @@ int mig_stamps_record(const struct mig_stamps *s, uint32_t k, uint64_t out[MIG_S
 	for (int j = 0; j <= MIG_STEPS; j++)
 		out[j] = s->rec[k][j];
 	return 0;
-}
-
-uint64_t mig_stamps_installed(const struct mig_stamps *s, uint64_t page, unsigned *kind,
-			      unsigned *zero)
-{
-	uint64_t t = __atomic_load_n(&s->map_ns[page], __ATOMIC_ACQUIRE);
-	*kind = s->map_flags[page] & 3;
-	*zero = s->map_flags[page] >> 2;
-	return t;
 }

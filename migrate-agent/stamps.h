@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Step stamps: where each microsecond of a demand fault goes, and the
- * destination's page map, for the benchmark (docs/bench.md).
+ * Step stamps: where each microsecond of a demand fault goes, for the
+ * benchmark (docs/bench.md).  The destination's page map is drawn from the
+ * page record (vmm/ram.h), not from here.
  *
  * Each side records, per requested page, the CLOCK_MONOTONIC time
  * (mig_now_ns()) of the steps it sees; nothing goes on the wire.  On one
@@ -44,17 +45,11 @@ struct mig_stamps *mig_stamps_new(uint64_t nr_pages);
 void mig_stamps_free(struct mig_stamps *s);
 
 void mig_stamp(struct mig_stamps *s, uint64_t page, enum mig_step step, uint64_t ns);
-/* Destination: page installed at ns; kind 0 demand, 1 pushed, 2 precopy. */
-void mig_stamps_install(struct mig_stamps *s, uint64_t page, int kind, int zero, uint64_t ns);
 
 /* Reading them back, for the summary (metrics.c), after the migration. */
-uint64_t mig_stamps_pages(const struct mig_stamps *s);
 uint32_t mig_stamps_records(const struct mig_stamps *s); /* slots used, live or not */
 uint32_t mig_stamps_dropped(const struct mig_stamps *s);
 /* Record k into out (page, then one time per step); 0, or -1 for a slot lost to a race. */
 int mig_stamps_record(const struct mig_stamps *s, uint32_t k, uint64_t out[MIG_STEPS + 1]);
-/* Install time of page (0: not installed), its kind and zero flag. */
-uint64_t mig_stamps_installed(const struct mig_stamps *s, uint64_t page, unsigned *kind,
-			      unsigned *zero);
 
 #endif /* MIGRATE_STAMPS_H */

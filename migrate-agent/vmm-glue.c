@@ -138,36 +138,6 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 
 /* ---- Destination ---- */
 
-/* A page-aligned anonymous page per thread: moving back ends take it. */
-static _Thread_local uint8_t *bounce;
-
-static int dst_install(void *ctx, uint64_t off, const void *data)
-{
-	struct migrate_glue *gl = ctx;
-	struct ram *ram = vm_ram(gl->vm);
-	int r;
-	if (!data) {
-		r = ram_install_zero(ram, off);
-	} else {
-		if (!bounce) {
-			void *p = mmap(NULL, MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			if (p == MAP_FAILED)
-				return -ENOMEM;
-			bounce = p;
-		}
-		memcpy(bounce, data, MIG_PAGE_SIZE);
-		r = ram_install(ram, off, bounce);
-	}
-	return r == 1 ? -EEXIST : r;
-}
-
-static int dst_install_run(void *ctx, uint64_t off, void *data, uint64_t n)
-{
-	struct migrate_glue *gl = ctx;
-	return ram_install_run(vm_ram(gl->vm), off, data, n);
-}
-
 static int dst_load(void *ctx, const void *blob, size_t len)
 {
 	struct migrate_glue *gl = ctx;
@@ -177,30 +147,6 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 	if (r < 0)
 		fprintf(stderr, "vmm: cannot load the migrated state: %s\n", why);
 	return r;
-}
-
-/*
- * The destination's page source: the migration.  The RAM owns it (and
- * destroys it in ram_exit(), after migrate_finish()); it is only asked for
- * pages while the fault thread runs, which migrate_finish() stops first.
- */
-struct glue_source {
-	struct ram_source src;
-	struct migrate_glue *gl;
-};
-
-static void src_destroy(struct ram_source *s)
-{
-	free(s);
-}
-
-static int src_request(struct ram_source *s, struct ram *ram, uint64_t off)
-{
-	struct migrate_glue *gl = ((struct glue_source *)s)->gl;
-	int r = mig_dest_fault(gl->dest, off);
-	if (r == 1)
-		return ram->ops->wake(ram, off, MIG_PAGE_SIZE);
-	return r < 0 ? r : RAM_SOURCE_PENDING;
 }
 
 static void write_dest_metrics(struct migrate_glue *gl)
@@ -389,23 +335,24 @@ static int prepare_incoming(struct migrate_glue *gl)
 		       "%s can send this VMM a VM, and anyone on the path can read the guest's "
 		       "memory and the session secret (docs/security.md)\n",
 		       gl->o->incoming);
-	struct glue_source *src = malloc(sizeof(*src));
+	/*
+	 * The RAM owns the source (and destroys it in ram_exit(), after
+	 * migrate_finish()); it is only asked for pages while the fault thread
+	 * runs, which migrate_finish() stops first.
+	 */
+	struct ram_source *src = mig_dest_page_source(gl->dest);
 	if (!src)
 		return -ENOMEM;
-	*src = (struct glue_source){ .src = { .request = src_request, .destroy = src_destroy },
-				     .gl = gl };
-	int r = ram_start_faults(ram, &src->src, gl->o->busy_poll);
+	int r = ram_start_faults(ram, src, gl->o->busy_poll);
 	if (r < 0) {
-		if (ram->source != &src->src) /* else the RAM destroys it */
-			free(src);
+		if (ram->source != src) /* else the RAM destroys it */
+			src->destroy(src);
 		pr_vmm("cannot start the fault thread: %s\n", strerror(-r));
 		return r;
 	}
 	gl->dest_vm = (struct mig_dest_vm){
 		.ctx = gl,
-		.ram_size = ram->size,
-		.install = dst_install,
-		.install_run = dst_install_run,
+		.ram = ram,
 		.load_state = dst_load,
 	};
 	gl->dest_vm.nr_regions = glue_regions(gl->vm, gl->dest_vm.regions);

@@ -1,10 +1,14 @@
 # vmm: the KVM virtual machine monitor.
 # VMM_LIB_SRCS is everything but the commands: the migration agent links it.
 
-VMM_LIB_SRCS := vmm/vm.c vmm/state.c vmm/util.c vmm/snapshot.c \
+# RAM_SRCS is guest RAM alone (no KVM): the page record, the fault thread,
+# the back ends, the synchronous sources.  The migration library and the
+# back-end benchmark link it too.
+RAM_SRCS := vmm/ram/ram.c vmm/ram/record.c vmm/ram/fault.c vmm/ram/uffd.c vmm/ram/userfault.c \
+	vmm/ram/source.c vmm/util.c
+VMM_LIB_SRCS := vmm/vm.c vmm/state.c vmm/snapshot.c \
 	vmm/arch/x86/boot.c vmm/arch/x86/cpu.c vmm/arch/x86/cpuid.c vmm/arch/x86/tsc.c \
-	vmm/hw/serial.c vmm/hw/guest-port.c \
-	vmm/ram/ram.c vmm/ram/uffd.c vmm/ram/userfault.c vmm/ram/source.c
+	vmm/hw/serial.c vmm/hw/guest-port.c $(RAM_SRCS)
 VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c \
 	vmm/builtin-probe.c
 

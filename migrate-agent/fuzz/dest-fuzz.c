@@ -2,9 +2,9 @@
 /*
  * dest-fuzz: libFuzzer target for the destination's protocol logic, not
  * only its parser.  It links the library, drives the destination's own
- * steps (migrate-agent/dest.h), builds a destination around a fake VM (RAM
- * with its own "page tables": a present bit per page, installs that say
- * -EEXIST for a present page) and plays one
+ * steps (migrate-agent/dest.h), builds a destination around a fake VM (lazy
+ * RAM whose back end is a fake with its own "page tables": a present bit
+ * per page, installs that say -EEXIST for a present page) and plays one
  * whole session of frames from the source on the two channels, exactly as
  * the receive threads do (header and payload checks, then dest_rx_frame()).
  *
@@ -19,7 +19,7 @@
  * Invariants checked after every session (abort() when broken):
  *   - the page record and the fake page tables agree: PRESENT <=> present;
  *     no page is left INSTALLING;
- *   - the received counter equals the number of PRESENT pages;
+ *   - the RAM's present counter equals the number of PRESENT pages;
  *   - COMPLETE went out only with every page PRESENT;
  *   - every rejection came with a message.
  */
@@ -34,31 +34,37 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct {
-	uint8_t *ram, *present;
+	uint8_t *present;
 	uint64_t nr_pages;
 } fake;
 
-static int fake_install(void *ctx, uint64_t off, const void *page)
+static int fake_install(struct ram *ram, uint64_t off, void *page)
 {
-	(void)ctx;
 	uint64_t i = off / MIG_PAGE_SIZE;
 	if (off % MIG_PAGE_SIZE || i >= fake.nr_pages)
 		abort(); /* the library must never install outside RAM */
 	if (fake.present[i])
 		return -EEXIST;
 	if (page)
-		memcpy(fake.ram + off, page, MIG_PAGE_SIZE);
+		memcpy(ram->host + off, page, MIG_PAGE_SIZE);
 	else
-		memset(fake.ram + off, 0, MIG_PAGE_SIZE);
+		memset(ram->host + off, 0, MIG_PAGE_SIZE);
 	fake.present[i] = 1;
 	return 0;
 }
 
-static int fake_install_run(void *ctx, uint64_t off, void *pages, uint64_t n)
+static int fake_zero(struct ram *ram, uint64_t off, uint64_t len)
+{
+	if (len != MIG_PAGE_SIZE)
+		abort(); /* one page at a time without zero_run */
+	return fake_install(ram, off, NULL);
+}
+
+static int fake_run(struct ram *ram, uint64_t off, void *pages, uint64_t len)
 {
 	int dups = 0;
-	for (uint64_t k = 0; k < n; k++) {
-		int r = fake_install(ctx, off + k * MIG_PAGE_SIZE,
+	for (uint64_t k = 0; k < len / MIG_PAGE_SIZE; k++) {
+		int r = fake_install(ram, off + k * MIG_PAGE_SIZE,
 				     pages ? (uint8_t *)pages + k * MIG_PAGE_SIZE : NULL);
 		if (r == -EEXIST)
 			dups++;
@@ -67,6 +73,50 @@ static int fake_install_run(void *ctx, uint64_t off, void *pages, uint64_t n)
 	}
 	return dups;
 }
+
+static int fake_zero_run(struct ram *ram, uint64_t off, uint64_t len)
+{
+	return fake_run(ram, off, NULL, len);
+}
+
+static int fake_ok(void)
+{
+	return 0;
+}
+
+static int fake_arm(struct ram *ram)
+{
+	return 0;
+}
+
+static int fake_wake(struct ram *ram, uint64_t off, uint64_t len)
+{
+	return 0;
+}
+
+static void fake_disarm(struct ram *ram)
+{
+}
+
+/* One without runs and one with: the library's page-by-page path and its run path. */
+static const struct ram_backend_ops fake_ops[2] = {
+	{ .name = "fake",
+	  .probe = fake_ok,
+	  .arm = fake_arm,
+	  .install = fake_install,
+	  .zero = fake_zero,
+	  .wake = fake_wake,
+	  .disarm = fake_disarm },
+	{ .name = "fake-runs",
+	  .probe = fake_ok,
+	  .arm = fake_arm,
+	  .install = fake_install,
+	  .install_run = fake_run,
+	  .zero_run = fake_zero_run,
+	  .zero = fake_zero,
+	  .wake = fake_wake,
+	  .disarm = fake_disarm },
+};
 
 static int fake_load_state(void *ctx, const void *blob, size_t len)
 {
@@ -100,7 +150,7 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 		c[k]->fd = dup(devnull);
 		c[k]->name = k ? "bulk" : "urgent";
 		pthread_mutex_init(&c[k]->tx_lock, NULL);
-		c[k]->wire = (struct mig_wire_ctx){ .ram_size = vm->ram_size,
+		c[k]->wire = (struct mig_wire_ctx){ .ram_size = vm->ram->size,
 						    .features = d->features,
 						    .hello_seen = 1,
 						    .peer_role = MIG_ROLE_SOURCE };
@@ -119,11 +169,12 @@ static void check_invariants(struct mig_dest *d)
 {
 	uint64_t present = 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		if (d->pst[i] == PG_INSTALLING || (d->pst[i] == PG_PRESENT) != fake.present[i])
+		enum ram_page_state st = ram_word_state(ram_page_word(d->ram, i));
+		if (st == RAM_PAGE_INSTALLING || (st == RAM_PAGE_PRESENT) != fake.present[i])
 			abort();
-		present += d->pst[i] == PG_PRESENT;
+		present += st == RAM_PAGE_PRESENT;
 	}
-	if (d->received != present)
+	if (ram_nr_present(d->ram) != present)
 		abort();
 	if (d->complete_sent && present != d->nr_pages)
 		abort();
@@ -202,16 +253,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	uint8_t mode = data[0];
 	fake.nr_pages = 16u << ((mode >> 2) & 3);
-	fake.ram = calloc(fake.nr_pages, MIG_PAGE_SIZE);
 	fake.present = calloc(fake.nr_pages, 1);
-	if (!fake.ram || !fake.present)
+	struct ram ram;
+	if (!fake.present ||
+	    ram_init(&ram, fake.nr_pages * MIG_PAGE_SIZE, &fake_ops[mode >> 5 & 1]))
 		abort();
 	struct mig_dest_vm vm = {
-		.ram_size = fake.nr_pages * MIG_PAGE_SIZE,
+		.ram = &ram,
 		.nr_regions = 1,
 		.regions = { { .gpa = 0, .size = fake.nr_pages * MIG_PAGE_SIZE } },
-		.install = fake_install,
-		.install_run = (mode & 0x20) ? fake_install_run : NULL,
 		.load_state = fake_load_state,
 	};
 	struct mig_dest *d = fake_dest(&vm, mode, devnull);
@@ -228,7 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_invariants(d);
 	free(copy);
 	free_dest(d);
-	free(fake.ram);
+	ram_exit(&ram);
 	free(fake.present);
 	mig_wire_thread_cleanup();
 	return 0;

@@ -3,15 +3,16 @@
  * mig-memtest: the migration library end to end on plain memory, without a
  * VM: the "guest RAM" is an anonymous mapping, the "VM state" a small blob
  * carrying the RAM checksum taken at the pause, and the "vCPUs" are threads.
- * The destination arms its RAM with userfaultfd (missing mode, UFFDIO_COPY /
- * UFFDIO_ZEROPAGE), exactly the stock-kernel back end the VMM uses, so
- * demand faults, the background push, recovery and the metrics are all
- * exercised for real.
+ * The destination's RAM is the VMM's own lazy RAM (vmm/ram.h) with the
+ * stock-kernel back end (userfaultfd, UFFDIO_COPY / UFFDIO_ZEROPAGE), its
+ * page record and its fault thread, so demand faults, the background push,
+ * recovery and the metrics are all exercised for real, through the same
+ * code as in the VMM.
  *
  *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
- *                    [--metrics FILE] [--recover-ms MS]
+ *                    [--metrics FILE] [--recover-ms MS] [--busy-poll]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *
  * The source keeps a writer thread dirtying pages until the pause (so
@@ -39,6 +40,7 @@
 
 #include "migrate/migrate.h"
 #include "migrate/net.h"
+#include "vmm/ram.h"
 
 #define STATE_MAGIC 0x54534d4dull
 
@@ -221,76 +223,13 @@ static int run_source(struct mig_opts *o)
 	return 0;
 }
 
-/* ---- Destination: userfaultfd-armed RAM ---- */
+/* ---- Destination: the VMM's lazy RAM ---- */
 
-static int uffd = -1;
+static struct ram dram;
+static bool busy_poll; /* the fault thread spins instead of sleeping in poll() */
 static struct mig_dest *dest;
 static uint32_t expect_sum;
 static int have_state;
-
-static int dst_install(void *ctx, uint64_t off, const void *data)
-{
-	int r;
-	if (data) {
-		struct uffdio_copy c = {
-			.dst = (uint64_t)(uintptr_t)(ram + off),
-			.src = (uint64_t)(uintptr_t)data,
-			.len = MIG_PAGE_SIZE,
-		};
-		r = ioctl(uffd, UFFDIO_COPY, &c);
-	} else {
-		struct uffdio_zeropage z = {
-			.range = { .start = (uint64_t)(uintptr_t)(ram + off),
-				   .len = MIG_PAGE_SIZE },
-		};
-		r = ioctl(uffd, UFFDIO_ZEROPAGE, &z);
-	}
-	if (r < 0 && errno == EAGAIN) /* mm changing: retry once */
-		return dst_install(ctx, off, data);
-	return r < 0 ? -errno : 0;
-}
-
-/*
- * n pages in one UFFDIO_COPY (data NULL: UFFDIO_ZEROPAGE), continuing after
- * a partial copy or a page already there.
- */
-static int dst_install_run(void *ctx, uint64_t off, void *data, uint64_t n)
-{
-	(void)ctx;
-	uint64_t done = 0, len = n * MIG_PAGE_SIZE;
-	int existed = 0;
-	while (done < len) {
-		int64_t res;
-		int r;
-		if (data) {
-			struct uffdio_copy c = {
-				.dst = (uint64_t)(uintptr_t)(ram + off + done),
-				.src = (uint64_t)(uintptr_t)data + done,
-				.len = len - done,
-			};
-			r = ioctl(uffd, UFFDIO_COPY, &c);
-			res = c.copy;
-		} else {
-			struct uffdio_zeropage z = {
-				.range = { .start = (uint64_t)(uintptr_t)(ram + off + done),
-					   .len = len - done },
-			};
-			r = ioctl(uffd, UFFDIO_ZEROPAGE, &z);
-			res = z.zeropage;
-		}
-		if (r == 0)
-			return existed;
-		if (res > 0) {
-			done += (uint64_t)res;
-		} else if (res == -EEXIST) {
-			existed++;
-			done += MIG_PAGE_SIZE;
-		} else if (res != -EAGAIN) {
-			return res < 0 ? (int)res : -errno;
-		}
-	}
-	return existed;
-}
 
 static int dst_load(void *ctx, const void *blob, size_t len)
 {
@@ -303,51 +242,6 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 	expect_sum = b.checksum;
 	have_state = 1;
 	return 0;
-}
-
-static int fault_stop;
-
-/*
- * The fault loop: drain every pending event, hand each to the library.
- * It spins briefly on the non-blocking fd before sleeping in poll(): a
- * wake-up costs more than a page on this machine (docs/migration.md).
- */
-static void *fault_thread(void *arg)
-{
-	struct uffd_msg msg[16];
-	uint64_t idle_since = 0;
-	while (!__atomic_load_n(&fault_stop, __ATOMIC_ACQUIRE)) {
-		ssize_t n = read(uffd, msg, sizeof(msg));
-		if (n < 0 && errno == EAGAIN) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-			if (!idle_since)
-				idle_since = now;
-			if (now - idle_since > 50000) {
-				struct pollfd p = { .fd = uffd, .events = POLLIN };
-				poll(&p, 1, 100);
-				idle_since = 0;
-			}
-			continue;
-		}
-		if (n <= 0)
-			break;
-		idle_since = 0;
-		for (unsigned k = 0; k < n / sizeof(msg[0]); k++) {
-			if (msg[k].event != UFFD_EVENT_PAGEFAULT)
-				continue;
-			uint64_t off =
-			    (msg[k].arg.pagefault.address & ~(uint64_t)(MIG_PAGE_SIZE - 1)) -
-			    (uint64_t)(uintptr_t)ram;
-			if (mig_dest_fault(dest, off) == 1) {
-				struct uffdio_range w = { .start = (uint64_t)(uintptr_t)(ram + off),
-							  .len = MIG_PAGE_SIZE };
-				ioctl(uffd, UFFDIO_WAKE, &w);
-			}
-		}
-	}
-	return arg;
 }
 
 static const char *touch = "random";
@@ -391,37 +285,31 @@ static int run_dest(struct mig_opts *o)
 		fprintf(stderr, "memtest: dest: %s\n", err);
 		return 1;
 	}
-	uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (uffd < 0) {
-		fprintf(stderr, "memtest: dest: userfaultfd: %s\n", strerror(errno));
+	int r = ram_init(&dram, ram_size, &ram_backend_uffd);
+	if (r) {
+		fprintf(stderr, "memtest: dest: lazy RAM (userfaultfd): %s\n", strerror(-r));
 		return 77;
 	}
-	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = {
-		.range = { .start = (uint64_t)(uintptr_t)ram, .len = ram_size },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
-	};
-	if (ioctl(uffd, UFFDIO_API, &api) < 0 || ioctl(uffd, UFFDIO_REGISTER, &reg) < 0) {
-		fprintf(stderr, "memtest: dest: userfaultfd set-up: %s\n", strerror(errno));
-		return 77;
+	ram = dram.host;
+	struct ram_source *src = mig_dest_page_source(dest);
+	r = src ? ram_start_faults(&dram, src, busy_poll) : -ENOMEM;
+	if (r) {
+		fprintf(stderr, "memtest: dest: cannot start the fault thread: %s\n", strerror(-r));
+		return 1;
 	}
-	pthread_t ft, tt;
-	pthread_create(&ft, NULL, fault_thread, NULL);
+	pthread_t tt;
 	struct mig_dest_vm vm = {
-		.ram_size = ram_size,
+		.ram = &dram,
 		.nr_regions = 1,
 		.regions = { { .gpa = 0, .size = ram_size } },
-		.install = dst_install,
-		.install_run = dst_install_run,
 		.load_state = dst_load,
 	};
 	printf("memtest: dest: listening on %s\n", o->addr);
 	fflush(stdout);
-	int r = mig_dest_incoming(dest, &vm, err, sizeof(err));
+	r = mig_dest_incoming(dest, &vm, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: incoming migration failed: %s\n", err);
-		__atomic_store_n(&fault_stop, 1, __ATOMIC_RELEASE);
-		pthread_join(ft, NULL);
+		ram_stop_faults(&dram);
 		mig_dest_free(dest);
 		return 1;
 	}
@@ -437,8 +325,7 @@ static int run_dest(struct mig_opts *o)
 	}
 	if (touching)
 		pthread_join(tt, NULL);
-	__atomic_store_n(&fault_stop, 1, __ATOMIC_RELEASE);
-	pthread_join(ft, NULL);
+	ram_stop_faults(&dram);
 	if (o->metrics) {
 		FILE *f = strcmp(o->metrics, "-") ? fopen(o->metrics, "w") : stdout;
 		if (f) {
@@ -473,6 +360,10 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(a, "--lockstep")) {
 			lockstep = 1;
+			continue;
+		}
+		if (!strcmp(a, "--busy-poll")) {
+			busy_poll = true;
 			continue;
 		}
 		if (!v) {
@@ -512,7 +403,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nr_pages = ram_size / MIG_PAGE_SIZE;
-	ram = mmap(NULL, ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!strcmp(mode, "dest"))
+		ram = NULL; /* run_dest() maps lazy RAM */
+	else
+		ram = mmap(NULL, ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			   0);
 	if (ram == MAP_FAILED) {
 		perror("memtest: mmap");
 		return 1;

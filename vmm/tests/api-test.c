@@ -10,9 +10,10 @@
  *      version are all rejected;
  *   4. VM B (lazy RAM, the back end given) loads the blob and starts at once
  *      with every page missing; its page source is asynchronous: request()
- *      only queues the page (RAM_SOURCE_PENDING), a server thread installs
- *      it, and a pusher thread installs every page in order meanwhile
- *      (background push, racing with the server: EEXIST paths);
+ *      only queues the page, a server thread installs it, and a pusher
+ *      thread installs every page in order meanwhile (background push,
+ *      racing with the server), each claiming its page in the page record
+ *      first, as the migration agent does: one of them installs it;
  *   5. A and B both finish with the reference checksum; every page of B is
  *      present, none was installed twice;
  *   6. VM C starts from the blob with a source that never answers: it makes
@@ -143,13 +144,23 @@ static int async_request(struct ram_source *src, struct ram *ram, uint64_t off)
 	s->requested++;
 	pthread_cond_signal(&s->cond);
 	pthread_mutex_unlock(&s->lock);
-	return RAM_SOURCE_PENDING;
+	return 0;
 }
 
+/* 0 installed, 1 already there or being installed (claimed by the other thread), -errno. */
 static int install_from(struct async_source *s, struct ram *ram, uint8_t *bounce, uint64_t off)
 {
+	unsigned from = RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_REQUESTED);
+	uint64_t pg = off / PAGE_SIZE, old;
+	int r;
+
+	if (!ram_claim(ram, pg, from, RAM_PAGE_INSTALLING, RAM_BY_SOURCE, false, &old))
+		return 1;
 	memcpy(bounce, s->image + off, PAGE_SIZE);
-	return page_is_zero(bounce) ? ram_install_zero(ram, off) : ram_install(ram, off, bounce);
+	r = ram_install_claimed(ram, pg, page_is_zero(bounce) ? NULL : bounce, 1, RAM_BY_SOURCE);
+	if (r < 0)
+		ram_unclaim(ram, pg, old);
+	return r;
 }
 
 struct worker {

@@ -18,6 +18,8 @@
 /* ---- Options shared by both sides ---- */
 
 struct mig_ctl;
+struct ram;
+struct ram_source;
 
 struct mig_opts {
 	const char *addr;    /* tcp:HOST:PORT: where the destination listens */
@@ -161,28 +163,18 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *o, int *swit
 /* ---- Destination ---- */
 
 /*
- * What the destination needs from its VMM.  install: put one page at RAM
- * offset off (data: MIG_PAGE_SIZE bytes, any alignment; NULL for a zero
- * page) and wake whatever waits on it; returns 0, -EEXIST when the page was
- * already present (counted as a duplicate, not an error), or another -errno
- * (fatal).  load_state: restore a STATE blob into the (paused) VM.
- * Called from library threads; install may be called concurrently for
- * different pages.
+ * What the destination needs from its VMM: its lazy RAM, whose page record
+ * (vmm/ram.h) the library reads and writes through ram_claim() and
+ * ram_install_claimed() from its threads, the RAM's layout as the guest
+ * sees it, and load_state: restore a STATE blob into the (paused) VM.
+ * The RAM's fault thread asks the library for pages through the source
+ * mig_dest_page_source() gives.
  */
 struct mig_dest_vm {
 	void *ctx;
-	uint64_t ram_size;
+	struct ram *ram;
 	unsigned nr_regions;
 	struct mig_region regions[MIG_MAX_REGIONS];
-	int (*install)(void *ctx, uint64_t off, const void *data);
-	/*
-	 * Optional (NULL: install() page by page): put the n consecutive pages
-	 * at data (a page-aligned private anonymous buffer, which a moving back
-	 * end may take pages from; NULL: n zero pages) at off, in as few kernel
-	 * calls as possible, and wake; returns how many were already present (>= 0, duplicates),
-	 * or a fatal -errno.
-	 */
-	int (*install_run)(void *ctx, uint64_t off, void *data, uint64_t n);
 	int (*load_state)(void *ctx, const void *blob, size_t len);
 };
 
@@ -206,13 +198,21 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 void mig_dest_resumed(struct mig_dest *d);
 
 /*
- * A vCPU touched the missing page at RAM offset off.  Thread safe and
- * non-blocking: requests the page (once, however many faults hit it) and
- * returns 0; the page's install wakes the faulting thread.  Returns 1 if
- * the page is already present (the caller should just wake), -ERANGE for an
- * offset outside RAM.
+ * A vCPU touched the missing page at RAM offset off, which the fault moved
+ * to REQUESTED in the page record (or which is STAGED).  Non-blocking:
+ * requests the page (the record makes that once, however many faults hit
+ * it), or installs its staged copy, and returns 0; the page's install
+ * wakes the faulting thread.  -ERANGE for an offset outside RAM, another
+ * -errno when the migration failed.
  */
 int mig_dest_fault(struct mig_dest *d, uint64_t off);
+
+/*
+ * The page source for the RAM's fault thread (ram_start_faults(), which
+ * takes ownership): its request() is mig_dest_fault().  NULL when out of
+ * memory.
+ */
+struct ram_source *mig_dest_page_source(struct mig_dest *d);
 
 /*
  * Wait for the end: 0 when every page has arrived (COMPLETE was sent),

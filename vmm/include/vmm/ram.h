@@ -9,7 +9,7 @@
  * page; the source installs the page at once (synchronous sources) or later
  * from any thread (asynchronous sources such as the migration agent) with
  * ram_install()/ram_install_zero(), which also wake the faulting threads.
- * A per-page "present" bitmap says which pages are in place.
+ * The page record (below) says where each page is.
  */
 #ifndef VMM_RAM_H
 #define VMM_RAM_H
@@ -80,17 +80,89 @@ extern const struct ram_backend_ops ram_backend_userfault; /* patched kernel */
  */
 int ram_backend_find(const char *name, const struct ram_backend_ops **out);
 
-/* ---- Page sources ---- */
+/* ---- The page record ---- */
 
-#define RAM_SOURCE_PENDING 1
+/*
+ * The page record: one atomic word per page of lazy RAM, the one record of
+ * where each page is at this host.  Everything else is derived from it:
+ * whether a fault must ask for the page, which pages a recovering link says
+ * it has, when the migration is complete, the arrival timeline and the
+ * page map.  Its only writers are ram_claim() (and ram_unclaim(), which
+ * undoes a claim) and the ram_install*() calls:
+ *
+ *            fault                      arrival (claim)           install
+ *   MISSING -------> REQUESTED ----------------------> INSTALLING -------> PRESENT
+ *      |  ^                                               ^
+ *      |  | dirtied again                                 | fault or stager (claim)
+ *      v  |                                               |
+ *     STAGED (a copy waits outside guest RAM: precopy) ---+
+ *
+ * A page is INSTALLING in the hands of exactly one thread, so it is
+ * installed once; PRESENT never goes back.  Beside the state the word
+ * holds how the page came (RAM_BY_*), whether it is a zero page, and a
+ * time in ns since ram->t0: the fault's while REQUESTED, the arrival's
+ * once PRESENT.  Plain RAM (no back end) has no record: every page counts
+ * present.
+ */
+enum ram_page_state {
+	RAM_PAGE_MISSING,
+	RAM_PAGE_REQUESTED,
+	RAM_PAGE_STAGED,
+	RAM_PAGE_INSTALLING,
+	RAM_PAGE_PRESENT,
+};
+
+/* How a page came; the numbers are the page map's (docs/bench.md) plus one. */
+enum ram_arrival {
+	RAM_BY_NONE,
+	RAM_BY_DEMAND,	/* a reply to this host's request */
+	RAM_BY_PUSH,	/* the source's background push */
+	RAM_BY_PRECOPY, /* staged before the switch-over */
+	RAM_BY_SOURCE,	/* a synchronous page source (a file, a buffer) */
+};
+
+#define RAM_FROM(state)	    (1u << (state))
+#define RAM_WORD_STATE_MASK 0x7ull
+#define RAM_WORD_BY_SHIFT   3
+#define RAM_WORD_ZERO	    (1ull << 6)
+#define RAM_WORD_TIME_SHIFT 8
+
+static inline uint64_t ram_page_word(const struct ram *ram, uint64_t pg);
+
+static inline enum ram_page_state ram_word_state(uint64_t w)
+{
+	return (enum ram_page_state)(w & RAM_WORD_STATE_MASK);
+}
+
+static inline enum ram_arrival ram_word_by(uint64_t w)
+{
+	return (enum ram_arrival)((w >> RAM_WORD_BY_SHIFT) & 7);
+}
+
+static inline bool ram_word_zero(uint64_t w)
+{
+	return w & RAM_WORD_ZERO;
+}
+
+/*
+ * Moves page pg from one of the states in `from` (RAM_FROM() masks) to
+ * `to`, stamped with the current time, how (RAM_BY_NONE keeps the old
+ * word's) and the zero flag.  True on success, the replaced word in *old;
+ * false when the page was in none of those states, its word in *old.
+ */
+bool ram_claim(struct ram *ram, uint64_t pg, unsigned from, enum ram_page_state to,
+	       enum ram_arrival by, bool zero, uint64_t *old);
+/* Gives back a claim whose install failed: the page's word becomes old again. */
+void ram_unclaim(struct ram *ram, uint64_t pg, uint64_t old);
+
+/* ---- Page sources ---- */
 
 /*
  * Where missing pages come from.  request() runs on the fault thread for a
- * page that is neither present nor already requested.  It returns 0 once it
- * has installed the page (ram_install or ram_install_zero),
- * RAM_SOURCE_PENDING if the page will be installed later by some thread
- * (the faulting vCPU waits until then), or -errno to fail the VM.
- * destroy() frees the source (may be NULL).
+ * page the fault just moved to REQUESTED, or that is STAGED (the source
+ * installs its staged copy).  It returns 0 once the page is installed or
+ * will be by some thread (the faulting vCPU waits until then), or -errno
+ * to fail the VM.  destroy() frees the source (may be NULL).
  */
 struct ram_source {
 	int (*request)(struct ram_source *src, struct ram *ram, uint64_t off);
@@ -112,7 +184,8 @@ struct ram_stats {
 	uint64_t late_faults; /* faults on pages already present */
 	uint64_t installed;   /* pages installed with data */
 	uint64_t zeroed;      /* pages installed as zero */
-	uint64_t eexist;      /* installs that found the page there */
+	uint64_t dups;	      /* ram_install*() of a page already there or claimed */
+	uint64_t eexist;      /* the kernel had a page the record did not (should stay 0) */
 };
 
 struct ram {
@@ -121,10 +194,10 @@ struct ram {
 	uint64_t nr_pages;
 	/* Lazy RAM only (ops == NULL for plain RAM): */
 	const struct ram_backend_ops *ops;
-	int fd;			     /* back end's descriptor */
-	void *priv;		     /* back end's private data */
-	_Atomic uint64_t *present;   /* bitmap: page is mapped */
-	_Atomic uint64_t *requested; /* bitmap: page asked of the source */
+	int fd;			 /* back end's descriptor */
+	void *priv;		 /* back end's private data */
+	_Atomic uint64_t *pages; /* the page record: one word per page */
+	uint64_t t0;		 /* CLOCK_MONOTONIC ns the record's times count from */
 	_Atomic uint64_t nr_present;
 	struct ram_source *source;
 	bool busy_poll;
@@ -136,7 +209,7 @@ struct ram {
 	void (*on_error)(void *arg, int err); /* called once on a fatal error */
 	void *on_error_arg;
 	struct {
-		_Atomic uint64_t faults, requests, dup_faults, late_faults, installed, zeroed,
+		_Atomic uint64_t faults, requests, dup_faults, late_faults, installed, zeroed, dups,
 		    eexist;
 	} st;
 };
@@ -166,45 +239,40 @@ int ram_start_faults(struct ram *ram, struct ram_source *src, bool busy_poll);
 void ram_stop_faults(struct ram *ram);
 
 /*
- * Installs a page at `off` and wakes its waiters; any thread.  page: a
- * page-aligned private anonymous buffer; with a moving back end its page is
- * gone after success (the buffer reads as zero, writing it allocates anew).
- * Returns 0 if installed now, 1 if the page was already present (nothing
- * consumed), -errno if fatal.  Plain RAM counts every page present: 1.
+ * Installs n consecutive pages at page pg, every one claimed by the caller
+ * (INSTALLING), from the page-aligned private anonymous buffer `pages`
+ * (n * 4 KiB; NULL: zero pages) and wakes their waiters: one call into the
+ * kernel for the run where the back end has install_run / zero_run, else
+ * page by page (a moving back end takes the buffer's pages).  The pages
+ * become PRESENT, arrived `by` now.  0, or a fatal -errno (the pages stay
+ * INSTALLING: give them back with ram_unclaim()).
+ */
+int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, enum ram_arrival by);
+/*
+ * For synchronous sources: claims the page at `off` (MISSING or REQUESTED)
+ * and installs it from `page` (as above), or a zero page.  0 when the page
+ * is in place, installed now or already there (counted in dups), -errno
+ * if fatal.  Plain RAM: 0, nothing done.
  */
 int ram_install(struct ram *ram, uint64_t off, void *page);
-/*
- * Installs n consecutive pages at `off` from the page-aligned private
- * anonymous buffer `pages` (n * 4 KiB) and wakes their waiters: one call
- * into the kernel for the run where the back end has install_run (UFFDIO_COPY
- * of several pages costs about half as much per page as one call per page),
- * else page by page (a moving back end takes the buffer's pages).  pages
- * NULL: zero pages (zero_run, ~0.1 us a page against ~0.8 us one by one).
- * Returns how many of the pages were already present (>= 0), or -errno if
- * fatal.
- */
-int ram_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t n);
-/* Same as ram_install for a zero page. */
 int ram_install_zero(struct ram *ram, uint64_t off);
+
+static inline uint64_t ram_page_word(const struct ram *ram, uint64_t pg)
+{
+	return atomic_load_explicit(&ram->pages[pg], memory_order_acquire);
+}
+
+/* CLOCK_MONOTONIC ns of a word's time (0 if it has none). */
+static inline uint64_t ram_word_time_ns(const struct ram *ram, uint64_t w)
+{
+	uint64_t rel = w >> RAM_WORD_TIME_SHIFT;
+
+	return rel ? ram->t0 + rel : 0;
+}
 
 static inline bool ram_present(const struct ram *ram, uint64_t off)
 {
-	uint64_t pg = off >> 12;
-
-	return atomic_load_explicit(&ram->present[pg / 64], memory_order_acquire) &
-	       (1ULL << (pg % 64));
-}
-
-/*
- * True once a fault asked the source for the page.  Requested but not
- * present = still owed by the source (e.g. to re-request after a broken link).
- */
-static inline bool ram_requested(const struct ram *ram, uint64_t off)
-{
-	uint64_t pg = off >> 12;
-
-	return atomic_load_explicit(&ram->requested[pg / 64], memory_order_acquire) &
-	       (1ULL << (pg % 64));
+	return !ram->pages || ram_word_state(ram_page_word(ram, off >> 12)) == RAM_PAGE_PRESENT;
 }
 
 static inline uint64_t ram_nr_present(struct ram *ram)

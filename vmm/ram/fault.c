@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The fault thread: reads missing-page faults from the back end and asks
+ * the page source for each page the fault moved to REQUESTED (or that is
+ * STAGED), by the page record (record.c).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "vmm/ram.h"
+#include "vmm/util.h"
+
+/*
+ * One fault message.  Ordering hazards it handles:
+ *  - a fault message for a page installed meanwhile (background push, or
+ *    a second vCPU's fault already served): the page is present, so only
+ *    wake its range; waking a range with no waiter is harmless;
+ *  - several vCPUs faulting on one page: one request (the claim to
+ *    REQUESTED), every waiter is woken by the single install;
+ *  - a page being installed (INSTALLING): its install wakes the range.
+ * Deliberately ignored: a source that never installs a pending page (the
+ *   vCPU waits; the migration agent owns timeouts and recovery).
+ */
+static int serve(struct ram *ram, uint64_t off)
+{
+	uint64_t pg = off >> PAGE_SHIFT, w;
+
+	atomic_fetch_add(&ram->st.faults, 1);
+	if (ram_claim(ram, pg, RAM_FROM(RAM_PAGE_MISSING), RAM_PAGE_REQUESTED, RAM_BY_NONE, false,
+		      &w)) {
+		atomic_fetch_add(&ram->st.requests, 1);
+		return ram->source->request(ram->source, ram, off);
+	}
+	switch (ram_word_state(w)) {
+	case RAM_PAGE_PRESENT:
+		atomic_fetch_add(&ram->st.late_faults, 1);
+		return ram->ops->wake(ram, off, PAGE_SIZE);
+	case RAM_PAGE_STAGED:
+		return ram->source->request(ram->source, ram, off);
+	default:
+		atomic_fetch_add(&ram->st.dup_faults, 1);
+		return 0;
+	}
+}
+
+static void *fault_thread(void *arg)
+{
+	struct ram *ram = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = ram->ops->fault_fd(ram), .events = POLLIN },
+		{ .fd = ram->stop_fd, .events = POLLIN },
+	};
+	uint64_t offs[64];
+	int r = 0;
+
+	while (!atomic_load_explicit(&ram->stop, memory_order_relaxed)) {
+		int n = ram->ops->read_faults(ram, offs, (int)ARRAY_SIZE(offs));
+
+		if (n == 0 || n == -EAGAIN) {
+			if (!ram->busy_poll && poll(pfd, 2, -1) < 0 && errno != EINTR) {
+				r = -errno;
+				break;
+			}
+			continue;
+		}
+		if (n < 0) {
+			r = n;
+			break;
+		}
+		for (int i = 0; i < n && r >= 0; i++)
+			r = serve(ram, offs[i]);
+		if (r < 0)
+			break;
+	}
+	if (r < 0) {
+		atomic_store(&ram->error, r);
+		if (ram->on_error)
+			ram->on_error(ram->on_error_arg, r);
+	}
+	return NULL;
+}
+
+int ram_start_faults(struct ram *ram, struct ram_source *src, bool busy_poll)
+{
+	int r;
+
+	if (!ram->ops || ram->thread_started)
+		return -EINVAL;
+	ram->source = src;
+	ram->busy_poll = busy_poll;
+	atomic_store(&ram->stop, false);
+	r = pthread_create(&ram->thread, NULL, fault_thread, ram);
+	if (r)
+		return -r;
+	ram->thread_started = true;
+	return 0;
+}
+
+void ram_stop_faults(struct ram *ram)
+{
+	uint64_t one = 1;
+
+	if (!ram->thread_started)
+		return;
+	atomic_store(&ram->stop, true);
+	if (write(ram->stop_fd, &one, sizeof(one)) < 0) {
+		/* cannot fail for an eventfd with one pending write */
+	}
+	pthread_join(ram->thread, NULL);
+	ram->thread_started = false;
+}

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The page record (ram.h): claims move a page between states by
+ * compare-and-swap, installs put claimed pages in guest RAM through the
+ * back end and mark them PRESENT.  Nothing else writes the record.
+ */
+#include <errno.h>
+#include <sched.h>
+
+#include "vmm/ram.h"
+#include "vmm/util.h"
+
+static uint64_t make_word(const struct ram *ram, enum ram_page_state st, enum ram_arrival by,
+			  bool zero)
+{
+	uint64_t rel = now_ns() - ram->t0;
+
+	return (uint64_t)st | (uint64_t)by << RAM_WORD_BY_SHIFT | (zero ? RAM_WORD_ZERO : 0) |
+	       rel << RAM_WORD_TIME_SHIFT;
+}
+
+bool ram_claim(struct ram *ram, uint64_t pg, unsigned from, enum ram_page_state to,
+	       enum ram_arrival by, bool zero, uint64_t *old)
+{
+	uint64_t w = ram_page_word(ram, pg);
+
+	for (;;) {
+		uint64_t nw;
+
+		if (!(from & RAM_FROM(ram_word_state(w)))) {
+			*old = w;
+			return false;
+		}
+		nw = make_word(ram, to, by != RAM_BY_NONE ? by : ram_word_by(w), zero);
+		if (atomic_compare_exchange_weak_explicit(&ram->pages[pg], &w, nw,
+							  memory_order_acq_rel,
+							  memory_order_acquire)) {
+			*old = w;
+			return true;
+		}
+	}
+}
+
+void ram_unclaim(struct ram *ram, uint64_t pg, uint64_t old)
+{
+	atomic_store_explicit(&ram->pages[pg], old, memory_order_release);
+}
+
+/* The back end's call for one page, retried while the address space changes. */
+static int install_one(struct ram *ram, uint64_t off, void *page)
+{
+	for (;;) {
+		int r = page ? ram->ops->install(ram, off, page)
+			     : ram->ops->zero(ram, off, PAGE_SIZE);
+
+		if (r != -EAGAIN)
+			return r;
+		sched_yield();
+	}
+}
+
+/*
+ * The back end's calls for n claimed pages at off.  "Already there" is the
+ * kernel's word for a page the record says is not: counted (it should
+ * never happen), woken, and taken as installed.
+ */
+static int install_pages(struct ram *ram, uint64_t off, void *pages, uint64_t n)
+{
+	bool run = pages ? ram->ops->install_run != NULL : ram->ops->zero_run != NULL;
+	int r;
+
+	if (run && n > 1) {
+		r = pages ? ram->ops->install_run(ram, off, pages, n * PAGE_SIZE)
+			  : ram->ops->zero_run(ram, off, n * PAGE_SIZE);
+		if (r > 0)
+			atomic_fetch_add(&ram->st.eexist, (uint64_t)r);
+		return r < 0 ? r : 0;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t o = off + i * PAGE_SIZE;
+
+		r = install_one(ram, o, pages ? (char *)pages + i * PAGE_SIZE : NULL);
+		if (r == -EEXIST) {
+			atomic_fetch_add(&ram->st.eexist, 1);
+			r = ram->ops->wake(ram, o, PAGE_SIZE);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n,
+			enum ram_arrival by)
+{
+	uint64_t w;
+	int r;
+
+	if (pg >= ram->nr_pages || n > ram->nr_pages - pg || !ram->ops)
+		return -EINVAL;
+	r = install_pages(ram, pg << PAGE_SHIFT, pages, n);
+	if (r < 0)
+		return r;
+	w = make_word(ram, RAM_PAGE_PRESENT, by, !pages);
+	for (uint64_t i = 0; i < n; i++)
+		atomic_store_explicit(&ram->pages[pg + i], w, memory_order_release);
+	atomic_fetch_add(&ram->nr_present, n);
+	atomic_fetch_add(pages ? &ram->st.installed : &ram->st.zeroed, n);
+	return 0;
+}
+
+int ram_install(struct ram *ram, uint64_t off, void *page)
+{
+	uint64_t pg = off >> PAGE_SHIFT, old;
+	unsigned from = RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_REQUESTED);
+	int r;
+
+	if (off >= ram->size || off % PAGE_SIZE)
+		return -EINVAL;
+	if (!ram->ops)
+		return 0;
+	if (!ram_claim(ram, pg, from, RAM_PAGE_INSTALLING, RAM_BY_SOURCE, !page, &old)) {
+		atomic_fetch_add(&ram->st.dups, 1);
+		return 0;
+	}
+	r = ram_install_claimed(ram, pg, page, 1, RAM_BY_SOURCE);
+	if (r < 0)
+		ram_unclaim(ram, pg, old);
+	return r;
+}
+
+int ram_install_zero(struct ram *ram, uint64_t off)
+{
+	return ram_install(ram, off, NULL);
+}
+
+void ram_get_stats(struct ram *ram, struct ram_stats *st)
+{
+	st->faults = atomic_load(&ram->st.faults);
+	st->requests = atomic_load(&ram->st.requests);
+	st->dup_faults = atomic_load(&ram->st.dup_faults);
+	st->late_faults = atomic_load(&ram->st.late_faults);
+	st->installed = atomic_load(&ram->st.installed);
+	st->zeroed = atomic_load(&ram->st.zeroed);
+	st->dups = atomic_load(&ram->st.dups);
+	st->eexist = atomic_load(&ram->st.eexist);
+}
