@@ -306,11 +306,14 @@ static int follow(struct qmpc *c, const struct request *q)
 
 		if (n > 0)
 			return r;
-		if (n == 0 && qmpc_next(c, 1000, &ev) > 0) { /* an event, or a second's pause */
+		int k = n == 0 ? qmpc_next(c, 1000, &ev) : -1; /* an event, or a second's pause */
+
+		if (k > 0) {
 			on_event(&out, ev);
 			json_object_put(ev);
-			continue;
 		}
+		if (k >= 0)
+			continue;
 		if (final_status(out.status)) /* the VMM went away after saying how it ended */
 			return verdict(out.status, out.error);
 		if (n < 0 && strstr(err, "silent"))
@@ -318,7 +321,7 @@ static int follow(struct qmpc *c, const struct request *q)
 				"\nmigrate-agent: the VMM at %s: %s: giving up; the "
 				"migration's own deadlines decide its fate\n",
 				q->vmm, err);
-		else if (n == 0 || n < 0)
+		else
 			fprintf(stderr, "\nmigrate-agent: migration failed: the VMM closed the "
 					"control connection without an answer\n");
 		return 1;

@@ -4,8 +4,10 @@
 # log) then postcopy, with zstd; (2) pure postcopy through a link that
 # mig-cutproxy breaks mid-postcopy, recovered; (3) a link that never comes
 # back: both sides stop with clear errors; (4) a CLI error when no VMM
-# listens.  Checksums equal to an unmigrated run, pages exactly once.
-# timeout: 300
+# listens; (5) a precopy slowed by a bandwidth cap, which the CLI follows
+# through quiet seconds.  Checksums equal to an unmigrated run, pages
+# exactly once.
+# timeout: 420
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
@@ -53,6 +55,14 @@ run_case() { # name agent-options [proxy-cut-bytes]
 
 run_case precopy "--precopy-rounds 2 --compress"
 check_json "$work/precopy-agent.json" '.pages_precopy == .pages and .precopy_rounds == 2' "precopy: rounds not done"
+# A precopy that outlasts the CLI's one-second poll without a MIGRATION
+# event: capped at 16 MiB/s, 32 MiB of written pages take two seconds or
+# more whatever the machine's speed.  The CLI once took a quiet second for
+# a closed connection and failed such migrations.
+slow_cmd="workload=seq iters=12000 quiet=1"
+slow_ref=$(reference_checksum 32M "$slow_cmd")
+cmd=$slow_cmd ref=$slow_ref run_case capped "--precopy-rounds 1 --max-bandwidth 16777216"
+check_json "$work/capped-agent.json" '.total_ms > 1500' "capped: the migration was not slowed by the cap"
 run_case cut "" 300000
 grep -q "cut 1" "$work/cut-p.err" || fail "cut: the proxy never cut the link"
 check_json "$work/cut-agent.json" '.recoveries == 1' "cut: no recovery"
