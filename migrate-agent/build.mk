@@ -14,7 +14,7 @@ BASE_CFLAGS += -Imigrate-agent/include
 MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/source.c migrate-agent/stamps.c migrate-agent/metrics.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
-	migrate-agent/dest-install.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
+	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
 AR ?= ar
 

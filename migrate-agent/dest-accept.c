@@ -236,8 +236,6 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 	*res = (struct hs_result){ .session = m.session_id, .attempt = m.attempt };
 	c->wire.frame_limit = 0;
 	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
-	if (m.channel == MIG_CHAN_URGENT && mig_spin_enabled(&d->spin))
-		c->spin = &d->spin;
 	mig_conn_set_liveness(c, d->o.idle_ms);
 	mig_conn_set_deadline(c, 0);
 	mig_conn_set_rcvtimeo(c, 0);

@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The destination's use of the page record (vmm/ram.h, owned by the RAM):
- * a fault the RAM moved to REQUESTED is asked of the source
- * (mig_dest_fault()); an arrival claims its page (-> INSTALLING) and
- * installs it once (-> PRESENT); the stager installs what precopy staged;
- * COMPLETE goes out when every page is PRESENT.
+ * an arrival claims its page (-> INSTALLING) and installs it once
+ * (-> PRESENT); the stager installs what precopy staged; COMPLETE goes out
+ * when every page is PRESENT.
  */
 #include <errno.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -80,7 +78,6 @@ void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now)
 {
 	if (ram_word_state(old) == RAM_PAGE_REQUESTED) {
 		__atomic_fetch_sub(&d->outstanding, 1, __ATOMIC_ACQ_REL);
-		mig_spin_answered(&d->spin);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = now - ram_word_time_ns(d->ram, old);
 		pthread_mutex_lock(&d->lat_lock);
@@ -97,7 +94,7 @@ void dest_after_installs(struct mig_dest *d)
 }
 
 /* Install staged page i if it still is staged.  0, or -errno (fatal, already reported). */
-static int install_staged(struct mig_dest *d, uint64_t i)
+int dest_install_staged(struct mig_dest *d, uint64_t i)
 {
 	uint64_t old;
 	if (!dest_claim(d, i, RAM_BY_PRECOPY, &old))
@@ -140,71 +137,8 @@ void *dest_stager_thread(void *arg)
 		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
 		for (uint64_t i = c; i < c + n; i++)
 			if (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_STAGED)
-				install_staged(d, i);
+				dest_install_staged(d, i);
 		release_stage(d, c, n);
 	}
 	return NULL;
-}
-
-/* Ask the source for page i, which the fault moved to REQUESTED at fault_ns. */
-static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
-{
-	__atomic_fetch_add(&d->faults, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&d->outstanding, 1, __ATOMIC_ACQ_REL);
-	mig_stamp(d->stamps, i, MIG_STEP_FAULT, fault_ns);
-	struct mig_page_request q = { .count = 1 };
-	uint64_t addr = i * MIG_PAGE_SIZE;
-	pthread_mutex_lock(&d->req_lock);
-	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
-	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
-		d->req_sent++;
-	pthread_mutex_unlock(&d->req_lock);
-	/* After the send: the request goes first, the receiver's wake-up overlaps it. */
-	mig_spin_request(&d->spin);
-}
-
-int mig_dest_fault(struct mig_dest *d, uint64_t off)
-{
-	if (off >= d->ram->size)
-		return -ERANGE;
-	uint64_t i = off / MIG_PAGE_SIZE, w = ram_page_word(d->ram, i);
-	switch (ram_word_state(w)) {
-	case RAM_PAGE_STAGED:
-		return install_staged(d, i);
-	case RAM_PAGE_REQUESTED:
-		request_page(d, i, ram_word_time_ns(d->ram, w));
-		return 0;
-	default:
-		/* Installed or being installed since the fault: its install wakes. */
-		__atomic_fetch_add(&d->dedup, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
-}
-
-/* The RAM's fault thread asks the migration for its pages. */
-struct dest_source {
-	struct ram_source src;
-	struct mig_dest *d;
-};
-
-static int source_request(struct ram_source *src, struct ram *ram, uint64_t off)
-{
-	struct dest_source *s = (struct dest_source *)src;
-	return mig_dest_fault(s->d, off);
-}
-
-static void source_destroy(struct ram_source *src)
-{
-	free(src);
-}
-
-struct ram_source *mig_dest_page_source(struct mig_dest *d)
-{
-	struct dest_source *s = malloc(sizeof(*s));
-	if (s)
-		*s = (struct dest_source){
-			.src = { .request = source_request, .destroy = source_destroy },
-			.d = d,
-		};
-	return s ? &s->src : NULL;
 }

@@ -40,11 +40,10 @@ static void retire_links(struct mig_dest *d)
 	d->link_ok = 0;
 	pthread_mutex_unlock(&d->req_lock);
 	dest_kick_links(d);
-	if (d->rx_urg_on)
-		pthread_join(d->rx_urg, NULL);
+	dest_loop_detach(d);
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
-	d->rx_urg_on = d->rx_bulk_on = 0;
+	d->rx_bulk_on = 0;
 	pthread_mutex_lock(&d->req_lock);
 	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	dest_free_conn(d->urg);
@@ -143,7 +142,7 @@ static int recover_postcopy(struct mig_dest *d)
 	d->recoveries++;
 	d->t_broken_ns += mig_now_ns() - t0;
 	pthread_mutex_unlock(&d->lock);
-	dest_start_rx(d, urg, &d->rx_urg, &d->rx_urg_on);
+	dest_loop_attach(d, urg);
 	dest_start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
 	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
 	       (double)(mig_now_ns() - t0) / 1e6, (unsigned long long)again);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The receiver threads, one per channel: checked frames from the source.
- * Precopy pages are staged; postcopy pages (demand replies and the push)
- * are claimed and gathered into runs of consecutive pages, installed with
- * one call (dest-install.c does the accounting).
+ * Checked frames from the source: the bulk channel's on its receiver
+ * thread, the urgent channel's on the RAM's fault thread (dest-fault.c),
+ * as they come.  Precopy pages are staged; postcopy pages (demand replies
+ * and the push) are claimed and gathered into runs of consecutive pages,
+ * installed with one call (dest-install.c does the accounting).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -211,6 +212,37 @@ static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char 
 	dest_fail(d, "%s", err);
 }
 
+/*
+ * The frames already on c, for the fault thread (which polls c): returns
+ * when nothing more is there, 0 to read c again later, 1 when c must not
+ * be read again (a break, a failure, the end).  Every run is installed
+ * before it returns: the thread may sleep next.
+ */
+int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run)
+{
+	char err[320];
+	for (;;) {
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		int r = mig_conn_recv_ready(c, &h, &p, err, sizeof(err));
+		if (r == -EAGAIN)
+			return dest_flush_run(d, run) ? 1 : 0;
+		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
+			return 1;
+		if (d->failed || d->stop || d->complete_sent)
+			return 1;
+		if (!r)
+			r = dest_rx_frame(d, c, run, &h, p, err, sizeof(err));
+		if (r > 0 || d->failed)
+			return 1;
+		if (r) {
+			rx_failed(d, c, r, err);
+			return 1;
+		}
+	}
+}
+
+/* The bulk channel's receiver thread: frames until the channel ends. */
 static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 {
 	char err[320];
@@ -253,8 +285,6 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 static void *rx_thread(void *arg)
 {
 	struct rx_arg *a = arg;
-	if (a->c == a->d->urg)
-		mig_thread_urgent();
 	rx_loop(a->d, a->c);
 	mig_wire_thread_cleanup();
 	free(a);

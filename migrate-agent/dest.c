@@ -2,10 +2,11 @@
 /*
  * The destination side of postcopy (its files and locking order: dest.h).
  * mig_dest_incoming() accepts the two channels, stages precopy pages, loads
- * the STATE; the VMM then starts the vCPUs with every other page missing
- * and reports each fault through mig_dest_fault().  Threads:
+ * the STATE; the VMM then starts the vCPUs with every other page missing;
+ * the RAM's fault thread runs the demand path (dest-fault.c).  Threads:
+ *   fault       (the RAM's) faults -> PAGE_REQUEST; the urgent channel's
+ *               replies (PAGE with MIG_PAGEF_DEMAND) -> install;
  *   acceptor    accepts connections, one handshake thread each (short-lived);
- *   rx-urgent   demand replies (PAGE with MIG_PAGEF_DEMAND) -> install;
  *   rx-bulk     pushed pages -> install;
  *   stager      installs the pages precopy left in the staging buffer;
  *   supervisor  on a break it waits (up to recover_ms) for the source to
@@ -13,13 +14,14 @@
  *               and repeats outstanding requests;
  *   watch       heartbeats out; silence or no progress in is a break.
  *
- * Each page has one state byte, changed only by compare-and-swap:
+ * Each page has one word in the RAM's page record (vmm/ram.h), changed
+ * only by compare-and-swap:
  *   MISSING -> REQUESTED (fault) -> INSTALLING -> PRESENT
  *   MISSING/STAGED -------------------> INSTALLING -> PRESENT
  * The INSTALLING claim makes "install" happen once per page whatever the
  * channel; a second arrival is a duplicate and is counted, never written.
  * Ordering hazard handled: a fault read from the kernel after its page was
- * installed (the install already woke the vCPU) finds PRESENT and returns 1.
+ * installed (the install already woke the vCPU) finds PRESENT: woken only.
  * Deliberately ignored: a REQUESTED page whose request was lost with a
  * broken link stays REQUESTED; the supervisor re-sends every REQUESTED page
  * after RESUME, so it cannot be forgotten.
@@ -93,6 +95,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->lat_lock, NULL);
+	pthread_mutex_init(&d->loop_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
@@ -111,16 +114,8 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 		free(d);
 		return NULL;
 	}
-	int r = mig_spin_init(&d->spin, d->o.spin_us, true);
-	if (r) {
-		snprintf(err, errlen, "eventfd: %s", strerror(-r));
-		mig_tls_ctx_free(d->tls);
-		free(d);
-		return NULL;
-	}
 	d->lfd = mig_listen(&d->sa, err, errlen);
 	if (d->lfd < 0) {
-		mig_spin_destroy(&d->spin);
 		mig_tls_ctx_free(d->tls);
 		free(d);
 		return NULL;
@@ -137,7 +132,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
  */
 static void start_postcopy_threads(struct mig_dest *d)
 {
-	dest_start_rx(d, d->urg, &d->rx_urg, &d->rx_urg_on);
+	dest_loop_attach(d, d->urg);
 	if (dest_count_state(d, RAM_PAGE_STAGED)) {
 		d->stager_on = pthread_create(&d->stager, NULL, dest_stager_thread, d) == 0;
 		if (!d->stager_on)
@@ -239,8 +234,7 @@ void mig_dest_free(struct mig_dest *d)
 		pthread_join(d->watch, NULL);
 	if (d->sup_on)
 		pthread_join(d->sup, NULL);
-	if (d->rx_urg_on)
-		pthread_join(d->rx_urg, NULL);
+	dest_loop_detach(d);
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	if (d->stager_on)
@@ -251,7 +245,6 @@ void mig_dest_free(struct mig_dest *d)
 		close(d->lfd);
 	mig_tls_ctx_free(d->tls);
 	dest_incoming_free(d);
-	mig_spin_destroy(&d->spin);
 	free(d->lat.ns);
 	mig_auth_wipe(d->secret, sizeof(d->secret));
 	free(d);

@@ -9,10 +9,13 @@
  *                    HELLO, AUTH), the session claim, pairs of channels
  *   dest-incoming.c  mig_dest_incoming(): the staging buffer, LAYOUT, the
  *                    precopy's end, STATE
- *   dest-rx.c        the receiver threads: frames from the source, precopy
- *                    pages staged, postcopy pages batched into runs
+ *   dest-rx.c        frames from the source: the bulk receiver thread, and
+ *                    the urgent channel's frames on the fault thread;
+ *                    precopy pages staged, postcopy pages batched into runs
+ *   dest-fault.c     the demand path on the RAM's fault thread: requests
+ *                    out, replies in and installed (the page source)
  *   dest-install.c   the page record's use (it is the RAM's, vmm/ram.h):
- *                    faults (mig_dest_fault()), claims, the stager, completion
+ *                    claims, the stager, completion
  *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
  *   dest-watch.c     liveness: heartbeats out, silence in (the watchdog)
  *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
@@ -22,9 +25,10 @@
  *
  *   d->lock (flags, why, session, handshake slots, pending channels; cond)
  *     -> a pending connection's TLS lock (closing it, tls.c)
- *   d->req_lock (which connections are live: urg, bulk, link_ok)
- *     -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
- *   d->lat_lock (the fault latencies): a leaf
+ *   d->loop_lock (the urgent channel while the fault thread reads it)
+ *     -> d->req_lock (which connections are live: urg, bulk, link_ok)
+ *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
+ *     -> d->lat_lock (the fault latencies): a leaf
  *
  * d->lock and d->req_lock are never held together: code that needs both
  * takes one, drops it, then takes the other.  Under d->lock nothing waits
@@ -43,7 +47,6 @@
 #include "internal.h"
 #include "metrics.h"
 #include "migrate/auth.h"
-#include "spin.h"
 #include "stamps.h"
 #include "vmm/ram.h"
 
@@ -53,6 +56,25 @@ struct hs_slot {
 	int fd;	      /* -1: free */
 	uint64_t gen; /* which handshake holds it */
 	uint64_t t0;  /* when it was accepted */
+};
+
+/*
+ * A run of consecutive pages of one kind received together on one channel,
+ * claimed (INSTALLING) and copied to a page-aligned buffer (or a run of
+ * zero pages, nothing copied), installed with one call into the kernel
+ * (ram_install_claimed()) when the run is full, when a page that does not
+ * extend it arrives, and always before the receiver may block: a faulting
+ * vCPU never waits on a run for more than the frames already received.
+ */
+#define RUN_MAX 32
+
+struct run {
+	uint8_t *buf; /* RUN_MAX pages, private anonymous */
+	uint64_t first;
+	unsigned n;
+	int zero;	       /* a run of zero pages (nothing in buf) */
+	enum ram_arrival by;   /* every page's */
+	uint64_t old[RUN_MAX]; /* the record's words the claims replaced */
 };
 
 struct mig_dest {
@@ -76,7 +98,15 @@ struct mig_dest {
 	 */
 	uint8_t *stage;
 	struct mig_stamps *stamps; /* per-fault steps (bench) */
-	struct mig_spin spin;	   /* the urgent receiver's (spin.h) */
+
+	/*
+	 * The urgent channel as the RAM's fault thread reads it (dest-fault.c):
+	 * NULL while it must not (before the resume, a broken link).  Its own
+	 * run of pages being gathered.
+	 */
+	pthread_mutex_t loop_lock;
+	struct mig_conn *loop_conn;
+	struct run loop_run;
 
 	/* req_lock guards which connections are live (urg/bulk/link_ok). */
 	pthread_mutex_t req_lock;
@@ -88,8 +118,8 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_urg, rx_bulk, sup, stager, watch;
-	int rx_urg_on, rx_bulk_on, sup_on, stager_on, watch_on;
+	pthread_t rx_bulk, sup, stager, watch;
+	int rx_bulk_on, sup_on, stager_on, watch_on;
 
 	/*
 	 * The session and its secret; connections being authenticated; an
@@ -113,25 +143,6 @@ struct mig_dest {
 	uint64_t t_state_rx, t_phase0;
 	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
 	uint64_t bytes_rx_prev;
-};
-
-/*
- * A run of consecutive pages of one kind received together on one channel,
- * claimed (INSTALLING) and copied to a page-aligned buffer (or a run of
- * zero pages, nothing copied), installed with one call into the kernel
- * (ram_install_claimed()) when the run is full, when a page that does not
- * extend it arrives, and always before the receiver may block: a faulting
- * vCPU never waits on a run for more than the frames already received.
- */
-#define RUN_MAX 32
-
-struct run {
-	uint8_t *buf; /* RUN_MAX pages, private anonymous */
-	uint64_t first;
-	unsigned n;
-	int zero;	       /* a run of zero pages (nothing in buf) */
-	enum ram_arrival by;   /* every page's */
-	uint64_t old[RUN_MAX]; /* the record's words the claims replaced */
 };
 
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
@@ -160,6 +171,7 @@ void dest_incoming_free(struct mig_dest *d);
 
 /* dest-rx.c */
 int dest_flush_run(struct mig_dest *d, struct run *run);
+int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run);
 int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 		  const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen);
 void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on);
@@ -171,7 +183,12 @@ void dest_try_complete(struct mig_dest *d);
 bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
 void dest_after_installs(struct mig_dest *d);
+int dest_install_staged(struct mig_dest *d, uint64_t i);
 void *dest_stager_thread(void *arg);
+
+/* dest-fault.c */
+void dest_loop_attach(struct mig_dest *d, struct mig_conn *urg);
+void dest_loop_detach(struct mig_dest *d);
 
 /* dest-recover.c */
 void dest_send_running(struct mig_dest *d, struct mig_conn *urg);

@@ -438,6 +438,49 @@ int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **p
 	return r;
 }
 
+/*
+ * Nothing buffered: one non-blocking read.  0 when bytes came, -EAGAIN when
+ * none were there, another -errno with err (the peer closed, the link or
+ * the session broke).
+ */
+static int try_read(struct mig_conn *c, char *err, size_t errlen)
+{
+	ssize_t n;
+
+	if (c->rend == c->rstart)
+		c->rstart = c->rend = 0;
+	c->io_err[0] = 0;
+	n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, false);
+	if (n > 0) {
+		c->rend += n;
+		c->rx_bytes += n;
+		__atomic_store_n(&c->last_rx_ns, mig_now_ns(), __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (n == -EAGAIN || n == -EWOULDBLOCK)
+		return -EAGAIN;
+	if (n == 0)
+		snprintf(err, errlen, "%s channel: connection closed by peer", c->name);
+	else if (c->io_err[0])
+		snprintf(err, errlen, "%s channel: %s", c->name, c->io_err);
+	else
+		snprintf(err, errlen, "%s channel: receive failed: %s", c->name, strerror((int)-n));
+	return n ? (int)n : -ECONNRESET;
+}
+
+int mig_conn_recv_ready(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload,
+			char *err, size_t errlen)
+{
+	int r;
+
+	do {
+		r = c->rend > c->rstart ? 0 : try_read(c, err, errlen);
+		if (!r)
+			r = recv_one(c, h, payload, err, errlen);
+	} while (r == 0 && h->type == MIG_MSG_PING);
+	return r;
+}
+
 static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		    size_t errlen)
 {

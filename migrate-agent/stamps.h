@@ -29,7 +29,7 @@
 #define MIG_STAMPS_MAX 32768
 
 enum mig_step {
-	MIG_STEP_FAULT,	    /* dest: the fault reached the agent (mig_dest_fault) */
+	MIG_STEP_FAULT,	    /* dest: the fault moved the page to REQUESTED (its record's time) */
 	MIG_STEP_REQ_SENT,  /* dest: its PAGE_REQUEST is being written (before send) */
 	MIG_STEP_REQ_RX,    /* source: the PAGE_REQUEST was read */
 	MIG_STEP_PAGE_SENT, /* source: the demand PAGE is being written (before send) */

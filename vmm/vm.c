@@ -312,7 +312,7 @@ int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
 	if (!vm)
 		return -ENOMEM;
 	vm->cfg = *cfg;
-	vm->kvm_fd = vm->vm_fd = vm->event_fd = vm->ram.stop_fd = vm->ram.fd = -1;
+	vm->kvm_fd = vm->vm_fd = vm->event_fd = vm->ram.kick_fd = vm->ram.fd = -1;
 	for (int i = 0; i < GUEST_MAX_CPUS; i++)
 		vm->vcpus[i].fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);

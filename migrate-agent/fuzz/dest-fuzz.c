@@ -139,6 +139,7 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->lat_lock, NULL);
+	pthread_mutex_init(&d->loop_lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	d->features = (mode & 2) ? MIG_FEAT_ZSTD : 0;
 	struct mig_conn *c[2];

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The fault thread: reads missing-page faults from the back end and asks
- * the page source for each page the fault moved to REQUESTED (or that is
- * STAGED), by the page record (record.c).
+ * The fault loop: one thread per VM reads missing-page faults from the back
+ * end, asks the page source for each page the fault moved to REQUESTED (or
+ * that is STAGED) by the page record (record.c), and, for a source whose
+ * replies come on a descriptor, takes the replies and installs them too.
  */
 #include <errno.h>
 #include <poll.h>
@@ -37,41 +38,59 @@ static int serve(struct ram *ram, uint64_t off)
 		atomic_fetch_add(&ram->st.late_faults, 1);
 		return ram->ops->wake(ram, off, PAGE_SIZE);
 	case RAM_PAGE_STAGED:
-		return ram->source->request(ram->source, ram, off);
+		return ram->source->staged ? ram->source->staged(ram->source, ram, off) : -EPROTO;
 	default:
 		atomic_fetch_add(&ram->st.dup_faults, 1);
 		return 0;
 	}
 }
 
+/*
+ * Waits (timeout_ms, -1: until something happens) for faults, a kick or
+ * the source's replies, and takes the replies.  0, or a fatal -errno.
+ */
+static int wait_events(struct ram *ram, int timeout_ms)
+{
+	struct ram_source *src = ram->source;
+	struct pollfd pfd[3] = {
+		{ .fd = ram->ops->fault_fd(ram), .events = POLLIN },
+		{ .fd = ram->kick_fd, .events = POLLIN },
+		{ .fd = src->reply_fd ? src->reply_fd(src) : -1, .events = POLLIN },
+	};
+	uint64_t kicks;
+
+	if (poll(pfd, 3, timeout_ms) < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (pfd[1].revents && read(ram->kick_fd, &kicks, sizeof(kicks)) < 0) {
+		/* another turn empties it */
+	}
+	if (pfd[2].revents)
+		return src->replies(src, ram);
+	return 0;
+}
+
+/*
+ * The loop: every fault pending is served before the thread waits again;
+ * after faults it only looks (timeout 0) for replies before reading more,
+ * so a burst of faults does not starve the replies nor the other way.
+ */
 static void *fault_thread(void *arg)
 {
 	struct ram *ram = arg;
-	struct pollfd pfd[2] = {
-		{ .fd = ram->ops->fault_fd(ram), .events = POLLIN },
-		{ .fd = ram->stop_fd, .events = POLLIN },
-	};
 	uint64_t offs[64];
 	int r = 0;
 
-	while (!atomic_load_explicit(&ram->stop, memory_order_relaxed)) {
+	while (r >= 0 && !atomic_load_explicit(&ram->stop, memory_order_relaxed)) {
 		int n = ram->ops->read_faults(ram, offs, (int)ARRAY_SIZE(offs));
 
-		if (n == 0 || n == -EAGAIN) {
-			if (!ram->busy_poll && poll(pfd, 2, -1) < 0 && errno != EINTR) {
-				r = -errno;
-				break;
-			}
-			continue;
-		}
-		if (n < 0) {
+		if (n < 0 && n != -EAGAIN) {
 			r = n;
 			break;
 		}
 		for (int i = 0; i < n && r >= 0; i++)
 			r = serve(ram, offs[i]);
-		if (r < 0)
-			break;
+		if (r >= 0)
+			r = wait_events(ram, n > 0 || ram->busy_poll ? 0 : -1);
 	}
 	if (r < 0) {
 		atomic_store(&ram->error, r);
@@ -97,16 +116,21 @@ int ram_start_faults(struct ram *ram, struct ram_source *src, bool busy_poll)
 	return 0;
 }
 
-void ram_stop_faults(struct ram *ram)
+void ram_kick_faults(struct ram *ram)
 {
 	uint64_t one = 1;
 
+	if (ram->kick_fd >= 0 && write(ram->kick_fd, &one, sizeof(one)) < 0) {
+		/* the counter is full: the thread has kicks to read anyway */
+	}
+}
+
+void ram_stop_faults(struct ram *ram)
+{
 	if (!ram->thread_started)
 		return;
 	atomic_store(&ram->stop, true);
-	if (write(ram->stop_fd, &one, sizeof(one)) < 0) {
-		/* cannot fail for an eventfd with one pending write */
-	}
+	ram_kick_faults(ram);
 	pthread_join(ram->thread, NULL);
 	ram->thread_started = false;
 }

@@ -52,7 +52,7 @@ int ram_init(struct ram *ram, uint64_t size, const struct ram_backend_ops *ops)
 	int r;
 
 	memset(ram, 0, sizeof(*ram));
-	ram->fd = ram->stop_fd = -1;
+	ram->fd = ram->kick_fd = -1;
 	ram->size = size;
 	ram->nr_pages = size >> PAGE_SHIFT;
 	ram->host = mmap(NULL, size, PROT_READ | PROT_WRITE,
@@ -77,8 +77,8 @@ int ram_init(struct ram *ram, uint64_t size, const struct ram_backend_ops *ops)
 	ram->t0 = now_ns() - 1; /* a stamped time is never 0 */
 	/* Lazy RAM is installed page by page: keep it 4 KiB. */
 	madvise(ram->host, size, MADV_NOHUGEPAGE);
-	ram->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ram->stop_fd < 0) {
+	ram->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ram->kick_fd < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -111,9 +111,9 @@ void ram_exit(struct ram *ram)
 	if (ram->host)
 		munmap(ram->host, ram->size);
 	ram->host = NULL;
-	if (ram->stop_fd >= 0)
-		close(ram->stop_fd);
-	ram->stop_fd = -1;
+	if (ram->kick_fd >= 0)
+		close(ram->kick_fd);
+	ram->kick_fd = -1;
 	free((void *)ram->pages);
 	ram->pages = NULL;
 }

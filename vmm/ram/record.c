@@ -32,9 +32,8 @@ bool ram_claim(struct ram *ram, uint64_t pg, unsigned from, enum ram_page_state 
 			return false;
 		}
 		nw = make_word(ram, to, by != RAM_BY_NONE ? by : ram_word_by(w), zero);
-		if (atomic_compare_exchange_weak_explicit(&ram->pages[pg], &w, nw,
-							  memory_order_acq_rel,
-							  memory_order_acquire)) {
+		if (atomic_compare_exchange_weak_explicit(
+			&ram->pages[pg], &w, nw, memory_order_acq_rel, memory_order_acquire)) {
 			*old = w;
 			return true;
 		}
@@ -50,8 +49,8 @@ void ram_unclaim(struct ram *ram, uint64_t pg, uint64_t old)
 static int install_one(struct ram *ram, uint64_t off, void *page)
 {
 	for (;;) {
-		int r = page ? ram->ops->install(ram, off, page)
-			     : ram->ops->zero(ram, off, PAGE_SIZE);
+		int r =
+		    page ? ram->ops->install(ram, off, page) : ram->ops->zero(ram, off, PAGE_SIZE);
 
 		if (r != -EAGAIN)
 			return r;
@@ -90,8 +89,7 @@ static int install_pages(struct ram *ram, uint64_t off, void *pages, uint64_t n)
 	return 0;
 }
 
-int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n,
-			enum ram_arrival by)
+int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, enum ram_arrival by)
 {
 	uint64_t w;
 	int r;

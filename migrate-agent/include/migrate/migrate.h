@@ -198,19 +198,12 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 void mig_dest_resumed(struct mig_dest *d);
 
 /*
- * A vCPU touched the missing page at RAM offset off, which the fault moved
- * to REQUESTED in the page record (or which is STAGED).  Non-blocking:
- * requests the page (the record makes that once, however many faults hit
- * it), or installs its staged copy, and returns 0; the page's install
- * wakes the faulting thread.  -ERANGE for an offset outside RAM, another
- * -errno when the migration failed.
- */
-int mig_dest_fault(struct mig_dest *d, uint64_t off);
-
-/*
  * The page source for the RAM's fault thread (ram_start_faults(), which
- * takes ownership): its request() is mig_dest_fault().  NULL when out of
- * memory.
+ * takes ownership): a fault on a missing page sends PAGE_REQUEST (the page
+ * record makes that once, however many vCPUs fault on it), a fault on a
+ * staged page installs its copy, and the fault thread also reads the
+ * urgent channel and installs the replies (dest-fault.c).  The fault
+ * thread must be stopped before mig_dest_free().  NULL when out of memory.
  */
 struct ram_source *mig_dest_page_source(struct mig_dest *d);
 

@@ -185,6 +185,14 @@ bool mig_conn_next_is(const struct mig_conn *c, uint16_t type);
  */
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen);
+/*
+ * The same for a caller that polls the socket itself (the destination's
+ * fault thread): -EAGAIN at once when no byte of a next frame is there,
+ * neither buffered here or in the TLS session nor on the socket; once a
+ * frame has begun, it waits for the rest of it as mig_conn_recv() does.
+ */
+int mig_conn_recv_ready(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload,
+			char *err, size_t errlen);
 
 /*
  * Is r (a negative errno from a send or mig_conn_recv()) a broken link,

@@ -159,13 +159,25 @@ void ram_unclaim(struct ram *ram, uint64_t pg, uint64_t old);
 
 /*
  * Where missing pages come from.  request() runs on the fault thread for a
- * page the fault just moved to REQUESTED, or that is STAGED (the source
- * installs its staged copy).  It returns 0 once the page is installed or
- * will be by some thread (the faulting vCPU waits until then), or -errno
- * to fail the VM.  destroy() frees the source (may be NULL).
+ * page the fault just moved to REQUESTED; staged() for a page the fault
+ * found STAGED (the source installs the copy it staged; NULL for a source
+ * that stages nothing).  Both return 0 once the page is installed or will
+ * be by some thread (the faulting vCPU waits until then), or -errno to
+ * fail the VM.  destroy() frees the source (may be NULL).
+ *
+ * A source whose replies come on a descriptor (the migration's urgent
+ * channel) has the fault thread wait on it too, so that one thread sends
+ * the request and installs the reply: reply_fd() says which descriptor,
+ * -1 for none now (asked again on every turn of the loop, and after
+ * ram_kick_faults()); replies() runs on the fault thread when it polls
+ * readable, takes what came and installs it, without waiting for more.
+ * Both may be NULL.
  */
 struct ram_source {
 	int (*request)(struct ram_source *src, struct ram *ram, uint64_t off);
+	int (*staged)(struct ram_source *src, struct ram *ram, uint64_t off);
+	int (*reply_fd)(struct ram_source *src);
+	int (*replies)(struct ram_source *src, struct ram *ram);
 	void (*destroy)(struct ram_source *src);
 };
 
@@ -201,7 +213,7 @@ struct ram {
 	_Atomic uint64_t nr_present;
 	struct ram_source *source;
 	bool busy_poll;
-	int stop_fd; /* eventfd that stops the fault thread */
+	int kick_fd; /* eventfd that wakes the fault thread: to stop, to look again */
 	atomic_bool stop;
 	bool thread_started;
 	pthread_t thread;
@@ -237,6 +249,8 @@ void ram_exit(struct ram *ram);
 int ram_start_faults(struct ram *ram, struct ram_source *src, bool busy_poll);
 /* Stops and joins the fault thread (idempotent). */
 void ram_stop_faults(struct ram *ram);
+/* Wakes the fault thread to ask its source's reply_fd() again (any thread). */
+void ram_kick_faults(struct ram *ram);
 
 /*
  * Installs n consecutive pages at page pg, every one claimed by the caller

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The demand path at the destination, as the RAM's fault thread runs it:
+ * the page source it is given (mig_dest_page_source()).  A fault the RAM
+ * moved to REQUESTED goes out as PAGE_REQUEST; a STAGED one is installed
+ * from the staging buffer; the
+ * replies on the urgent channel are read and installed by the same thread,
+ * which polls the channel beside the userfaultfd.  So a demand fault is
+ * one thread's work from the fault message to the install: no receiver
+ * thread to wake, no hand-over.
+ *
+ * The urgent channel is the fault thread's while attached (loop_conn,
+ * under loop_lock): from the resume until the link breaks or the
+ * migration ends, and again on each recovered link.  Whoever frees the
+ * channel detaches it first; a receive blocked inside a frame ends when
+ * the link is kicked (dest_kick_links()), so the detach waits microseconds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "dest.h"
+
+/* Ask the source for page i, which the fault moved to REQUESTED at fault_ns. */
+static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
+{
+	__atomic_fetch_add(&d->outstanding, 1, __ATOMIC_ACQ_REL);
+	mig_stamp(d->stamps, i, MIG_STEP_FAULT, fault_ns);
+	struct mig_page_request q = { .count = 1 };
+	uint64_t addr = i * MIG_PAGE_SIZE;
+	pthread_mutex_lock(&d->req_lock);
+	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
+	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
+		d->req_sent++;
+	pthread_mutex_unlock(&d->req_lock);
+}
+
+/*
+ * A vCPU touched page i, which the fault moved to REQUESTED: a fault, with
+ * its latency to come (counted when the page is installed, however it
+ * comes).  The request goes out unless the page arrived meanwhile.
+ */
+static int fault_requested(struct mig_dest *d, uint64_t i)
+{
+	uint64_t w = ram_page_word(d->ram, i);
+	__atomic_fetch_add(&d->faults, 1, __ATOMIC_RELAXED);
+	if (ram_word_state(w) == RAM_PAGE_REQUESTED)
+		request_page(d, i, ram_word_time_ns(d->ram, w));
+	return 0;
+}
+
+void dest_loop_attach(struct mig_dest *d, struct mig_conn *urg)
+{
+	pthread_mutex_lock(&d->loop_lock);
+	d->loop_conn = urg;
+	pthread_mutex_unlock(&d->loop_lock);
+	ram_kick_faults(d->ram); /* to poll it from now */
+}
+
+void dest_loop_detach(struct mig_dest *d)
+{
+	if (!d->ram)
+		return;
+	pthread_mutex_lock(&d->loop_lock);
+	d->loop_conn = NULL;
+	pthread_mutex_unlock(&d->loop_lock);
+	ram_kick_faults(d->ram); /* to poll its descriptor no more */
+}
+
+struct dest_source {
+	struct ram_source src;
+	struct mig_dest *d;
+	int urgent; /* the fault thread took the urgent channel's priority */
+};
+
+static int source_request(struct ram_source *src, struct ram *ram, uint64_t off)
+{
+	struct mig_dest *d = ((struct dest_source *)src)->d;
+	return off < d->ram->size ? fault_requested(d, off / MIG_PAGE_SIZE) : -ERANGE;
+}
+
+static int source_staged(struct ram_source *src, struct ram *ram, uint64_t off)
+{
+	struct mig_dest *d = ((struct dest_source *)src)->d;
+	return off < d->ram->size ? dest_install_staged(d, off / MIG_PAGE_SIZE) : -ERANGE;
+}
+
+static int source_reply_fd(struct ram_source *src)
+{
+	struct dest_source *s = (struct dest_source *)src;
+	struct mig_dest *d = s->d;
+	int fd = -1;
+	pthread_mutex_lock(&d->loop_lock);
+	if (d->loop_conn && !d->failed && !d->stop)
+		fd = d->loop_conn->fd;
+	pthread_mutex_unlock(&d->loop_lock);
+	if (fd >= 0 && !s->urgent) {
+		mig_thread_urgent(); /* it does what the urgent receiver did */
+		s->urgent = 1;
+	}
+	return fd;
+}
+
+/* Never an error for the RAM: the migration's failures are the migration's. */
+static int source_replies(struct ram_source *src, struct ram *ram)
+{
+	struct mig_dest *d = ((struct dest_source *)src)->d;
+	pthread_mutex_lock(&d->loop_lock);
+	if (d->loop_conn && dest_rx_ready(d, d->loop_conn, &d->loop_run))
+		d->loop_conn = NULL; /* broken, failed or done: not read again */
+	pthread_mutex_unlock(&d->loop_lock);
+	return 0;
+}
+
+static void source_destroy(struct ram_source *src)
+{
+	free(src);
+}
+
+struct ram_source *mig_dest_page_source(struct mig_dest *d)
+{
+	struct dest_source *s = malloc(sizeof(*s));
+	if (s)
+		*s = (struct dest_source){
+			.src = { .request = source_request,
+				 .staged = source_staged,
+				 .reply_fd = source_reply_fd,
+				 .replies = source_replies,
+				 .destroy = source_destroy },
+			.d = d,
+		};
+	return s ? &s->src : NULL;
+}
