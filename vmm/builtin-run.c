@@ -34,13 +34,20 @@ static void usage(FILE *f)
 /* Migration options and hooks: migrate-agent/include/migrate/vmm-glue.h. */
 static struct migrate_vmm_opts mig;
 
+/*
+ * 0: options parsed; 1: --help or -h in an option's place (not an option's
+ * value: `--cmdline -h` is the guest's), as getopt would see it; -1: error.
+ */
 static int parse(int argc, char **argv, struct run_opts *o)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		uint64_t n;
-		int r = runner_parse_common(argc, argv, &i, o);
+		int r;
 
+		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+			return 1;
+		r = runner_parse_common(argc, argv, &i, o);
 		if (r < 0)
 			return -1;
 		if (r > 0)
@@ -109,11 +116,12 @@ int cmd_run(int argc, char **argv)
 	const char *why;
 	int r, status = VMM_EXIT_ERROR;
 
-	if (builtin_wants_help(argc, argv)) {
+	r = parse(argc, argv, &o);
+	if (r > 0) {
 		usage(stdout);
 		return 0;
 	}
-	if (parse(argc, argv, &o) < 0) {
+	if (r < 0) {
 		usage(stderr);
 		return VMM_EXIT_USAGE;
 	}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # cli-help: help and version of both programs.  vmm --help, -h and help
 # print the command list to stdout and exit 0; vmm run|restore|probe --help
-# print that command's usage to stdout with nothing on stderr, exit 0;
+# print that command's usage to stdout with nothing on stderr, exit 0, but
+# only from an option's place: `vmm run --cmdline -h` gives the guest -h
+# (it printed vmm's help before);
 # vmm --version, vmm version and migrate-agent --version print the build's
 # git describe (the same string for both programs, and in a git tree the
 # tree's own describe).
@@ -33,6 +35,15 @@ done
 expect_out '^usage: vmm run --image FILE' vmm run --help
 grep -q -- '--migrate-to' "$tmp/out" || fail "vmm run --help: no migration options"
 expect_out '^usage: vmm run --image FILE' vmm run -h
+expect_out '^usage: vmm run --image FILE' vmm run --mem 32M --cmdline -h --help
+# An option's value is not an option: -h as --cmdline's value is the
+# guest's, so this is a run without --image (a usage error), not help.
+"$BIN/vmm" run --cmdline -h > "$tmp/out" 2> "$tmp/err"
+rc=$?
+[ $rc -eq 2 ] || { cat "$tmp/out" "$tmp/err" >&2; fail "vmm run --cmdline -h: exit $rc, want 2 (no --image)"; }
+[ -s "$tmp/out" ] && { cat "$tmp/out" >&2; fail "vmm run --cmdline -h: printed help, -h is --cmdline's value"; }
+grep -q -- '--image is required' "$tmp/err" || { cat "$tmp/err" >&2; fail "vmm run --cmdline -h: no '--image is required'"; }
+echo "ok: vmm run --cmdline -h -> $(head -n1 "$tmp/err")"
 expect_out '^usage: vmm restore FILE' vmm restore --help
 expect_out '^usage: vmm probe' vmm probe --help
 

@@ -18,14 +18,9 @@ cmd="workload=random iters=4000 quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 
 run_case() { # name agent-options [proxy-cut-bytes]
-	local name=$1 opts=$2 cut=${3:-} dport port sock=$work/$1.sock
-	dport=$(free_port)
+	local name=$1 opts=$2 cut=${3:-} dport dpid spid port sock=$work/$1.sock
+	start_vmm_dest "$name" 240
 	port=$dport
-	timeout 240 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
-		--migrate-metrics "$work/$name-d.json" > /dev/null 2> "$work/$name-d.err" &
-	local dpid=$!
-	pids+=("$dpid")
-	wait_listen "$dport"
 	if [ -n "$cut" ]; then
 		port=$(free_port)
 		"$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$port" --to "tcp:127.0.0.1:$dport" \
@@ -33,21 +28,14 @@ run_case() { # name agent-options [proxy-cut-bytes]
 		pids+=($!)
 		wait_listen "$port"
 	fi
-	timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
-		> /dev/null 2> "$work/$name-s.err" &
-	local spid=$!
-	pids+=("$spid")
-	wait_socket "$sock"
+	start_control_vmm "$sock" "$work/$name-s.err" 240 "$cmd"
 	sleep 0.3 # let the guest write its memory
 	"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" $opts \
 		> "$work/$name-agent.json" 2> "$work/$name-agent.err" ||
 		{ cat "$work/$name-agent.err" "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: migrate-agent failed"; }
 	wait "$spid" || { cat "$work/$name-s.err" >&2; fail "$name: source vmm failed"; }
 	wait "$dpid" || { cat "$work/$name-d.err" >&2; fail "$name: destination vmm failed"; }
-	local got
-	got=$(final_checksum "$work/$name-d.err")
-	[ "$got" = "$ref" ] || { cat "$work/$name-d.err" >&2; fail "$name: checksum $got after migration, $ref without"; }
-	check_exactly_once "$work/$name-d.json"
+	check_dest "$name" "$ref" "$work/$name-d.err" "$work/$name-d.json"
 	check_json "$work/$name-agent.json" '.role == "source" and .dest_pages_received == .pages and .duplicate_pages == 0' \
 		"$name: the CLI's summary"
 	echo "$name: checksum equal; $(jq -c '{downtime_us, precopy_rounds, pages_precopy, pages_precopy_resent, pages_demand, pages_pushed, pages_zstd, recoveries, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99}' "$work/$name-agent.json")"
@@ -81,11 +69,8 @@ pids+=("$gdpid")
 pids+=($!)
 wait_listen "$dport"
 wait_listen "$pport"
-timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$work/gone.sock" \
-	> /dev/null 2> "$work/gone-s.err" &
-gspid=$!
-pids+=("$gspid")
-wait_socket "$work/gone.sock"
+start_control_vmm "$work/gone.sock" "$work/gone-s.err" 240 "$cmd"
+gspid=$spid
 sleep 0.3
 "$BIN/migrate-agent" migrate --vmm "$work/gone.sock" --to "tcp:127.0.0.1:$pport" --recover-ms 800 \
 	> /dev/null 2> "$work/gone-agent.err" && fail "gone: migrate-agent claimed success"

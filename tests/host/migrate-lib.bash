@@ -92,3 +92,85 @@ wait_status() { # pid what [guard-seconds]
 	done
 	wait "$1"
 }
+
+# A destination VMM (vmm run --mem 32M --incoming) on a free port in the
+# background, under a `timeout` of GUARD seconds, its metrics in
+# $work/NAME-d.json and its stderr in $work/NAME-d.err: sets $dport and
+# $dpid once it listens.
+start_vmm_dest() { # name guard [options...]
+	local name=$1 guard=$2
+	shift 2
+	dport=$(free_port)
+	timeout "$guard" "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
+		--migrate-metrics "$work/$name-d.json" "$@" > /dev/null 2> "$work/$name-d.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$dport" "$dpid" "$work/$name-d.err"
+}
+
+# A VMM running the guest with CMDLINE (--mem 32M) and its control socket
+# at SOCK, in the background under a `timeout` of GUARD seconds, stderr to
+# ERR: sets $spid once the socket is there.
+start_control_vmm() { # sock err guard cmdline [options...]
+	local sock=$1 err=$2 guard=$3 cmd=$4
+	shift 4
+	timeout "$guard" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" "$@" \
+		> /dev/null 2> "$err" &
+	spid=$!
+	pids+=("$spid")
+	wait_socket "$sock"
+}
+
+# The guest's final checksum at a destination (from its stderr file) is
+# REF, the unmigrated run's, and every page arrived there exactly once.
+check_dest() { # what ref dest-stderr dest-metrics-json
+	local got
+	[ -n "$2" ] || fail "$1: no reference checksum"
+	got=$(final_checksum "$3")
+	[ "$got" = "$2" ] || { cat "$3" >&2; fail "$1: checksum $got after migration, $2 without"; }
+	check_exactly_once "$4"
+}
+
+# A migration started through the source VMM's control socket ends: both
+# VMMs exit 0 (hang guards: 120 s for the source, 200 s for the
+# destination), then check_dest.
+check_migrated() { # what ref source-pid source-stderr dest-pid dest-stderr dest-metrics-json
+	wait_status "$3" "$1: the source" 120 || { cat "$4" >&2; fail "$1: the source vmm failed"; }
+	wait_status "$5" "$1: the destination" 200 || { cat "$6" >&2; fail "$1: the destination vmm failed"; }
+	check_dest "$1" "$2" "$6" "$7"
+	echo "$1: migrated, checksum $2 equal"
+}
+
+# One postcopy migration between two vmm processes on loopback (vmm run
+# --migrate-to/--migrate-after at the source, --incoming at the
+# destination), checked: both exit 0, the guest was still running when it
+# left, check_dest, and the source's summary agrees.  Both VMMs get the
+# options of the array vm_opts (default: --mem 32M) under a `timeout` of
+# $vm_guard seconds (default 240); the source also the guest, CMDLINE and
+# the source options.  Output and metrics: $work/NAME-{s,d}.{out,err,json}.
+migrate_loopback() { # name ref cmdline migrate-after-ms [source options...]
+	local name=$1 ref=$2 cmd=$3 after=$4 port dpid src dst
+	shift 4
+	local vmopts=(--mem 32M) guard=${vm_guard:-240}
+	[ -n "${vm_opts+set}" ] && vmopts=("${vm_opts[@]}")
+	port=$(free_port)
+	timeout "$guard" "$BIN/vmm" run "${vmopts[@]}" --incoming "tcp:127.0.0.1:$port" \
+		--migrate-metrics "$work/$name-d.json" > "$work/$name-d.out" 2> "$work/$name-d.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$port" "$dpid" "$work/$name-d.err"
+	timeout "$guard" "$BIN/vmm" run --image "$GUEST" "${vmopts[@]}" --cmdline "$cmd" \
+		--migrate-to "tcp:127.0.0.1:$port" --migrate-after "$after" "$@" \
+		--migrate-metrics "$work/$name-s.json" > "$work/$name-s.out" 2> "$work/$name-s.err"
+	src=$?
+	wait "$dpid"
+	dst=$?
+	if [ "$src" != 0 ] || [ "$dst" != 0 ]; then
+		cat "$work/$name-s.err" "$work/$name-d.err" >&2
+		fail "$name: source exit $src, destination exit $dst"
+	fi
+	grep -q "migration to tcp:127.0.0.1:$port complete" "$work/$name-s.err" ||
+		{ cat "$work/$name-s.err" >&2; fail "$name: the guest finished before it was migrated"; }
+	check_dest "$name" "$ref" "$work/$name-d.err" "$work/$name-d.json"
+	check_json "$work/$name-s.json" '.duplicate_pages == 0 and .dest_pages_received == .pages' "$name: source summary"
+}

@@ -50,58 +50,39 @@ wait_log() { # file pattern what
 	fail "$3: no '$2' in $1"
 }
 
-# A destination VMM in the background: sets $dport and $dpid.
-start_dest() { # name options...
-	local name=$1
-	shift
-	dport=$(free_port)
-	timeout 240 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
-		--migrate-metrics "$work/$name-d.json" "$@" > /dev/null 2> "$work/$name-d.err" &
-	dpid=$!
-	pids+=("$dpid")
-	wait_listen "$dport"
-}
-
 # The destination's guest ran to the unmigrated checksum, every page once.
-check_migrated() { # name
-	local got
+dest_migrated() { # name
 	wait_status "$dpid" "$1: the destination" 240 ||
 		{ cat "$work/$1-d.err" >&2; fail "$1: the destination failed"; }
-	got=$(final_checksum "$work/$1-d.err")
-	[ "$got" = "$ref" ] || { cat "$work/$1-d.err" >&2; fail "$1: checksum $got after migration, $ref without"; }
-	check_exactly_once "$work/$1-d.json"
+	check_dest "$1" "$ref" "$work/$1-d.err" "$work/$1-d.json"
 }
 
 # --- Good credentials ---
 
 # x509 through the CLI and the control socket (the server's name: its IP).
-start_dest x509 --tls-creds "$c/good"
+start_vmm_dest x509 240 --tls-creds "$c/good"
 sock=$work/x509.sock
-timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
-	> /dev/null 2> "$work/x509-s.err" &
-spid=$!
-pids+=("$spid")
-wait_socket "$sock"
+start_control_vmm "$sock" "$work/x509-s.err" 240 "$cmd"
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" --tls-creds "$c/good" \
 	> "$work/x509-agent.json" 2> "$work/x509-agent.err" ||
 	{ cat "$work/x509-agent.err" "$work/x509-s.err" "$work/x509-d.err" >&2; fail "x509: migrate-agent failed"; }
 wait "$spid" || { cat "$work/x509-s.err" >&2; fail "x509: the source vmm failed"; }
-check_migrated x509
+dest_migrated x509
 echo "x509: checksum equal; $(jq -c '{downtime_us, push_MiB_per_s, p50: .fault_latency_us.p50}' "$work/x509-agent.json")"
 
 # PSK, the source migrating by itself.
-start_dest psk --tls-psk "$c/keys.psk"
+start_vmm_dest psk 240 --tls-psk "$c/keys.psk"
 timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 	--migrate-to "tcp:127.0.0.1:$dport" --migrate-after 100 --tls-psk "$c/keys.psk" \
 	> /dev/null 2> "$work/psk-s.err" || { cat "$work/psk-s.err" >&2; fail "psk: the source failed"; }
 grep -q "migration to .* complete" "$work/psk-s.err" || { cat "$work/psk-s.err" >&2; fail "psk: not migrated"; }
-check_migrated psk
+dest_migrated psk
 echo "psk: checksum equal"
 
 # One bit of a TLS record flipped mid-postcopy: the session breaks (bad
 # record MAC), both ends recover over a new TLS connection; nothing of the
 # corrupted record is ever installed.  (Named server: --tls-hostname.)
-start_dest flip --tls-creds "$c/named"
+start_vmm_dest flip 240 --tls-creds "$c/named"
 pport=$(free_port)
 "$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
 	--flip-after 6000000 2> "$work/flip-p.err" &
@@ -111,7 +92,7 @@ timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 	--migrate-to "tcp:127.0.0.1:$pport" --migrate-after 100 --tls-creds "$c/named" \
 	--tls-hostname localhost --migrate-metrics "$work/flip-s.json" \
 	> /dev/null 2> "$work/flip-s.err" || { cat "$work/flip-s.err" >&2; fail "flip: the source failed"; }
-check_migrated flip
+dest_migrated flip
 grep -q "flipped a bit" "$work/flip-p.err" || fail "flip: the proxy never flipped a bit"
 grep -q "bad record mac\|link broke" "$work/flip-d.err" ||
 	{ cat "$work/flip-d.err" >&2; fail "flip: the destination did not name the broken session"; }
@@ -128,7 +109,7 @@ refused() { # name source-pattern dest-pattern|"" dest-options -- source-options
 	while [ "$1" != -- ]; do dopts+=("$1"); shift; done
 	shift
 	sopts=("$@")
-	start_dest "$name" "${dopts[@]}"
+	start_vmm_dest "$name" 240 "${dopts[@]}"
 	timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 		--migrate-to "tcp:127.0.0.1:$dport" --migrate-after 50 "${sopts[@]}" \
 		> /dev/null 2> "$work/$name-s.err" || { cat "$work/$name-s.err" >&2; fail "$name: the source vmm failed"; }
@@ -166,13 +147,9 @@ refused wrong-psk "PSK mismatch" "refused a connection: TLS: PSK mismatch" \
 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$(free_port)" --tls-creds "$c/expired" \
 	> /dev/null 2> "$work/expired-d.err" && fail "expired: a destination started with an expired certificate"
 grep -q "server-cert.pem has expired" "$work/expired-d.err" || { cat "$work/expired-d.err" >&2; fail "expired: no clear message at the destination"; }
-start_dest expired-src --tls-creds "$c/good"
+start_vmm_dest expired-src 240 --tls-creds "$c/good"
 sock=$work/expired.sock
-timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
-	> /dev/null 2> "$work/expired-s.err" &
-spid=$!
-pids+=("$spid")
-wait_socket "$sock"
+start_control_vmm "$sock" "$work/expired-s.err" 240 "$cmd"
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" --tls-creds "$c/expired" \
 	> /dev/null 2> "$work/expired-agent.err" && fail "expired: migrate-agent claimed success"
 grep -q "client-cert.pem has expired" "$work/expired-agent.err" || { cat "$work/expired-agent.err" >&2; fail "expired: no clear message from migrate-agent"; }

@@ -54,21 +54,13 @@ refused() { # what socket payload expected-text vmm-pid vmm-stderr
 cmd="workload=random iters=20000 quiet=1"
 long="workload=random iters=4000000 quiet=1" # killed, never waited for
 ref=$(reference_checksum 32M "$cmd")
-dport=$(free_port)
-timeout 200 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
-	--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
-dpid=$!
-pids+=("$dpid")
-wait_listen "$dport" "$dpid" "$work/d.err"
-grep -q "warning: plain TCP" "$work/d.err" || { cat "$work/d.err" >&2; fail "a plain --incoming gave no warning"; }
-echo "plain --incoming: $(grep -o 'warning: plain TCP.*' "$work/d.err" | head -c 100)..."
+start_vmm_dest owner 200
+grep -q "warning: plain TCP" "$work/owner-d.err" || { cat "$work/owner-d.err" >&2; fail "a plain --incoming gave no warning"; }
+echo "plain --incoming: $(grep -o 'warning: plain TCP.*' "$work/owner-d.err" | head -c 100)..."
 
 sock=$work/a.sock
-timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
-	> /dev/null 2> "$work/a.err" &
-apid=$!
-pids+=("$apid")
-wait_socket "$sock"
+start_control_vmm "$sock" "$work/a.err" 200 "$cmd"
+apid=$spid
 
 mig='{"execute": "migrate", "arguments": {"uri": "tcp:127.0.0.1:'$dport'"'
 set='{"execute": "migrate-set-parameters", "arguments": '
@@ -95,11 +87,8 @@ chmod 600 "$work/k.psk"
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/other.psk"
 chmod 600 "$work/other.psk"
 psock=$work/p.sock
-timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$long" \
-	--control "$psock" --tls-psk "$work/k.psk" > /dev/null 2> "$work/p.err" &
-ppid=$!
-pids+=("$ppid")
-wait_socket "$psock"
+start_control_vmm "$psock" "$work/p.err" 200 "$long" --tls-psk "$work/k.psk"
+ppid=$spid
 refused "PSK VMM, parameters name only tls-hostname" "$psock" "$set{\"tls-hostname\": \"x\"}}\\n" "tls-hostname needs tls-creds" "$ppid" "$work/p.err"
 refused "PSK VMM, parameters drop the PSK" "$psock" "$set{\"tls-psk\": \"\"}}\\n" "may not change or drop" "$ppid" "$work/p.err"
 refused "PSK VMM, parameters name another PSK" "$psock" "$set{\"tls-psk\": \"$work/other.psk\"}}\\n" "may not change or drop" "$ppid" "$work/p.err"
@@ -108,13 +97,8 @@ kill "$ppid"
 
 # The owner migrates the VM that refused all of the above.
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" \
-	> "$work/agent.json" 2> "$work/agent.err" || { cat "$work/agent.err" "$work/a.err" >&2; fail "the owner could not migrate"; }
-wait_status "$apid" "the source" 120 || { cat "$work/a.err" >&2; fail "the source vmm failed"; }
-wait_status "$dpid" "the destination" 120 || { cat "$work/d.err" >&2; fail "the destination vmm failed"; }
-got=$(final_checksum "$work/d.err")
-[ "$got" = "$ref" ] || fail "checksum $got after migration, $ref without"
-check_exactly_once "$work/d.json"
-echo "owner: migrated, checksum equal"
+	> "$work/agent.json" 2> "$work/agent.err" || { cat "$work/agent.err" "$work/a.err" "$work/owner-d.err" >&2; fail "the owner could not migrate"; }
+check_migrated owner "$ref" "$apid" "$work/a.err" "$dpid" "$work/owner-d.err" "$work/owner-d.json"
 
 # A regular file at the --control path: left alone.
 echo precious > "$work/file"

@@ -21,17 +21,8 @@ cmd="workload=random iters=4000 quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 chmod 711 "$work" # other users may reach the socket's directory, not list it
 sock=$work/vm.sock
-dport=$(free_port)
-timeout 120 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
-	--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
-dpid=$!
-pids+=("$dpid")
-wait_listen "$dport"
-timeout 120 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
-	> /dev/null 2> "$work/s.err" &
-spid=$!
-pids+=("$spid")
-wait_socket "$sock"
+start_vmm_dest owner 120
+start_control_vmm "$sock" "$work/s.err" 120 "$cmd"
 
 mode=$(stat -c %a "$sock")
 [ "$mode" = 600 ] || fail "the control socket has mode $mode, want 600"
@@ -52,12 +43,7 @@ echo "nobody, mode 666: $(cat "$work/nobody2.err")"
 
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" \
 	> "$work/agent.json" 2> "$work/agent.err" || { cat "$work/agent.err" "$work/s.err" >&2; fail "the owner could not migrate"; }
-wait_status "$spid" "the source" 120 || { cat "$work/s.err" >&2; fail "the source vmm failed"; }
-wait_status "$dpid" "the destination" 120 || { cat "$work/d.err" >&2; fail "the destination vmm failed"; }
-got=$(final_checksum "$work/d.err")
-[ "$got" = "$ref" ] || fail "checksum $got after migration, $ref without"
-check_exactly_once "$work/d.json"
-echo "owner: migrated, checksum equal"
+check_migrated owner "$ref" "$spid" "$work/s.err" "$dpid" "$work/owner-d.err" "$work/owner-d.json"
 
 # The other way round: a socket served by another user is not our VMM, and
 # migrate-agent tells it nothing (it would hand that user the request).

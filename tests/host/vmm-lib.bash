@@ -1,7 +1,8 @@
 # Shared set-up of the vmm host tests (sourced, not run: tests/run runs *.sh).
-# Gives BIN, GUEST, a scratch directory $tmp removed at exit, fail(), and
+# Gives BIN, GUEST, a scratch directory $tmp removed at exit, fail(),
 # port_sum FILE: the checksum of the guest's last report, from the VMM's
-# exit line in FILE.  Needs $BIN/vmm and /dev/kvm (skips without it).
+# exit line in FILE, and save_snapshot, forge and refused (below).  Needs $BIN/vmm and
+# /dev/kvm (skips without it).
 set -u
 BIN=${BIN:-build/bin}
 GUEST=build/guest/guest.elf
@@ -14,3 +15,32 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
 
 port_sum() { sed -n 's/^vmm: guest exited with status 0; .* last: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
+
+# A 2-vCPU, 16 MiB guest running CMDLINE saved mid-run (--save-after 300)
+# to $tmp/snap; fails unless the snapshot was written before the guest
+# finished.  Its output: $tmp/s.out and $tmp/s.err.
+save_snapshot() { # cmdline
+	"$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$1" --save-after 300 "$tmp/snap" \
+		> "$tmp/s.out" 2> "$tmp/s.err" || { cat "$tmp/s.err" >&2; fail "save run failed"; }
+	grep -q "saved state and RAM to $tmp/snap" "$tmp/s.err" || { cat "$tmp/s.err" >&2; fail "no snapshot"; }
+	grep -q 'guest: done' "$tmp/s.out" && fail "guest finished before the save: test too short"
+	return 0
+}
+
+# $tmp/NAME: a copy of $tmp/snap changed by tests/host/lib/snapshot-edit.py
+# (OP and its arguments).
+forge() { # name snapshot-edit-op args...
+	local name=$1
+	shift
+	cp "$tmp/snap" "$tmp/$name"
+	python3 tests/host/lib/snapshot-edit.py "$tmp/$name" "$@" || fail "$name: cannot forge"
+}
+
+# vmm restore refuses $tmp/NAME with a message matching MESSAGE, before the
+# guest runs.
+refused() { # name expected-message
+	"$BIN/vmm" restore "$tmp/$1" > "$tmp/$1.out" 2> "$tmp/$1.err" && fail "$1: forged snapshot restored"
+	grep -q "$2" "$tmp/$1.err" || { cat "$tmp/$1.err" >&2; fail "$1: no message naming the cause"; }
+	grep -q 'guest:' "$tmp/$1.out" && fail "$1: the guest ran"
+	echo "ok: $1 refused: $(grep -o 'cannot load.*' "$tmp/$1.err")"
+}

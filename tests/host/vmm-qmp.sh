@@ -19,40 +19,22 @@ for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; 
 cmd="workload=random iters=40000 quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 sock=$work/vm.sock
-timeout 250 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" \
-	> /dev/null 2> "$work/s.err" &
-spid=$!
-pids+=("$spid")
-wait_socket "$sock"
+start_control_vmm "$sock" "$work/s.err" 250 "$cmd"
 
 "$BIN/migrate-agent" status --vmm "$sock" > "$work/status.json" || fail "migrate-agent status failed"
 [ "$(jq -c . "$work/status.json")" = "{}" ] || fail "status before any migration: $(cat "$work/status.json")"
 
 # 1. Cancelled in precopy.
-d1=$(free_port)
-timeout 250 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$d1" > /dev/null 2> "$work/d1.err" &
-d1pid=$!
-pids+=("$d1pid")
-wait_listen "$d1" "$d1pid" "$work/d1.err"
-python3 tests/host/lib/qmp-drive.py "$sock" cancel "tcp:127.0.0.1:$d1" ||
-	{ cat "$work/s.err" "$work/d1.err" >&2; fail "cancel case"; }
-wait "$d1pid" && fail "the destination of a cancelled migration exited 0"
-grep -q "cancelled at the source" "$work/d1.err" || { cat "$work/d1.err" >&2; fail "the destination did not say why it gave up"; }
+start_vmm_dest cancel 250
+python3 tests/host/lib/qmp-drive.py "$sock" cancel "tcp:127.0.0.1:$dport" ||
+	{ cat "$work/s.err" "$work/cancel-d.err" >&2; fail "cancel case"; }
+wait "$dpid" && fail "the destination of a cancelled migration exited 0"
+grep -q "cancelled at the source" "$work/cancel-d.err" || { cat "$work/cancel-d.err" >&2; fail "the destination did not say why it gave up"; }
 kill -0 "$spid" 2> /dev/null || fail "the source VMM exited after a cancel"
-echo "cancel: the destination gave up: $(grep -o 'source reported.*' "$work/d1.err" | head -1)"
+echo "cancel: the destination gave up: $(grep -o 'source reported.*' "$work/cancel-d.err" | head -1)"
 
 # 2. Precopy, then postcopy when told, to completion.
-d2=$(free_port)
-timeout 250 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$d2" \
-	--migrate-metrics "$work/d2.json" > /dev/null 2> "$work/d2.err" &
-d2pid=$!
-pids+=("$d2pid")
-wait_listen "$d2" "$d2pid" "$work/d2.err"
-python3 tests/host/lib/qmp-drive.py "$sock" migrate "tcp:127.0.0.1:$d2" ||
-	{ cat "$work/s.err" "$work/d2.err" >&2; fail "migrate case"; }
-wait_status "$spid" "the source" 120 || { cat "$work/s.err" >&2; fail "the source vmm failed"; }
-wait_status "$d2pid" "the destination" 200 || { cat "$work/d2.err" >&2; fail "the destination vmm failed"; }
-got=$(final_checksum "$work/d2.err")
-[ "$got" = "$ref" ] || fail "checksum $got after migration, $ref without"
-check_exactly_once "$work/d2.json"
-echo "migrate: completed, checksum equal"
+start_vmm_dest migrate 250
+python3 tests/host/lib/qmp-drive.py "$sock" migrate "tcp:127.0.0.1:$dport" ||
+	{ cat "$work/s.err" "$work/migrate-d.err" >&2; fail "migrate case"; }
+check_migrated migrate "$ref" "$spid" "$work/s.err" "$dpid" "$work/migrate-d.err" "$work/migrate-d.json"

@@ -8,26 +8,10 @@
 # LSTAR, a reserved PAT type).  The same snapshot unmodified still restores.
 # timeout: 300
 . tests/host/vmm-lib.bash
-edit=tests/host/lib/snapshot-edit.py
 
 cmd="workload=random ops=50000 iters=8000 seed=7 quiet=1"
-"$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$cmd" --save-after 300 "$tmp/snap" \
-	> "$tmp/s.out" 2> "$tmp/s.err" || { cat "$tmp/s.err" >&2; fail "save run failed"; }
-grep -q "saved state and RAM to $tmp/snap" "$tmp/s.err" || { cat "$tmp/s.err" >&2; fail "no snapshot"; }
-grep -q 'guest: done' "$tmp/s.out" && fail "guest finished before the save: test too short"
+save_snapshot "$cmd"
 
-refused() { # name expected-message
-	"$BIN/vmm" restore "$tmp/$1" > "$tmp/$1.out" 2> "$tmp/$1.err" && fail "$1: forged snapshot restored"
-	grep -q "$2" "$tmp/$1.err" || { cat "$tmp/$1.err" >&2; fail "$1: no message naming the cause"; }
-	grep -q 'guest:' "$tmp/$1.out" && fail "$1: the guest ran"
-	echo "ok: $1 refused: $(grep -o 'cannot load.*' "$tmp/$1.err")"
-}
-forge() { # name snapshot-edit-op args...
-	local name=$1
-	shift
-	cp "$tmp/snap" "$tmp/$name"
-	python3 "$edit" "$tmp/$name" "$@" || fail "$name: cannot forge"
-}
 
 # The SYSENTER MSRs (0x174-0x176) are saved on every x86 KVM.
 forge apic-base msr-index 0x174 0x1b

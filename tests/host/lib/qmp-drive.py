@@ -1,10 +1,8 @@
 #!/usr/bin/env python3
 """qmp-drive: drive the VMM's control API as any QMP client would.
 
-Written from QEMU's documented QMP wire format (docs/interop/qmp-spec in
-QEMU: a greeting object, qmp_capabilities, {"execute", "arguments", "id"}
-answered by {"return"} or {"error": {"class", "desc"}}, asynchronous
-{"event", "data", "timestamp"}), not from this project's code.
+Through the QMP client of qmp.py (beside it), written from QEMU's
+documented QMP wire format, not from this project's code.
 
   qmp-drive.py SOCKET cancel  URI   set parameters, migrate with manual
                                     postcopy, cancel in precopy: the VM
@@ -17,67 +15,20 @@ answered by {"return"} or {"error": {"class", "desc"}}, asynchronous
 
 Prints what it saw; exits 0 when every check held, 1 with the reason.
 """
-import json
-import socket
 import sys
 import time
 
+from qmp import QMP, QMPError
 
-class QMP:
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(120)
-        self.sock.connect(path)
-        self.buf = b""
-        self.events = []
-        self.next_id = 0
-        greeting = self.read()
-        if "QMP" not in greeting:
-            raise SystemExit(f"FAIL: no QMP greeting: {greeting}")
-        self.command("qmp_capabilities")
 
-    def read(self):
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("the VMM closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def execute(self, cmd, **args):
-        """The whole reply: {"return": ...} or {"error": ...}."""
-        self.next_id += 1
-        req = {"execute": cmd, "id": self.next_id}
-        if args:
-            req["arguments"] = args
-        self.sock.sendall(json.dumps(req).encode() + b"\n")
-        while True:
-            msg = self.read()
-            if "event" in msg:
-                self.events.append(msg)
-                continue
-            if msg.get("id") != self.next_id:
-                raise SystemExit(f"FAIL: reply {msg} does not carry id {self.next_id}")
-            return msg
-
-    def command(self, cmd, **args):
-        reply = self.execute(cmd, **args)
-        if "error" in reply:
-            raise SystemExit(f"FAIL: {cmd}: {reply['error']}")
-        return reply["return"]
-
-    def wait_status(self, want, limit=240):
-        end = time.time() + limit
-        while time.time() < end:
-            st = self.command("query-migrate")
-            if st.get("status") in want:
-                return st
-            time.sleep(0.2)
-        raise SystemExit(f"FAIL: status never became one of {want}: {st}")
-
-    def statuses(self):
-        return [e["data"]["status"] for e in self.events if e["event"] == "MIGRATION"]
+def wait_status(q, want, limit=240):
+    end = time.time() + limit
+    while time.time() < end:
+        st = q.command("query-migrate")
+        if st.get("status") in want:
+            return st
+        time.sleep(0.2)
+    raise SystemExit(f"FAIL: status never became one of {want}: {st}")
 
 
 def check(cond, what):
@@ -100,11 +51,11 @@ def cancel_case(path, uri):
     q.command("migrate", uri=uri)
     busy = q.execute("migrate", uri=uri)
     check("error" in busy, "a second migrate while one runs: refused")
-    q.wait_status(["active"])
+    wait_status(q, ["active"])
     st = q.command("query-migrate")
     check(st["ram"]["total"] > 0 and st["ram"]["transferred"] > 0, f"precopy progress: {st['ram']['transferred']} bytes sent")
     q.command("migrate_cancel")
-    st = q.wait_status(["cancelled"])
+    st = wait_status(q, ["cancelled"])
     check(st["status"] == "cancelled", "cancelled in precopy")
     check(q.command("query-status")["running"], "the VM runs on at the source")
     time.sleep(0.5)
@@ -117,10 +68,10 @@ def migrate_case(path, uri):
     q = QMP(path)
     q.command("migrate-set-parameters", **{"x-precopy-rounds": 1, "x-postcopy-manual": True})
     q.command("migrate", uri=uri)
-    q.wait_status(["active"])
+    wait_status(q, ["active"])
     time.sleep(0.5)
     q.command("migrate-start-postcopy")
-    st = q.wait_status(["postcopy-active", "completed"])
+    st = wait_status(q, ["postcopy-active", "completed"])
     print(f"switched over: {st['status']}")
     refused = q.execute("migrate_cancel")
     check("error" in refused and "split" in refused["error"]["desc"],
@@ -139,7 +90,10 @@ def migrate_case(path, uri):
 
 def main():
     path, case, uri = sys.argv[1:4]
-    {"cancel": cancel_case, "migrate": migrate_case}[case](path, uri)
+    try:
+        {"cancel": cancel_case, "migrate": migrate_case}[case](path, uri)
+    except QMPError as e:
+        raise SystemExit(f"FAIL: {e}")
 
 
 if __name__ == "__main__":
