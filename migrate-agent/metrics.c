@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "metrics.h"
+#include "migrate/tls.h"
 #include "stamps.h"
 #include "vmm/ram.h"
 
@@ -49,6 +50,30 @@ static json *histogram(const uint64_t *hist)
 		json_object_array_add(a, b);
 	}
 	return a;
+}
+
+/*
+ * "tls": {"sessions", "ktls_send", "ktls_recv", "fallback"}: whether the
+ * kernel sealed (send) and opened (recv) the records of every session,
+ * and why not when it did not (a sentence; null when it did both ways).
+ */
+static json *tls_summary(struct mig_tls_ctx *ctx)
+{
+	struct mig_tls_ktls k;
+	json *o;
+
+	if (!ctx)
+		return NULL;
+	mig_tls_ctx_get_ktls(ctx, &k);
+	o = json_object_new_object();
+	put_u64(o, "sessions", k.sessions);
+	json_object_object_add(o, "ktls_send",
+			       json_object_new_boolean(k.sessions && k.ktls_send == k.sessions));
+	json_object_object_add(o, "ktls_recv",
+			       json_object_new_boolean(k.sessions && k.ktls_recv == k.sessions));
+	json_object_object_add(o, "fallback",
+			       k.fallback ? json_object_new_string(k.fallback) : NULL);
+	return o;
 }
 
 static json *fault_latency(const struct mig_complete *c)
@@ -216,6 +241,7 @@ int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
 	json_object_object_add(o, "stamps", stamps(&m->stamps));
 	put_num(o, "push_MiB_per_s", m->push_MiB_per_s, 1);
 	put_num(o, "push_nonzero_MiB_per_s", m->push_nonzero_MiB_per_s, 1);
+	json_object_object_add(o, "tls", tls_summary(m->tls));
 	return write_json(o, f);
 }
 
@@ -265,5 +291,6 @@ int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 	json_object_object_add(o, "stamps", stamps(&m->stamps));
 	put_u64(o, "recoveries", m->recoveries);
 	put_num(o, "link_down_ms", m->link_down_ms, 3);
+	json_object_object_add(o, "tls", tls_summary(m->tls));
 	return write_json(o, f);
 }

@@ -17,6 +17,7 @@
 #include "migrate/wire.h"
 
 struct mig_stamps;
+struct mig_tls_ctx;
 struct ram;
 
 /* A named moment of the switch-over (CLOCK_MONOTONIC ns; 0: did not happen). */
@@ -55,6 +56,7 @@ struct mig_source_metrics {
 	const struct mig_complete *dest; /* the destination's COMPLETE */
 	double push_MiB_per_s, push_nonzero_MiB_per_s;
 	struct mig_stamps_view stamps;
+	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
 };
 
 struct mig_dest_metrics {
@@ -67,6 +69,7 @@ struct mig_dest_metrics {
 	struct mig_stamps_view stamps;
 	uint64_t recoveries;
 	double link_down_ms;
+	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
 };
 
 /* Write one summary as a JSON object and a newline; 0 or -errno. */

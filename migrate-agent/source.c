@@ -1440,6 +1440,7 @@ static void report(struct src *s, FILE *f)
 				    { "paused", s->t_paused },
 				    { "state_saved", s->t_saved },
 				    { "state_sent", s->t_state_sent } } },
+		.tls = s->tls,
 	};
 	int r = mig_metrics_write_source(&m, f);
 	if (r)

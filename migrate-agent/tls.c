@@ -60,17 +60,23 @@ struct mig_tls_ctx {
 	char hostname[256]; /* client, x509: the name to verify */
 	struct psk_entry *psk;
 	unsigned int nr_psk;
+	const char *no_ktls;	   /* why kTLS is not tried at all (probe_ktls()), or NULL */
+	pthread_mutex_t ktls_lock; /* the handshakes of both channels report here */
+	struct mig_tls_ktls ktls;
 };
 
 struct mig_tls {
 	SSL *ssl;
 	int fd;
 	pthread_mutex_t lock;
-	bool psk_offered;      /* server: the client offered a PSK */
-	bool unknown_identity; /* ... with an identity we lack */
-	bool cert_instead;     /* client, PSK: the server sent a certificate */
-	BIO *out;	       /* the write buffer in front of the socket (owned by ssl) */
+	bool psk_offered;	   /* server: the client offered a PSK */
+	bool unknown_identity;	   /* ... with an identity we lack */
+	bool cert_instead;	   /* client, PSK: the server sent a certificate */
+	BIO *out;		   /* what sends flush: the write buffer, or the socket (kTLS) */
+	bool ktls_send, ktls_recv; /* the kernel seals / opens the records */
+	const char *fallback;	   /* why not both, or NULL */
 	unsigned long socket_writes, socket_reads; /* under lock */
+	unsigned long send_waits;		   /* under lock */
 	/* A receive that failed after bytes it returned: the next one's result. */
 	bool has_held;
 	ssize_t held;
@@ -270,6 +276,38 @@ static int psk_find_session(SSL *ssl, const unsigned char *id, size_t idlen, SSL
 	return 1; /* no session: the handshake fails */
 }
 
+/*
+ * Kernel TLS: once the handshake is done, OpenSSL can hand the session's
+ * keys to the kernel (setsockopt TCP_ULP "tls", then TLS_TX/TLS_RX), which
+ * then seals the records itself as the socket sends: one copy fewer and
+ * no record framing in user space.  Tried only when the kernel already
+ * offers the tls ULP: asking for it otherwise would make a kernel that
+ * has it as a module load it (a privileged process), and this agent loads
+ * no module.  The reason when it is not tried, or NULL.
+ */
+static const char *probe_ktls(void)
+{
+#ifdef OPENSSL_NO_KTLS
+	return "OpenSSL was built without kTLS";
+#else
+	char ulps[256] = "", *save = NULL;
+	FILE *f;
+
+	if (getenv("MIG_NO_KTLS"))
+		return "disabled by MIG_NO_KTLS";
+	f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "re");
+	if (!f)
+		return "the kernel does not list its TCP ULPs (no tcp_available_ulp)";
+	if (!fgets(ulps, sizeof(ulps), f))
+		ulps[0] = 0;
+	fclose(f);
+	for (char *w = strtok_r(ulps, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (!strcmp(w, "tls"))
+			return NULL;
+	return "the kernel offers no tls ULP (not in tcp_available_ulp; no module is loaded)";
+#endif
+}
+
 int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
 		    size_t errlen)
 {
@@ -287,12 +325,21 @@ int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ct
 		return -ENOMEM;
 	}
 	c->server = server;
+	pthread_mutex_init(&c->ktls_lock, NULL);
+	c->no_ktls = probe_ktls();
 	SSL_CTX_set_app_data(c->ssl, c);
 	SSL_CTX_set_min_proto_version(c->ssl, TLS1_3_VERSION);
 	SSL_CTX_set_ciphersuites(c->ssl, TLS_SUITES);
 	SSL_CTX_set_options(c->ssl, SSL_OP_CIPHER_SERVER_PREFERENCE); /* the destination decides */
-	SSL_CTX_set_mode(c->ssl,
-			 SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/*
+	 * No SSL_MODE_ENABLE_PARTIAL_WRITE: with it SSL_write_ex() returns
+	 * after every record, so a 256 KiB send took 16 calls (a lock, an
+	 * error-queue reset and a return each); without it one call seals
+	 * them all, and after WANT_WRITE the retry goes on where it stopped.
+	 */
+	SSL_CTX_set_mode(c->ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	if (!c->no_ktls)
+		SSL_CTX_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
 	SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_num_tickets(c->ssl, 0); /* every connection authenticates in full */
 	/*
@@ -332,7 +379,17 @@ void mig_tls_ctx_free(struct mig_tls_ctx *c)
 	if (c->psk)
 		OPENSSL_secure_clear_free(c->psk, PSK_MAX_ENTRIES * sizeof(*c->psk));
 	SSL_CTX_free(c->ssl);
+	pthread_mutex_destroy(&c->ktls_lock);
 	free(c);
+}
+
+void mig_tls_ctx_get_ktls(struct mig_tls_ctx *c, struct mig_tls_ktls *out)
+{
+	pthread_mutex_lock(&c->ktls_lock);
+	*out = c->ktls;
+	if (!out->sessions)
+		out->fallback = c->no_ktls ? c->no_ktls : "no session yet";
+	pthread_mutex_unlock(&c->ktls_lock);
 }
 
 /* ---- sessions ---- */
@@ -498,34 +555,78 @@ void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out)
 	out->cipher = SSL_CIPHER_standard_name(SSL_get_current_cipher(t->ssl));
 	out->socket_writes = t->socket_writes;
 	out->socket_reads = t->socket_reads;
+	out->send_waits = t->send_waits;
+	out->ktls_send = t->ktls_send;
+	out->ktls_recv = t->ktls_recv;
+	out->fallback = t->fallback;
 	pthread_mutex_unlock(&t->lock);
 }
 
 /*
- * The session reads fd directly and writes it through a buffer: OpenSSL
- * writes each record (16 KiB at most) as soon as it is sealed, one write()
- * each, and on loopback a write() costs as much as sealing its record.  The
- * buffer gathers a send's records into a write() per TLS_WRITE_BUF; every
- * send ends with flush_out(), so nothing waits in it for the next one.
- * The socket BIO counts the system calls (count_io).
+ * The handshake runs on the socket alone (OpenSSL hands the keys to the
+ * kernel there, when it can).  The socket BIO counts the system calls
+ * (count_io).
  */
 static bool attach_socket(struct mig_tls *t, int fd)
 {
 	BIO *sock = BIO_new_socket(fd, BIO_NOCLOSE);
+
+	if (!sock)
+		return false;
+	BIO_set_callback_arg(sock, (char *)t);
+	BIO_set_callback_ex(sock, count_io);
+	SSL_set_bio(t->ssl, sock, sock); /* one reference, taken twice by ssl */
+	t->out = sock;
+	return true;
+}
+
+/*
+ * After the handshake, without kTLS send: OpenSSL writes each record (16
+ * KiB at most) as soon as it is sealed, one write() each, and on loopback
+ * a write() costs as much as sealing its record.  A buffer in front of the
+ * socket gathers a send's records into a write() per TLS_WRITE_BUF; every
+ * send ends with flush_out(), so nothing waits in it for the next one.
+ * With kTLS send the kernel makes the records from what write() gives it:
+ * the socket stays alone (no user-space buffer between OpenSSL's record
+ * types and the kernel's).
+ */
+static bool buffer_writes(struct mig_tls *t)
+{
+	BIO *sock = SSL_get_rbio(t->ssl);
 	BIO *buf = BIO_new(BIO_f_buffer());
 
-	if (!sock || !buf || BIO_set_write_buffer_size(buf, TLS_WRITE_BUF) != 1 ||
-	    BIO_up_ref(sock) != 1) {
-		BIO_free(sock);
+	if (!buf || BIO_set_write_buffer_size(buf, TLS_WRITE_BUF) != 1 || BIO_up_ref(sock) != 1) {
 		BIO_free(buf);
 		return false;
 	}
-	BIO_set_callback_arg(sock, (char *)t);
-	BIO_set_callback_ex(sock, count_io);
 	/* The chain buf -> sock holds one reference of sock, rbio the other. */
-	SSL_set_bio(t->ssl, sock, BIO_push(buf, sock));
+	SSL_set0_wbio(t->ssl, BIO_push(buf, sock));
 	t->out = buf;
 	return true;
+}
+
+/* Which directions the kernel took over, and why not the others (ctx->no_ktls first). */
+static void note_ktls(struct mig_tls *t, struct mig_tls_ctx *c)
+{
+#ifndef OPENSSL_NO_KTLS
+	t->ktls_send = BIO_get_ktls_send(SSL_get_wbio(t->ssl));
+	t->ktls_recv = BIO_get_ktls_recv(SSL_get_rbio(t->ssl));
+#endif
+	if (c->no_ktls)
+		t->fallback = c->no_ktls;
+	else if (!t->ktls_send)
+		t->fallback = "the kernel or OpenSSL refused this session's keys (cipher?)";
+	else if (!t->ktls_recv)
+		t->fallback = OPENSSL_VERSION_NUMBER < 0x30200000L
+				  ? "receive: OpenSSL before 3.2 has no TLS 1.3 kTLS receive"
+				  : "receive: the kernel or OpenSSL refused this session's keys";
+	pthread_mutex_lock(&c->ktls_lock);
+	c->ktls.sessions++;
+	c->ktls.ktls_send += t->ktls_send;
+	c->ktls.ktls_recv += t->ktls_recv;
+	if (t->fallback)
+		c->ktls.fallback = t->fallback;
+	pthread_mutex_unlock(&c->ktls_lock);
 }
 
 static void session_free(struct mig_tls *t)
@@ -604,11 +705,36 @@ int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_
 		session_free(t);
 		return r;
 	}
+	note_ktls(t, c);
+	if (!t->ktls_send && !buffer_writes(t)) {
+		session_free(t);
+		snprintf(err, errlen, "TLS: out of memory");
+		return -ENOMEM;
+	}
+	ERR_clear_error(); /* empty for the first send or receive (see write_all()) */
 	*out = t;
 	return 0;
 }
 
-/* Seals all len bytes into records (into the write buffer, or through it). */
+static void count_wait(struct mig_tls *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->send_waits++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/*
+ * OpenSSL's error queue (one per thread) must be empty before an I/O call
+ * for SSL_get_error() to tell why it failed.  It is emptied once when a
+ * send or a receive begins and after each failed call, never per record:
+ * a successful call leaves nothing in it.
+ */
+
+/*
+ * Seals all len bytes into records (into the write buffer, or through it):
+ * full 16 KiB records, one SSL_write_ex() for all of them unless the
+ * socket fills up; then the same bytes are offered again once it drains.
+ */
 static int write_all(struct mig_tls *t, const void *buf, size_t len, int64_t deadline)
 {
 	size_t done = 0;
@@ -618,7 +744,6 @@ static int write_all(struct mig_tls *t, const void *buf, size_t len, int64_t dea
 		int ok, e;
 
 		pthread_mutex_lock(&t->lock);
-		ERR_clear_error();
 		ok = SSL_write_ex(t->ssl, (const char *)buf + done, len - done, &n);
 		e = ok ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
 		pthread_mutex_unlock(&t->lock);
@@ -626,8 +751,10 @@ static int write_all(struct mig_tls *t, const void *buf, size_t len, int64_t dea
 			done += n;
 			continue;
 		}
+		ERR_clear_error();
 		if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ)
 			return -EPIPE;
+		count_wait(t);
 		if (wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) < 0)
 			return -ETIMEDOUT;
 	}
@@ -649,6 +776,7 @@ static int flush_out(struct mig_tls *t, int64_t deadline)
 			return 0;
 		if (!retry)
 			return -EPIPE;
+		count_wait(t);
 		if (wait_fd(t->fd, POLLOUT, deadline) < 0)
 			return -ETIMEDOUT;
 	}
@@ -657,20 +785,27 @@ static int flush_out(struct mig_tls *t, int64_t deadline)
 int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms)
 {
 	int64_t deadline = deadline_of(timeout_ms);
-	int r = write_all(t, buf, len, deadline);
+	int r;
 
+	ERR_clear_error();
+	r = write_all(t, buf, len, deadline);
 	return r ? r : flush_out(t, deadline);
 }
 
-/* One SSL_read_ex() under the lock: its SSL error, and OpenSSL's last error in *code. */
+/*
+ * One SSL_read_ex() (under the lock): its SSL error; on a failure
+ * OpenSSL's last error in *code, and the queue emptied.
+ */
 static int read_once(struct mig_tls *t, void *buf, size_t len, size_t *n, unsigned long *code)
 {
-	int ok;
+	int e;
 
-	ERR_clear_error();
-	ok = SSL_read_ex(t->ssl, buf, len, n);
+	if (SSL_read_ex(t->ssl, buf, len, n))
+		return SSL_ERROR_NONE;
+	e = SSL_get_error(t->ssl, 0);
 	*code = ERR_peek_last_error();
-	return ok ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
+	ERR_clear_error();
+	return e;
 }
 
 /* What mig_tls_recv() returns for a read that failed with e (not WANT_*). */
@@ -689,6 +824,13 @@ static ssize_t read_error(int e, unsigned long code, char *err, size_t errlen)
 }
 
 /*
+ * Held under the lock at most this much of a receive at a time: a sender
+ * on the same session (the urgent channel's) waits no longer than it
+ * takes to open this many bytes of records.
+ */
+#define TLS_READ_HOLD (64u << 10)
+
+/*
  * After a successful read: the records the session already holds, into
  * buf too.  One read() with read-ahead brings up to TLS_READ_BUF of them,
  * and SSL_read_ex() hands out one record per call; a receiver that took
@@ -700,25 +842,28 @@ static ssize_t read_error(int e, unsigned long code, char *err, size_t errlen)
 static size_t read_held_records(struct mig_tls *t, uint8_t *buf, size_t len)
 {
 	size_t got = 0;
+	int e = SSL_ERROR_NONE;
+	unsigned long code = 0;
 
-	while (got < len) {
-		unsigned long code = 0;
-		size_t n = 0;
-		int e = SSL_ERROR_WANT_READ;
+	while (got < len && e == SSL_ERROR_NONE) {
+		size_t held = 0;
 
 		pthread_mutex_lock(&t->lock);
-		if (SSL_has_pending(t->ssl))
-			e = read_once(t, buf + got, len - got, &n, &code);
-		pthread_mutex_unlock(&t->lock);
-		if (e == SSL_ERROR_NONE) {
+		while (got < len && held < TLS_READ_HOLD) {
+			size_t n = 0;
+
+			e = SSL_has_pending(t->ssl) ? read_once(t, buf + got, len - got, &n, &code)
+						    : SSL_ERROR_WANT_READ;
+			if (e != SSL_ERROR_NONE)
+				break;
 			got += n;
-			continue;
+			held += n;
 		}
-		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
-			t->held = read_error(e, code, t->held_err, sizeof(t->held_err));
-			t->has_held = true;
-		}
-		break;
+		pthread_mutex_unlock(&t->lock);
+	}
+	if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+		t->held = read_error(e, code, t->held_err, sizeof(t->held_err));
+		t->has_held = true;
 	}
 	return got;
 }
@@ -732,8 +877,9 @@ ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, c
 		snprintf(err, errlen, "%s", t->held_err);
 		return t->held;
 	}
+	ERR_clear_error();
 	for (;;) {
-		unsigned long code;
+		unsigned long code = 0;
 		size_t n = 0;
 		int e;
 
@@ -775,6 +921,7 @@ static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
 	size_t used = 0;
 	int r = 0;
 
+	ERR_clear_error();
 	for (int k = 0; k < n && !r; k++) {
 		if (!iov[k].iov_len)
 			continue;

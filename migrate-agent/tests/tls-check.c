@@ -5,7 +5,7 @@
  * OpenSSL handshakes: good credentials, and each bad input a user can give.
  *
  *   mig-tls-check SERVER-SIDE CLIENT-SIDE [--hostname NAME] [--bytes N]
- *                 [--timeout-ms MS]
+ *                 [--timeout-ms MS] [--mixed] [--sndbuf BYTES]
  *   a side:  --server-creds DIR | --server-psk FILE | --server-plain
  *            --client-creds DIR | --client-psk FILE | --client-plain |
  *            --client-silent | --client-truncate
@@ -13,8 +13,18 @@
  * After the handshake both ends send N bytes (default 4 MiB) to each other
  * at once, one thread sending while another receives on the same session,
  * and check every byte.  Prints one line per end, "server: ok ..." (with the
- * negotiated cipher suite and the system calls that moved bytes) or
- * "server: <the error>"; exits 0 only if both ends succeeded.
+ * negotiated cipher suite, the system calls that moved bytes, the sends
+ * that waited for the socket, the CRC32C of the bytes received, and kTLS
+ * or the reason for its absence) or "server: <the error>"; exits 0 only if
+ * both ends succeeded.
+ *
+ * --mixed: the sends are of sizes from 1 byte to 300,000 (frame headers,
+ * pages with their header, exact and inexact multiples of a record) and
+ * the receives ask for 1 byte to 300,000 (short reads inside a record and
+ * across records), so every record boundary falls somewhere else in the
+ * stream.  --sndbuf: a small socket send buffer (SO_SNDBUF) and a receiver
+ * that starts late, so that sends stop inside a batch of records and go
+ * on where they stopped (the "send waits" of the line).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +38,16 @@
 #include <unistd.h>
 
 #include "migrate/tls.h"
+#include "migrate/wire.h"
+
+static bool mixed;
+static int sndbuf;
+
+/* The --mixed sizes: of a send, and of a receive (cycled, each its own phase). */
+static const size_t send_sizes[] = { 1,	     24, 4120,	 16384, 16385, 4096, 65543,
+				     262144, 5,	 300000, 4119,	32768, 16379 };
+static const size_t recv_sizes[] = { 1, 7, 4096, 4097, 20000, 65536, 300000, 24, 16384 };
+#define NSIZES(a) (sizeof(a) / sizeof((a)[0]))
 
 enum side_kind {
 	SIDE_TLS,
@@ -58,23 +78,28 @@ struct sender {
 	bool server;
 	size_t bytes;
 	int r;
+	uint32_t crc; /* of what was sent */
 };
 
 /* Sent per call: as the push sends its batches (many TLS records each). */
 #define SEND_CHUNK (256u << 10)
+#define MAX_CHUNK  (300000u)
 
 static void *send_all(void *arg)
 {
 	struct sender *s = arg;
-	unsigned char *buf = malloc(SEND_CHUNK);
+	unsigned char *buf = malloc(MAX_CHUNK);
+	size_t k = 0;
 
 	if (!buf)
 		s->r = -ENOMEM;
-	for (size_t off = 0; off < s->bytes && !s->r; off += SEND_CHUNK) {
-		size_t n = s->bytes - off < SEND_CHUNK ? s->bytes - off : SEND_CHUNK;
-
+	for (size_t off = 0, n; off < s->bytes && !s->r; off += n) {
+		n = mixed ? send_sizes[k++ % NSIZES(send_sizes)] : SEND_CHUNK;
+		if (n > s->bytes - off)
+			n = s->bytes - off;
 		for (size_t i = 0; i < n; i++)
 			buf[i] = pattern(s->server, off + i);
+		s->crc = mig_crc32c(s->crc, buf, n);
 		s->r = mig_tls_send(s->t, buf, n, 60000);
 	}
 	free(buf);
@@ -85,20 +110,30 @@ static void *send_all(void *arg)
 static void exchange(struct end *e, struct mig_tls *t)
 {
 	struct sender s = { .t = t, .server = e->server, .bytes = e->bytes };
-	unsigned char buf[20000];
+	static __thread unsigned char buf[MAX_CHUNK];
 	pthread_t th;
-	size_t got = 0;
+	size_t got = 0, k = 0;
+	uint32_t crc = 0;
 	char err[256] = "";
 
 	pthread_create(&th, NULL, send_all, &s);
+	if (sndbuf)
+		usleep(200000); /* the sender fills the small buffer and waits */
 	while (got < e->bytes) {
-		ssize_t n = mig_tls_recv(t, buf, sizeof(buf), 60000, err, sizeof(err));
+		size_t want = mixed ? recv_sizes[k++ % NSIZES(recv_sizes)] : 20000;
+		ssize_t n = mig_tls_recv(t, buf, want, 60000, err, sizeof(err));
 
 		if (n <= 0) {
 			snprintf(e->result, sizeof(e->result), "%s after %zu bytes",
 				 n == 0 ? "peer closed" : err, got);
 			break;
 		}
+		if ((size_t)n > want) {
+			snprintf(e->result, sizeof(e->result), "%zd bytes for a receive of %zu", n,
+				 want);
+			break;
+		}
+		crc = mig_crc32c(crc, buf, (size_t)n);
 		for (ssize_t i = 0; i < n; i++, got++)
 			if (buf[i] != pattern(!e->server, got)) {
 				snprintf(e->result, sizeof(e->result), "byte %zu corrupted", got);
@@ -114,8 +149,11 @@ static void exchange(struct end *e, struct mig_tls *t)
 		e->ok = true;
 		snprintf(e->result, sizeof(e->result),
 			 "ok: %zu bytes each way over TLS 1.3, %s, %lu socket writes, %lu socket "
-			 "reads",
-			 got, info.cipher, info.socket_writes, info.socket_reads);
+			 "reads, %lu send waits, crc32c sent %08x received %08x, kTLS send %s "
+			 "receive %s (%s)",
+			 got, info.cipher, info.socket_writes, info.socket_reads, info.send_waits,
+			 s.crc, crc, info.ktls_send ? "yes" : "no", info.ktls_recv ? "yes" : "no",
+			 info.fallback ? info.fallback : "no fallback");
 	} else if (s.r && !e->result[0]) {
 		snprintf(e->result, sizeof(e->result), "send failed: %s", strerror(-s.r));
 	}
@@ -160,6 +198,10 @@ static void *run_end(void *arg)
 	if (e->kind != SIDE_TLS) {
 		misbehave(e);
 		shutdown(e->fd, SHUT_RDWR);
+		return NULL;
+	}
+	if (sndbuf && setsockopt(e->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0) {
+		snprintf(e->result, sizeof(e->result), "SO_SNDBUF: %s", strerror(errno));
 		return NULL;
 	}
 	r = mig_tls_ctx_new(&e->opts, e->server, &ctx, err, sizeof(err));
@@ -232,6 +274,11 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(argv[i], "--bytes") && v) {
 			srv.bytes = cli.bytes = strtoull(v, NULL, 0);
+			i++;
+		} else if (!strcmp(argv[i], "--mixed")) {
+			mixed = true;
+		} else if (!strcmp(argv[i], "--sndbuf") && v) {
+			sndbuf = atoi(v);
 			i++;
 		} else if (!strcmp(argv[i], "--timeout-ms") && v) {
 			srv.timeout_ms = cli.timeout_ms = atoi(v);

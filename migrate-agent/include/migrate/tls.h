@@ -39,10 +39,27 @@ struct mig_tls_opts {
 struct mig_tls_ctx;
 struct mig_tls;
 
+/*
+ * Kernel TLS (kTLS) of a context's sessions so far: after the handshake
+ * OpenSSL hands the keys to the kernel (TCP_ULP "tls") where the kernel
+ * offers the tls ULP already (/proc/sys/net/ipv4/tcp_available_ulp: no
+ * module is ever loaded for it) and OpenSSL was built with kTLS; else the
+ * records are sealed and opened in user space.  MIG_NO_KTLS in the
+ * environment turns it off.
+ */
+struct mig_tls_ktls {
+	unsigned int sessions;	/* handshakes completed */
+	unsigned int ktls_send; /* ... whose sends the kernel seals */
+	unsigned int ktls_recv; /* ... whose receives the kernel opens */
+	const char *fallback;	/* why not all of them both ways (a static string), or NULL */
+};
+
 /* Loads the credentials for one side; -errno and a sentence in err. */
 int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
 		    size_t errlen);
 void mig_tls_ctx_free(struct mig_tls_ctx *ctx);
+/* The kTLS summary of ctx's sessions; with none yet, why kTLS would not be tried. */
+void mig_tls_ctx_get_ktls(struct mig_tls_ctx *ctx, struct mig_tls_ktls *out);
 
 /*
  * Runs the handshake on a connected socket within timeout_ms.  On success
@@ -55,7 +72,8 @@ int mig_tls_handshake(struct mig_tls_ctx *ctx, int fd, int timeout_ms, struct mi
 		      char *err, size_t errlen);
 
 /*
- * Sends all len bytes (0) or fails: -ETIMEDOUT when the socket accepted
+ * Sends all len bytes (0) or fails, as full records (16 KiB) but the last,
+ * gathered into a write() per 256 KiB: -ETIMEDOUT when the socket accepted
  * nothing for timeout_ms (-1: no limit), -EPIPE on a broken link.
  */
 int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms);
@@ -83,6 +101,9 @@ struct mig_tls_info {
 	const char *cipher;	     /* its IANA name, e.g. "TLS_AES_128_GCM_SHA256" */
 	unsigned long socket_writes; /* write() calls that moved bytes, handshake included */
 	unsigned long socket_reads;  /* read() calls that moved bytes, handshake included */
+	unsigned long send_waits;    /* sends that waited for room in the socket (poll) */
+	bool ktls_send, ktls_recv;   /* the kernel seals / opens this session's records */
+	const char *fallback;	     /* why not both (a static string), or NULL */
 };
 void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out);
 
