@@ -64,7 +64,7 @@ $(B)/node/obj/%.o: %.c
 # depend on it, so they rebuild exactly then.
 BUILD_VERSION := $(or $(shell git describe --always --dirty 2>/dev/null),unknown)
 VERSION_OBJS := $(foreach f,obj san/obj node/obj,$(B)/$(f)/vmm/main.o $(B)/$(f)/migrate-agent/cli.o \
-	$(B)/$(f)/migrate-agent/qmp.o)
+	$(B)/$(f)/vmm/qmp.o)
 $(VERSION_OBJS): BASE_CFLAGS += -DBUILD_VERSION='"$(BUILD_VERSION)"'
 $(VERSION_OBJS): $(B)/version.stamp
 $(B)/version.stamp: FORCE

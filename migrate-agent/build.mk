@@ -43,11 +43,11 @@ endef
 # The CLI that attaches to a source VMM's control socket.
 $(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c migrate-agent/params.c,-ljson-c))
 
-# The vmm binary (vmm/build.mk) links the glue and the library: they are added
-# as extra prerequisites of its three link rules, libraries by full path (the
-# node flavour is static), so $$^ carries them in link order (the glue and
-# its QMP server before the archive they call).
-MIG_VMM_SRCS := migrate-agent/vmm-glue.c migrate-agent/qmp.c
+# The vmm binary (vmm/build.mk, whose glue in vmm/migrate/ calls the library)
+# links the library and its dependencies: they are added as extra
+# prerequisites of its three link rules, libraries by full path (the node
+# flavour is static), so $$^ carries them in link order (after the vmm's own
+# objects, the glue's among them, which call the archive).
 MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
 	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
 	$(shell $(CC) -print-file-name=libjson-c.so)
@@ -55,9 +55,9 @@ MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-na
 	$(shell $(CC) -print-file-name=libssl.a) $(shell $(CC) -print-file-name=libcrypto.a) \
 	$(shell $(CC) -print-file-name=libjson-c.a)
 ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
-$(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(B)/lib/libmigrate.a $(MIG_SO)
-$(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(B)/san/lib/libmigrate.a $(MIG_SO)
-$(B)/node/bin/vmm: $(patsubst %.c,$(B)/node/obj/%.o,$(MIG_VMM_SRCS)) $(B)/node/lib/libmigrate.a $(MIG_A)
+$(B)/bin/vmm: $(B)/lib/libmigrate.a $(MIG_SO)
+$(B)/san/bin/vmm: $(B)/san/lib/libmigrate.a $(MIG_SO)
+$(B)/node/bin/vmm: $(B)/node/lib/libmigrate.a $(MIG_A)
 endif
 
 # Test programs: plain-memory end-to-end migration, adversarial peer, link cutter.

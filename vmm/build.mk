@@ -11,10 +11,14 @@ VMM_LIB_SRCS := vmm/vm.c vmm/state.c vmm/snapshot.c \
 	vmm/hw/serial.c vmm/hw/guest-port.c $(RAM_SRCS)
 VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c \
 	vmm/builtin-probe.c
+# The migration glue (the library bound to the VM through vm.h and ram.h) and
+# the QMP server of --control: the vmm binary only.  They call libmigrate.a
+# and json-c, which migrate-agent/build.mk adds to the vmm's link rules.
+VMM_MIGRATE_SRCS := vmm/migrate/glue.c vmm/qmp.c
 
 BASE_CFLAGS += -Ivmm/include
 
-$(eval $(call program,vmm,$(VMM_CMD_SRCS) $(VMM_LIB_SRCS),))
+$(eval $(call program,vmm,$(VMM_CMD_SRCS) $(VMM_MIGRATE_SRCS) $(VMM_LIB_SRCS),))
 
 # The VM API as the migration agent uses it (tests/host/vmm-api.sh).
 $(eval $(call program,vmm-api-test,vmm/tests/api-test.c $(VMM_LIB_SRCS),))

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "migrate/vmm-glue.h"
 #include "vmm/builtin.h"
+#include "vmm/migrate.h"
 #include "vmm/runner.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
@@ -31,7 +31,7 @@ static void usage(FILE *f)
 	    "               [--migrate-spin-us US]\n");
 }
 
-/* Migration options and hooks: migrate-agent/include/migrate/vmm-glue.h. */
+/* Migration options and hooks: vmm/include/vmm/migrate.h. */
 static struct migrate_vmm_opts mig;
 
 /*

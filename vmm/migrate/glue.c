@@ -4,7 +4,7 @@
  * the source side reads guest RAM and pauses/saves the VM; the destination
  * side is the lazy RAM's page source, installs pages through the RAM back
  * end and loads the state.  Also the control socket `migrate-agent migrate`
- * talks to.  See include/migrate/vmm-glue.h for where `vmm run` calls in.
+ * talks to.  See vmm/include/vmm/migrate.h for where `vmm run` calls in.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,9 +25,8 @@
 #include "common/parse.h"
 #include "migrate/migrate.h"
 #include "migrate/net.h"
-#include "migrate/qmp.h"
-#include "migrate/vmm-glue.h"
-#include "spin.h"
+#include "vmm/migrate.h"
+#include "vmm/qmp.h"
 #include "vmm/ram.h"
 #include "vmm/vm.h"
 
@@ -490,7 +489,7 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
 }
 
 /*
- * The control API: QMP commands on the --control socket (migrate/qmp.h,
+ * The control API: QMP commands on the --control socket (vmm/qmp.h,
  * docs/migration.md "The control API").  A migration started by `migrate`
  * runs on its own thread; gl->ctl is the live link to it (requests in,
  * progress and the phase out), gl->params the options of the next one.
