@@ -179,7 +179,7 @@ static void *watch_thread(void *arg)
 	}
 	write_dest_metrics(gl);
 	pr_vmm("incoming migration complete: all %llu pages arrived\n",
-	       (unsigned long long)vm_ram(gl->vm)->nr_pages);
+	       (unsigned long long)ram_nr_pages(vm_ram(gl->vm)));
 	return arg;
 }
 
@@ -320,7 +320,7 @@ static int prepare_incoming(struct migrate_glue *gl)
 	char err[400];
 	struct ram *ram = vm_ram(vm);
 	struct mig_opts m = lib_opts(gl, gl->o->incoming);
-	if (!ram->ops) {
+	if (!ram_is_lazy(ram)) {
 		pr_vmm("--incoming needs lazy RAM\n");
 		return -EINVAL;
 	}
@@ -344,7 +344,7 @@ static int prepare_incoming(struct migrate_glue *gl)
 		return -ENOMEM;
 	int r = ram_start_faults(ram, src, gl->o->busy_poll);
 	if (r < 0) {
-		if (ram->source != src) /* else the RAM destroys it */
+		if (!ram_owns_source(ram, src)) /* else the RAM destroys it */
 			src->destroy(src);
 		pr_vmm("cannot start the fault thread: %s\n", strerror(-r));
 		return r;
@@ -430,7 +430,7 @@ static int s_save(void *ctx, void **blob, size_t *len)
 static int s_stopped(void *ctx)
 {
 	struct migrate_glue *gl = ctx;
-	return __atomic_load_n(&gl->vm->stopped, __ATOMIC_ACQUIRE);
+	return vm_is_stopped(gl->vm);
 }
 
 static int s_dirty_start(void *ctx)
@@ -458,8 +458,8 @@ static int migrate_out(struct migrate_glue *gl, const char *to, const struct mig
 	struct ram *ram = vm_ram(gl->vm);
 	struct mig_source_vm svm = {
 		.ctx = gl,
-		.ram = ram->host,
-		.ram_size = ram->size,
+		.ram = ram_host(ram),
+		.ram_size = ram_bytes(ram),
 		.pause = s_pause,
 		.resume = s_resume,
 		.save_state = s_save,

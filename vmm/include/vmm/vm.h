@@ -145,6 +145,12 @@ int vm_resume(struct vm *vm);
 void vm_stop(struct vm *vm, int status);
 /* 1 once stopped (status in *status), 0 on timeout (ms, -1 = forever). */
 int vm_wait(struct vm *vm, int timeout_ms, int *status);
+/*
+ * True once vm_stop() was called (the guest exited, failed, or was told to
+ * stop).  Any thread; takes no lock and never blocks, so a loop may ask it
+ * between sends (the migration source asks whether the guest ended).
+ */
+bool vm_is_stopped(struct vm *vm);
 /* eventfd that becomes readable when the VM stops (for poll loops). */
 static inline int vm_event_fd(struct vm *vm)
 {
