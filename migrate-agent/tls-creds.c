@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "lock-rank.h"
 #include "migrate/net.h"
 #include "migrate/tls.h"
 #include "tls-internal.h"
@@ -325,9 +326,9 @@ void mig_tls_ctx_free(struct mig_tls_ctx *c)
 
 void mig_tls_ctx_get_ktls(struct mig_tls_ctx *c, struct mig_tls_ktls *out)
 {
-	pthread_mutex_lock(&c->ktls_lock);
+	mig_lock(&c->ktls_lock, MIG_RANK_TLS_KTLS);
 	*out = c->ktls;
 	if (!out->sessions)
 		out->fallback = c->no_ktls ? c->no_ktls : "no session yet";
-	pthread_mutex_unlock(&c->ktls_lock);
+	mig_unlock(&c->ktls_lock);
 }

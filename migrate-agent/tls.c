@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "lock-rank.h"
 #include "migrate/net.h"
 #include "migrate/tls.h"
 #include "tls-internal.h"
@@ -187,7 +188,7 @@ static long count_io(BIO *b, int oper, const char *argp, size_t len, int argi, l
 
 void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out)
 {
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	out->cipher = SSL_CIPHER_standard_name(SSL_get_current_cipher(t->ssl));
 	out->socket_writes = t->socket_writes;
 	out->socket_reads = t->socket_reads;
@@ -195,7 +196,7 @@ void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out)
 	out->ktls_send = t->ktls_send;
 	out->ktls_recv = t->ktls_recv;
 	out->fallback = t->fallback;
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 }
 
 /*
@@ -256,13 +257,13 @@ static void note_ktls(struct mig_tls *t, struct mig_tls_ctx *c)
 		t->fallback = OPENSSL_VERSION_NUMBER < 0x30200000L
 				  ? "receive: OpenSSL before 3.2 has no TLS 1.3 kTLS receive"
 				  : "receive: the kernel or OpenSSL refused this session's keys";
-	pthread_mutex_lock(&c->ktls_lock);
+	mig_lock(&c->ktls_lock, MIG_RANK_TLS_KTLS);
 	c->ktls.sessions++;
 	c->ktls.ktls_send += t->ktls_send;
 	c->ktls.ktls_recv += t->ktls_recv;
 	if (t->fallback)
 		c->ktls.fallback = t->fallback;
-	pthread_mutex_unlock(&c->ktls_lock);
+	mig_unlock(&c->ktls_lock);
 }
 
 static void session_free(struct mig_tls *t)
@@ -354,9 +355,9 @@ int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_
 
 static void count_wait(struct mig_tls *t)
 {
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	t->send_waits++;
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 }
 
 /*
@@ -379,10 +380,10 @@ static int write_all(struct mig_tls *t, const void *buf, size_t len, int64_t dea
 		size_t n = 0;
 		int ok, e;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		ok = SSL_write_ex(t->ssl, (const char *)buf + done, len - done, &n);
 		e = ok ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 		if (ok) {
 			done += n;
 			continue;
@@ -404,10 +405,10 @@ static int flush_out(struct mig_tls *t, int64_t deadline)
 		bool retry;
 		long r;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		r = BIO_flush(t->out);
 		retry = r <= 0 && BIO_should_retry(t->out);
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 		if (r > 0)
 			return 0;
 		if (!retry)
@@ -484,7 +485,7 @@ static size_t read_held_records(struct mig_tls *t, uint8_t *buf, size_t len)
 	while (got < len && e == SSL_ERROR_NONE) {
 		size_t held = 0;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		while (got < len && held < TLS_READ_HOLD) {
 			size_t n = 0;
 
@@ -495,7 +496,7 @@ static size_t read_held_records(struct mig_tls *t, uint8_t *buf, size_t len)
 			got += n;
 			held += n;
 		}
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 	}
 	if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
 		t->held = read_error(e, code, t->held_err, sizeof(t->held_err));
@@ -519,9 +520,9 @@ ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, c
 		size_t n = 0;
 		int e;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		e = read_once(t, buf, len, &n, &code);
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 		if (e == SSL_ERROR_NONE)
 			return (ssize_t)(n + read_held_records(t, (uint8_t *)buf + n, len - n));
 		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
@@ -535,10 +536,10 @@ void mig_tls_free(struct mig_tls *t)
 {
 	if (!t)
 		return;
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	if (SSL_shutdown(t->ssl) >= 0) /* one try: close_notify if the socket takes it */
 		BIO_flush(t->out);
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 	session_free(t);
 }
 
@@ -595,9 +596,9 @@ int mig_tls_binding(struct mig_tls *t, uint8_t *out, size_t len)
 	static const char label[] = "EXPORTER-postcopy-kvm-auth";
 	int ok;
 
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	ok = SSL_export_keying_material(t->ssl, out, len, label, sizeof(label) - 1, NULL, 0, 0);
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 	return ok == 1 ? 0 : -EIO;
 }
 
