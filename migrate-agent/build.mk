@@ -11,7 +11,7 @@ BASE_CFLAGS += -Imigrate-agent/include
 # The library carries guest RAM's objects (RAM_SRCS, vmm/build.mk): it
 # writes the page record, and the fuzzers and mig-memtest use lazy RAM
 # without a VM.
-MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
+MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/source.c migrate-agent/stamps.c migrate-agent/metrics.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
@@ -74,7 +74,7 @@ $(eval $(call mig_program,mig-memtest,migrate-agent/tests/memtest.c,$(MIG_LIBS))
 #                switch-over (it includes source.c for its static steps; the
 #                archive's source.o is then never taken).
 FUZZ_CC ?= clang
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -MMD -MP \
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -DMIG_LOCK_RANKS -O1 -g -fsanitize=address,undefined -MMD -MP \
 	-Iinclude -Imigrate-agent -Imigrate-agent/include -Ivmm/include
 FUZZ_TARGETS := wire-fuzz dest-fuzz source-fuzz
 .PHONY: fuzz
