@@ -60,7 +60,8 @@
  *     here, resumed if it was paused;
  *   after it (POSTCOPY, RECOVER): ERROR, a protocol error, a COMPLETE with
  *     pages never sent, recover_ms over -> FAILED (the VM is lost);
- *   bad options, before any struct src: NONE -> FAILED (failed_early()).
+ *   cannot start (bad options, address or TLS credentials: no struct src):
+ *     NONE -> FAILED (failed_early()).
  *
  * Locking order (a lock on the right is only taken with the ones to its
  * left held, never the other way):
