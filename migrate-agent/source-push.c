@@ -53,6 +53,7 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
 }
 
+/* A pusher for s: its two buffers, and a ring on plain TCP.  0 or -ENOMEM. */
 int src_pusher_init(struct pusher *ps, struct src *s)
 {
 	memset(ps, 0, sizeof(*ps));
@@ -74,6 +75,7 @@ int src_pusher_init(struct pusher *ps, struct src *s)
 
 static int wait_idle(struct pusher *ps);
 
+/* Its buffers (once the kernel is done with them) and its zstd context. */
 void src_pusher_free(struct pusher *ps)
 {
 	ZSTD_freeCCtx(ps->cctx);
@@ -164,6 +166,7 @@ static int flush(struct pusher *ps)
 	return 0;
 }
 
+/* Everything batched sent and nothing in flight: 0 or -errno. */
 int src_drain(struct pusher *ps)
 {
 	int r = flush(ps);
@@ -228,6 +231,7 @@ static int pace(struct pusher *ps, size_t bytes)
 	return 0;
 }
 
+/* Page i, claimed by the caller, into the batch, then pacing.  0 or -errno. */
 int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 {
 	size_t n;
@@ -287,6 +291,10 @@ static int64_t next_page(struct pusher *ps)
 	}
 }
 
+/*
+ * The push thread: every page nobody claimed yet, then DONE(1), until
+ * COMPLETE, a break, or a send that failed (a break then).
+ */
 void *src_push_thread(void *arg)
 {
 	struct src *s = arg;

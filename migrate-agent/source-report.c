@@ -53,6 +53,10 @@ void src_publish(struct src *s)
 		src_ctl_put(&c->downtime_us, downtime_us(s));
 }
 
+/*
+ * The phase, o->ctl->phase (written nowhere else after the start): the
+ * figures first, so that whoever the change wakes reads them fresh.
+ */
 void src_set_phase(struct src *s, enum mig_phase phase)
 {
 	struct mig_ctl *c = s->o->ctl;
@@ -66,6 +70,7 @@ void src_set_phase(struct src *s, enum mig_phase phase)
 		c->phase_changed(c->arg, phase);
 }
 
+/* query-migrate's figures, and (o->progress) a progress line at most every 200 ms. */
 void src_progress(struct src *s, const char *phase)
 {
 	uint64_t now = mig_now_ns();
@@ -131,6 +136,7 @@ static void report(struct src *s, FILE *f)
 		pr_mig("cannot write the metrics: %s\n", strerror(-r));
 }
 
+/* The JSON metrics into o->metrics ("-": stdout); a failure is only logged. */
 void src_write_report(struct src *s)
 {
 	const char *path = s->o->metrics;

@@ -104,6 +104,10 @@ static int authenticate(struct src *s, struct mig_conn *c, int channel, char *er
 	return prove_both_ways(s, c, channel, &a, err, errlen);
 }
 
+/*
+ * HELLO out and back on c, then AUTH.  -EBUSY: the destination serves
+ * another session; -ECONNREFUSED: it refused; -EPROTO: a wrong answer.
+ */
 static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
 		 size_t errlen)
 {

@@ -11,6 +11,7 @@
 
 #include "source.h"
 
+/* A fault at page: the pusher sends the pages after it next (newest first). */
 static void add_hint(struct src *s, uint64_t page)
 {
 	pthread_mutex_lock(&s->hint_lock);
@@ -139,6 +140,7 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 	return 1;
 }
 
+/* The urgent thread: the destination's frames until COMPLETE, a fatal frame or a break. */
 void *src_urgent_thread(void *arg)
 {
 	struct src *s = arg;

@@ -9,6 +9,10 @@
 
 #include "source.h"
 
+/*
+ * Whether the watchdog may use the connections: down before they are
+ * closed or set up again (this waits for a PING in progress).
+ */
 void src_set_link_up(struct src *s, int up)
 {
 	pthread_mutex_lock(&s->link_lock);
@@ -74,6 +78,7 @@ static void *watch_thread(void *arg)
 	return NULL;
 }
 
+/* The watchdog, once a pair is connected (a thread that cannot start: none). */
 void src_start_watch(struct src *s)
 {
 	pthread_condattr_t ca;
@@ -85,6 +90,7 @@ void src_start_watch(struct src *s)
 	s->watch_on = pthread_create(&s->watch, NULL, watch_thread, s) == 0;
 }
 
+/* Stop and join the watchdog (src_free()). */
 void src_stop_watch(struct src *s)
 {
 	if (!s->watch_on)

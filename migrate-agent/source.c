@@ -60,6 +60,7 @@ int src_cancel_asked(struct src *s)
 	       __atomic_load_n(&s->o->ctl->cancel, __ATOMIC_ACQUIRE) == MIG_CANCEL_ASKED;
 }
 
+/* The caller's side of the race with src_no_more_cancel() (migrate/migrate.h). */
 int mig_ctl_cancel(struct mig_ctl *c)
 {
 	int none = MIG_CANCEL_NONE;
