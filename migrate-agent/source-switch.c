@@ -72,8 +72,9 @@ int src_send_done0(struct src *s)
 
 /*
  * The switch-over: pause, save the state, DONE(0) (after PRECOPY_DIRTY;
- * before the pause without precopy) on bulk and STATE on urgent.  From the pause the downtime runs.  On failure
- * the VM has been resumed here (the destination has no whole state).
+ * before the pause without precopy) on bulk and STATE on urgent.  From the
+ * pause the downtime runs.  On failure the VM has been resumed here (the
+ * destination has no whole state).
  */
 int src_switch_over(struct src *s, char *err, size_t errlen)
 {
