@@ -12,7 +12,10 @@ BASE_CFLAGS += -Imigrate-agent/include
 # writes the page record, and the fuzzers and mig-memtest use lazy RAM
 # without a VM.
 MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
-	migrate-agent/auth.c migrate-agent/source.c migrate-agent/stamps.c migrate-agent/metrics.c \
+	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
+	migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
+	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
+	migrate-agent/source-push.c migrate-agent/source-recover.c migrate-agent/source-report.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
@@ -71,8 +74,7 @@ $(eval $(call mig_program,mig-memtest,migrate-agent/tests/memtest.c,$(MIG_LIBS))
 #                sessions of frames against a fake VM, through its own steps
 #                (migrate-agent/dest.h);
 #   source-fuzz  the source's side: the frames a destination sends after the
-#                switch-over (it includes source.c for its static steps; the
-#                archive's source.o is then never taken).
+#                switch-over, through its own steps (migrate-agent/source.h).
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -DMIG_LOCK_RANKS -O1 -g -fsanitize=address,undefined -MMD -MP \
 	-Iinclude -Imigrate-agent -Imigrate-agent/include -Ivmm/include
