@@ -67,8 +67,12 @@ bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *o
 		from |= RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_REQUESTED);
 	if (ram_claim(d->ram, i, from, RAM_PAGE_INSTALLING, by, false, old))
 		return true;
+	/*
+	 * A staged copy someone else installed (the stager and a fault race,
+	 * or a pushed page took its place) is no second arrival.
+	 */
 	enum ram_page_state st = ram_word_state(*old);
-	if (st == RAM_PAGE_PRESENT || st == RAM_PAGE_INSTALLING)
+	if (by != RAM_BY_PRECOPY && (st == RAM_PAGE_PRESENT || st == RAM_PAGE_INSTALLING))
 		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
 	return false;
 }

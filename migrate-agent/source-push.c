@@ -262,15 +262,15 @@ static int64_t next_page(struct pusher *ps)
 			if (!bit_test_and_set(s->sent, i))
 				return (int64_t)i;
 		}
-		pthread_mutex_lock(&s->hint_lock);
+		mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
 		if (s->nhints) {
 			uint64_t h = s->hints[--s->nhints];
-			pthread_mutex_unlock(&s->hint_lock);
+			mig_unlock(&s->hint_lock);
 			ps->pre_next = h + 1;
 			ps->pre_left = s->o->prepage;
 			continue;
 		}
-		pthread_mutex_unlock(&s->hint_lock);
+		mig_unlock(&s->hint_lock);
 		while (ps->cursor < s->nr_pages) {
 			uint64_t w = ~__atomic_load_n(&s->sent[ps->cursor / 64], __ATOMIC_ACQUIRE);
 			w &= ~0ull << (ps->cursor % 64);

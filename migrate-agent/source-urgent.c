@@ -14,13 +14,13 @@
 /* A fault at page: the pusher sends the pages after it next (newest first). */
 static void add_hint(struct src *s, uint64_t page)
 {
-	pthread_mutex_lock(&s->hint_lock);
+	mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
 	if (s->nhints == NHINTS) {
 		memmove(s->hints, s->hints + 1, (NHINTS - 1) * sizeof(s->hints[0]));
 		s->nhints--;
 	}
 	s->hints[s->nhints++] = page;
-	pthread_mutex_unlock(&s->hint_lock);
+	mig_unlock(&s->hint_lock);
 }
 
 /*
@@ -60,10 +60,10 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 		}
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
 		size_t n = src_put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, NULL);
-		pthread_mutex_lock(&s->urg.tx_lock);
+		mig_lock(&s->urg.tx_lock, MIG_RANK_CONN_TX);
 		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
 		int r = mig_conn_write(&s->urg, buf, n);
-		pthread_mutex_unlock(&s->urg.tx_lock);
+		mig_unlock(&s->urg.tx_lock);
 		if (r) {
 			src_set_break(s, 0, "urgent channel: send failed");
 			return -1;
@@ -98,9 +98,9 @@ static int take_complete(struct src *s, const uint8_t *p)
 		src_ctl_put(&s->o->ctl->fault_lat_p50_ns, s->dest.fault_lat_p50_ns);
 		src_ctl_put(&s->o->ctl->fault_lat_p99_ns, s->dest.fault_lat_p99_ns);
 	}
-	pthread_mutex_lock(&s->lock);
+	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->complete = 1;
-	pthread_mutex_unlock(&s->lock);
+	mig_unlock(&s->lock);
 	mig_conn_kick(&s->bulk);
 	return 1;
 }

@@ -15,9 +15,9 @@
  */
 void src_set_link_up(struct src *s, int up)
 {
-	pthread_mutex_lock(&s->link_lock);
+	mig_lock(&s->link_lock, MIG_RANK_SRC_LINK);
 	s->link_up = up;
-	pthread_mutex_unlock(&s->link_lock);
+	mig_unlock(&s->link_lock);
 }
 
 /*
@@ -58,7 +58,7 @@ static void *watch_thread(void *arg)
 	struct src *s = arg;
 	uint64_t ms = (uint64_t)s->o->idle_ms / 4;
 	uint64_t hb = (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
-	pthread_mutex_lock(&s->link_lock);
+	mig_lock(&s->link_lock, MIG_RANK_SRC_LINK);
 	while (!s->watch_stop) {
 		uint64_t t = mig_now_ns() + hb;
 		struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull),
@@ -74,7 +74,7 @@ static void *watch_thread(void *arg)
 			src_set_break(s, 0, why);
 		}
 	}
-	pthread_mutex_unlock(&s->link_lock);
+	mig_unlock(&s->link_lock);
 	return NULL;
 }
 
@@ -95,10 +95,10 @@ void src_stop_watch(struct src *s)
 {
 	if (!s->watch_on)
 		return;
-	pthread_mutex_lock(&s->link_lock);
+	mig_lock(&s->link_lock, MIG_RANK_SRC_LINK);
 	s->watch_stop = 1;
 	pthread_cond_signal(&s->watch_cond);
-	pthread_mutex_unlock(&s->link_lock);
+	mig_unlock(&s->link_lock);
 	pthread_join(s->watch, NULL);
 	pthread_cond_destroy(&s->watch_cond);
 	s->watch_on = 0;

@@ -23,14 +23,14 @@
  */
 void src_set_break(struct src *s, int fatal, const char *why)
 {
-	pthread_mutex_lock(&s->lock);
+	mig_lock(&s->lock, MIG_RANK_SRC);
 	if (!s->broken && !s->fatal)
 		snprintf(s->why, sizeof(s->why), "%s", why);
 	if (fatal)
 		s->fatal = 1;
 	else
 		s->broken = 1;
-	pthread_mutex_unlock(&s->lock);
+	mig_unlock(&s->lock);
 	mig_conn_kick(&s->urg);
 	mig_conn_kick(&s->bulk);
 }
@@ -45,10 +45,10 @@ int src_stopped(struct src *s)
 /* A failure on a link the watchdog (or a thread) broke: report that cause. */
 void src_link_cause(struct src *s, char *err, size_t errlen)
 {
-	pthread_mutex_lock(&s->lock);
+	mig_lock(&s->lock, MIG_RANK_SRC);
 	if (s->broken || s->fatal)
 		snprintf(err, errlen, "%s", s->why);
-	pthread_mutex_unlock(&s->lock);
+	mig_unlock(&s->lock);
 }
 
 /* ---- Cancelling and giving up, before the switch-over ---- */

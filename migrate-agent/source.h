@@ -64,7 +64,8 @@
  *     NONE -> FAILED (failed_early()).
  *
  * Locking order (a lock on the right is only taken with the ones to its
- * left held, never the other way):
+ * left held, never the other way; the ranks of lock-rank.h, checked in
+ * the sanitizer build):
  *
  *   s->link_lock (link_up, watch_stop; watch_cond)
  *     -> s->lock (broken, fatal, complete, why)
@@ -93,6 +94,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
 #include "spin.h"
