@@ -18,7 +18,6 @@
 
 #include "lock-rank.h"
 #include "migrate/net.h"
-#include "spin.h"
 
 #define RBUF_MIN (256u << 10)
 
@@ -389,23 +388,7 @@ static int fill(struct mig_conn *c, size_t need)
 		int r = apply_deadline(c);
 		if (r)
 			return r;
-		/*
-		 * With a spin policy (spin.h): non-blocking tries while it wants
-		 * to spin, else its poll() (plain TCP; a TLS back end may hold
-		 * decrypted bytes the socket no longer shows: it blocks in recv).
-		 */
-		bool wait = !c->spin || c->deadline_ns ||
-			    (c->io && !mig_spin_wanted(c->spin, mig_now_ns()));
-		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, wait);
-		if (n == -EAGAIN && !wait) {
-			if (mig_spin_wanted(c->spin, mig_now_ns()))
-				mig_cpu_relax();
-			else if (!c->io)
-				r = mig_spin_block(c->spin, c->fd);
-			if (r)
-				return r;
-			continue;
-		}
+		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, true);
 		if (n < 0)
 			return (int)n;
 		if (n == 0)
