@@ -12,7 +12,8 @@ GUEST=build/guest/guest.elf
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 [ -x "$BIN/vmm-api-test" ] || fail "$BIN/vmm-api-test not built"
-[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
+. tests/host/kvm-lib.bash
+need_kvm
 ran=0
 for b in uffd uffd-move; do
 	"$BIN/vmm" probe "$b" > /dev/null 2>&1 || { echo "note: no $b back end here"; continue; }
