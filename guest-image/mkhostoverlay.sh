@@ -84,7 +84,8 @@ import os, shutil, subprocess, sys
 root = sys.argv[1]
 mods = ("socket ssl sys argparse os struct threading time json select errno signal "
         "hashlib hmac base64 binascii random secrets subprocess tempfile shutil "
-        "traceback io re collections functools itertools string codecs encodings "
+        "traceback io re collections functools itertools string codecs encodings ast "
+        "copy weakref contextlib enum types warnings dataclasses textwrap "
         "encodings.utf_8 encodings.latin_1 encodings.ascii encodings.aliases site")
 for m in mods.split():
     __import__(m)
