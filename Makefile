@@ -21,7 +21,8 @@ Q := $(if $(filter 1,$(V)),,@)
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -Iinclude -MMD -MP
-SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
+	-DMIG_LOCK_RANKS
 
 HOST_PROGRAMS :=
 NODE_PROGRAMS :=
@@ -64,7 +65,7 @@ $(B)/node/obj/%.o: %.c
 # depend on it, so they rebuild exactly then.
 BUILD_VERSION := $(or $(shell git describe --always --dirty 2>/dev/null),unknown)
 VERSION_OBJS := $(foreach f,obj san/obj node/obj,$(B)/$(f)/vmm/main.o $(B)/$(f)/migrate-agent/cli.o \
-	$(B)/$(f)/migrate-agent/qmp.o)
+	$(B)/$(f)/vmm/qmp.o)
 $(VERSION_OBJS): BASE_CFLAGS += -DBUILD_VERSION='"$(BUILD_VERSION)"'
 $(VERSION_OBJS): $(B)/version.stamp
 $(B)/version.stamp: FORCE

@@ -11,8 +11,11 @@ BASE_CFLAGS += -Imigrate-agent/include
 # The library carries guest RAM's objects (RAM_SRCS, vmm/build.mk): it
 # writes the page record, and the fuzzers and mig-memtest use lazy RAM
 # without a VM.
-MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/tls.c \
-	migrate-agent/auth.c migrate-agent/source.c migrate-agent/stamps.c migrate-agent/metrics.c \
+MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
+	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
+	migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
+	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
+	migrate-agent/source-push.c migrate-agent/source-recover.c migrate-agent/source-report.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
@@ -43,11 +46,11 @@ endef
 # The CLI that attaches to a source VMM's control socket.
 $(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c migrate-agent/params.c,-ljson-c))
 
-# The vmm binary (vmm/build.mk) links the glue and the library: they are added
-# as extra prerequisites of its three link rules, libraries by full path (the
-# node flavour is static), so $$^ carries them in link order (the glue and
-# its QMP server before the archive they call).
-MIG_VMM_SRCS := migrate-agent/vmm-glue.c migrate-agent/qmp.c
+# The vmm binary (vmm/build.mk, whose glue in vmm/migrate/ calls the library)
+# links the library and its dependencies: they are added as extra
+# prerequisites of its three link rules, libraries by full path (the node
+# flavour is static), so $$^ carries them in link order (after the vmm's own
+# objects, the glue's among them, which call the archive).
 MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
 	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
 	$(shell $(CC) -print-file-name=libjson-c.so)
@@ -55,9 +58,9 @@ MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-na
 	$(shell $(CC) -print-file-name=libssl.a) $(shell $(CC) -print-file-name=libcrypto.a) \
 	$(shell $(CC) -print-file-name=libjson-c.a)
 ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
-$(B)/bin/vmm: $(patsubst %.c,$(B)/obj/%.o,$(MIG_VMM_SRCS)) $(B)/lib/libmigrate.a $(MIG_SO)
-$(B)/san/bin/vmm: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_VMM_SRCS)) $(B)/san/lib/libmigrate.a $(MIG_SO)
-$(B)/node/bin/vmm: $(patsubst %.c,$(B)/node/obj/%.o,$(MIG_VMM_SRCS)) $(B)/node/lib/libmigrate.a $(MIG_A)
+$(B)/bin/vmm: $(B)/lib/libmigrate.a $(MIG_SO)
+$(B)/san/bin/vmm: $(B)/san/lib/libmigrate.a $(MIG_SO)
+$(B)/node/bin/vmm: $(B)/node/lib/libmigrate.a $(MIG_A)
 endif
 
 # Test programs: plain-memory end-to-end migration, adversarial peer, link cutter.
@@ -71,10 +74,9 @@ $(eval $(call mig_program,mig-memtest,migrate-agent/tests/memtest.c,$(MIG_LIBS))
 #                sessions of frames against a fake VM, through its own steps
 #                (migrate-agent/dest.h);
 #   source-fuzz  the source's side: the frames a destination sends after the
-#                switch-over (it includes source.c for its static steps; the
-#                archive's source.o is then never taken).
+#                switch-over, through its own steps (migrate-agent/source.h).
 FUZZ_CC ?= clang
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=address,undefined -MMD -MP \
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -DMIG_LOCK_RANKS -O1 -g -fsanitize=address,undefined -MMD -MP \
 	-Iinclude -Imigrate-agent -Imigrate-agent/include -Ivmm/include
 FUZZ_TARGETS := wire-fuzz dest-fuzz source-fuzz
 .PHONY: fuzz

@@ -31,6 +31,13 @@
  * dest_accept_pair() takes a complete pair.
  */
 #define MAX_HANDSHAKES MAX_HANDSHAKES_
+/*
+ * An evicted handshake's thread lives on until it sees its socket shut
+ * down and has refused the stranger; on a loaded host hundreds of them
+ * piled up under a churning flood (218 threads seen).  The acceptor waits
+ * (the connections stay in the listen backlog) while this many run.
+ */
+#define MAX_HANDSHAKE_THREADS (MAX_HANDSHAKES + MAX_HANDSHAKES / 2)
 
 #define HANDSHAKE_MS 3000
 
@@ -219,11 +226,11 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 		return -EPROTO;
 	}
 	memcpy(&m, p, sizeof(m));
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	int owner = classify_hello(d, &m, drop, why, len);
 	uint32_t features = d->features;
 	memcpy(secret, d->secret, sizeof(secret));
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	dest_free_conn(drop[0]);
 	dest_free_conn(drop[1]);
 	if (owner >= 0) {
@@ -252,7 +259,7 @@ static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result
 {
 	struct mig_conn *drop[3] = { NULL, NULL, NULL };
 	uint32_t attempt = res->attempt;
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (res->session != d->session) {
 		drop[2] = c;
 	} else {
@@ -272,7 +279,7 @@ static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result
 			drop[2] = c; /* left over from an earlier attempt */
 		}
 	}
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	for (int k = 0; k < 3; k++)
 		dest_free_conn(drop[k]);
 }
@@ -318,7 +325,7 @@ static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed
 				"this destination speaks TLS only (give both ends --tls-creds or "
 				"--tls-psk)");
 	dest_free_conn(c);
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	uint64_t now = mig_now_ns(), n = ++d->refused;
 	int log = n <= REFUSE_LOG_BURST || now - d->refused_logged_ns >= REFUSE_LOG_NS;
 	uint64_t more = n - d->refused_at_log - 1;
@@ -326,7 +333,7 @@ static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed
 		d->refused_logged_ns = now;
 		d->refused_at_log = n;
 	}
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	if (log && more)
 		pr_mig("refused a connection: %s (and %llu more since the last message)\n", why,
 		       (unsigned long long)more);
@@ -344,20 +351,20 @@ static void *handshake_thread(void *arg)
 	struct mig_conn *c = new_conn(d, a->fd, "incoming");
 	int r = c ? handshake_all(d, c, a->t0, &res, &tls_failed, why, sizeof(why)) : -ENOMEM;
 	mig_auth_thread_cleanup(); /* before this thread counts as gone */
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (d->hs[a->slot].gen == a->gen)
 		d->hs[a->slot].fd = -1; /* else it was evicted and given to another */
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	if (r && c)
 		refuse(d, c, r, tls_failed, why);
 	else if (c)
 		offer(d, c, &res);
 	mig_auth_thread_cleanup(); /* again: closing a TLS session used OpenSSL */
 	mig_wire_thread_cleanup();
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->handshakes--;
 	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	free(a);
 	return NULL;
 }
@@ -386,23 +393,27 @@ static void start_handshake(struct mig_dest *d, int fd)
 		close(fd);
 		return;
 	}
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	while (d->handshakes >= MAX_HANDSHAKE_THREADS && !d->stop) {
+		struct timespec ts = dest_mono_in_ms(100);
+		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+	}
 	int slot = take_slot(d);
 	*a = (struct hs_arg){
 		.d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = mig_now_ns()
 	};
 	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
 	d->handshakes++;
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
 		pthread_detach(t);
 		return;
 	}
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (d->hs[slot].gen == a->gen)
 		d->hs[slot].fd = -1;
 	d->handshakes--;
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	free(a);
 	close(fd);
 }
@@ -440,7 +451,7 @@ void dest_stop_accepting(struct mig_dest *d)
 	if (d->acceptor_on)
 		pthread_join(d->acceptor, NULL);
 	d->acceptor_on = 0;
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	for (int k = 0; k < MAX_HANDSHAKES; k++)
 		if (d->hs[k].fd >= 0)
 			shutdown(d->hs[k].fd, SHUT_RDWR);
@@ -449,7 +460,7 @@ void dest_stop_accepting(struct mig_dest *d)
 	dest_free_conn(d->pend_urg);
 	dest_free_conn(d->pend_bulk);
 	d->pend_urg = d->pend_bulk = NULL;
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 }
 
 /*
@@ -461,7 +472,7 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 		     struct mig_conn **bulk, char *err, size_t errlen)
 {
 	int r = 0;
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed) {
 		if (!deadline) {
 			pthread_cond_wait(&d->cond, &d->lock);
@@ -485,6 +496,6 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 			 d->stop ? "stopped" : "no source connected within the deadline");
 		r = d->stop ? -ECANCELED : -ETIMEDOUT;
 	}
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	return r;
 }

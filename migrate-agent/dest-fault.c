@@ -27,11 +27,11 @@ static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 	mig_stamp(d->stamps, i, MIG_STEP_FAULT, fault_ns);
 	struct mig_page_request q = { .count = 1 };
 	uint64_t addr = i * MIG_PAGE_SIZE;
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
 	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 }
 
 /*
@@ -50,9 +50,9 @@ static int fault_requested(struct mig_dest *d, uint64_t i)
 
 void dest_loop_attach(struct mig_dest *d, struct mig_conn *urg)
 {
-	pthread_mutex_lock(&d->loop_lock);
+	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
 	d->loop_conn = urg;
-	pthread_mutex_unlock(&d->loop_lock);
+	mig_unlock(&d->loop_lock);
 	ram_kick_faults(d->ram); /* to poll it from now */
 }
 
@@ -60,9 +60,9 @@ void dest_loop_detach(struct mig_dest *d)
 {
 	if (!d->ram)
 		return;
-	pthread_mutex_lock(&d->loop_lock);
+	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
 	d->loop_conn = NULL;
-	pthread_mutex_unlock(&d->loop_lock);
+	mig_unlock(&d->loop_lock);
 	ram_kick_faults(d->ram); /* to poll its descriptor no more */
 }
 
@@ -89,10 +89,10 @@ static int source_reply_fd(struct ram_source *src)
 	struct dest_source *s = (struct dest_source *)src;
 	struct mig_dest *d = s->d;
 	int fd = -1;
-	pthread_mutex_lock(&d->loop_lock);
+	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
 	if (d->loop_conn && !d->failed && !d->stop)
 		fd = d->loop_conn->fd;
-	pthread_mutex_unlock(&d->loop_lock);
+	mig_unlock(&d->loop_lock);
 	if (fd >= 0 && !s->urgent) {
 		mig_thread_urgent(); /* it does what the urgent receiver did */
 		s->urgent = 1;
@@ -104,10 +104,10 @@ static int source_reply_fd(struct ram_source *src)
 static int source_replies(struct ram_source *src, struct ram *ram)
 {
 	struct mig_dest *d = ((struct dest_source *)src)->d;
-	pthread_mutex_lock(&d->loop_lock);
+	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
 	if (d->loop_conn && dest_rx_ready(d, d->loop_conn, &d->loop_run))
 		d->loop_conn = NULL; /* broken, failed or done: not read again */
-	pthread_mutex_unlock(&d->loop_lock);
+	mig_unlock(&d->loop_lock);
 	return 0;
 }
 

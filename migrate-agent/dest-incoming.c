@@ -150,7 +150,7 @@ static int receive_switch_over(struct mig_dest *d, const uint8_t **p, uint32_t *
  */
 static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 {
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->state_rx = 1;
 	while (!d->phase0_done && !d->failed && !d->broken)
 		pthread_cond_wait(&d->cond, &d->lock);
@@ -161,7 +161,7 @@ static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 	int failed = d->failed;
 	if (failed)
 		snprintf(err, errlen, "%s", d->why);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	d->t_phase0 = mig_now_ns();
 	return failed ? -EPROTO : 0;
 }
@@ -212,10 +212,10 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 			continue;
 		}
 		/* The bulk channel may have failed first: report the cause. */
-		pthread_mutex_lock(&d->lock);
+		mig_lock(&d->lock, MIG_RANK_DEST);
 		if (d->failed)
 			snprintf(err, errlen, "%s", d->why);
-		pthread_mutex_unlock(&d->lock);
+		mig_unlock(&d->lock);
 		dest_send_error(d->urg, code, err);
 		goto fail;
 	}

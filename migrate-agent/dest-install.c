@@ -36,7 +36,7 @@ void dest_try_complete(struct mig_dest *d)
 		return;
 	struct mig_complete m;
 	dest_fill_complete(d, &m);
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	int sent = 0;
 	if (d->link_ok && !d->complete_sent) {
 		/* Set first: the source may close the link as soon as it has it. */
@@ -45,12 +45,12 @@ void dest_try_complete(struct mig_dest *d)
 		if (!sent)
 			__atomic_store_n(&d->complete_sent, 0, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 	if (sent) {
-		pthread_mutex_lock(&d->lock);
+		mig_lock(&d->lock, MIG_RANK_DEST);
 		d->t_done = mig_now_ns();
 		pthread_cond_broadcast(&d->cond);
-		pthread_mutex_unlock(&d->lock);
+		mig_unlock(&d->lock);
 	}
 }
 
@@ -67,8 +67,12 @@ bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *o
 		from |= RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_REQUESTED);
 	if (ram_claim(d->ram, i, from, RAM_PAGE_INSTALLING, by, false, old))
 		return true;
+	/*
+	 * A staged copy someone else installed (the stager and a fault race,
+	 * or a pushed page took its place) is no second arrival.
+	 */
 	enum ram_page_state st = ram_word_state(*old);
-	if (st == RAM_PAGE_PRESENT || st == RAM_PAGE_INSTALLING)
+	if (by != RAM_BY_PRECOPY && (st == RAM_PAGE_PRESENT || st == RAM_PAGE_INSTALLING))
 		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
 	return false;
 }
@@ -80,9 +84,9 @@ void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now)
 		__atomic_fetch_sub(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = now - ram_word_time_ns(d->ram, old);
-		pthread_mutex_lock(&d->lat_lock);
+		mig_lock(&d->lat_lock, MIG_RANK_DEST_LAT);
 		mig_lat_add(&d->lat, lat);
-		pthread_mutex_unlock(&d->lat_lock);
+		mig_unlock(&d->lat_lock);
 	}
 }
 

@@ -36,20 +36,20 @@ static int send_resume(struct mig_dest *d, struct mig_conn *urg, uint32_t flags)
 /* Stop the receivers and retire the broken connections. */
 static void retire_links(struct mig_dest *d)
 {
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->link_ok = 0;
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 	dest_kick_links(d);
 	dest_loop_detach(d);
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_bulk_on = 0;
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	dest_free_conn(d->urg);
 	dest_free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 }
 
 /*
@@ -123,9 +123,9 @@ static int recover_postcopy(struct mig_dest *d)
 	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (reconnect(d, deadline, 0, &urg, &bulk)) {
 		char cause[sizeof(d->why)];
-		pthread_mutex_lock(&d->lock);
+		mig_lock(&d->lock, MIG_RANK_DEST);
 		snprintf(cause, sizeof(cause), "%s", d->why);
-		pthread_mutex_unlock(&d->lock);
+		mig_unlock(&d->lock);
 		dest_fail(d,
 			  "source did not reconnect within %d ms after the link broke (%s); "
 			  "stopping: %llu pages never arrived, the VM must not run on",
@@ -133,15 +133,15 @@ static int recover_postcopy(struct mig_dest *d)
 			  (unsigned long long)(d->nr_pages - ram_nr_present(d->ram)));
 		return -ETIMEDOUT;
 	}
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	link_up(d, urg, bulk);
 	uint64_t again = repeat_requests(d, urg);
-	pthread_mutex_unlock(&d->req_lock);
-	pthread_mutex_lock(&d->lock);
+	mig_unlock(&d->req_lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->broken = 0;
 	d->recoveries++;
 	d->t_broken_ns += mig_now_ns() - t0;
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	dest_loop_attach(d, urg);
 	dest_start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
 	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
@@ -154,9 +154,9 @@ void *dest_supervisor_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	for (;;) {
-		pthread_mutex_lock(&d->lock);
+		mig_lock(&d->lock, MIG_RANK_DEST);
 		int failed = d->failed, done = d->complete_sent, broken = d->broken, stop = d->stop;
-		pthread_mutex_unlock(&d->lock);
+		mig_unlock(&d->lock);
 		if (failed || done || stop)
 			return NULL;
 		if (broken) {
@@ -168,7 +168,7 @@ void *dest_supervisor_thread(void *arg)
 		 * The source reconnected (authenticated) before this side noticed
 		 * the break: it knows the old link is dead.
 		 */
-		pthread_mutex_lock(&d->lock);
+		mig_lock(&d->lock, MIG_RANK_DEST);
 		if (d->pend_urg && d->pend_bulk && !d->broken && !d->failed && !d->complete_sent) {
 			snprintf(d->why, sizeof(d->why), "the source reconnected");
 			d->broken = 1;
@@ -176,7 +176,7 @@ void *dest_supervisor_thread(void *arg)
 			struct timespec ts = dest_mono_in_ms(100);
 			pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 		}
-		pthread_mutex_unlock(&d->lock);
+		mig_unlock(&d->lock);
 	}
 }
 
@@ -213,18 +213,18 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_bulk_on = 0;
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	snprintf(cause, sizeof(cause), "%s", d->broken ? d->why : err);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	pr_mig("link to the source broken before the VM state arrived (%s); waiting up to %d ms "
 	       "for the source to reconnect to %s\n",
 	       cause, d->o.recover_ms, d->o.addr);
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->link_ok = 0;
 	dest_free_conn(d->urg);
 	dest_free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 	dest_reset_before_state(d);
 	struct mig_conn *urg, *bulk;
 	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
@@ -234,9 +234,9 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 			 d->o.recover_ms, cause);
 		return -ETIMEDOUT;
 	}
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	link_up(d, urg, bulk);
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
 	return 0;

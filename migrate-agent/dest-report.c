@@ -37,13 +37,13 @@ static void fill_complete(struct mig_dest *d, const struct page_counts *pc, stru
 	m->faults = d->faults;
 	m->requests_sent = d->req_sent;
 	m->requests_deduped = d->dedup;
-	pthread_mutex_lock(&d->lat_lock);
+	mig_lock(&d->lat_lock, MIG_RANK_DEST_LAT);
 	m->fault_lat_p50_ns = mig_lat_pct(&d->lat, 50);
 	m->fault_lat_p99_ns = mig_lat_pct(&d->lat, 99);
 	m->fault_lat_max_ns = mig_lat_max(&d->lat);
 	m->blocktime_ns = d->lat.sum;
 	memcpy(m->lat_hist, d->lat.hist, sizeof(m->lat_hist));
-	pthread_mutex_unlock(&d->lat_lock);
+	mig_unlock(&d->lat_lock);
 	m->recoveries = d->recoveries;
 }
 

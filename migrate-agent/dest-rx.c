@@ -148,10 +148,10 @@ static void rx_done(struct mig_dest *d, const uint8_t *p)
 	memcpy(&dn, p, sizeof(dn));
 	if (dn.phase != 0)
 		return; /* DONE(1) is informative: completion is the page record's */
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->phase0_done = 1;
 	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 }
 
 /* PRECOPY_DIRTY: staged copies of pages written since are forgotten. */
@@ -198,12 +198,12 @@ static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char 
 {
 	if (mig_link_error(r)) {
 		/* Recoverable: the supervisor (or incoming) takes over. */
-		pthread_mutex_lock(&d->lock);
+		mig_lock(&d->lock, MIG_RANK_DEST);
 		if (!d->broken)
 			snprintf(d->why, sizeof(d->why), "%s", err);
 		d->broken = 1;
 		pthread_cond_broadcast(&d->cond);
-		pthread_mutex_unlock(&d->lock);
+		mig_unlock(&d->lock);
 		if (!d->state_rx)
 			dest_kick_links(d); /* incoming waits on the urgent channel */
 		return;

@@ -72,27 +72,27 @@ void *dest_watch_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	uint64_t hb = heartbeat_ns(&d->o);
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	while (!d->stop && !d->failed && !d->complete_sent) {
 		struct timespec ts = dest_mono_in_ms((unsigned)(hb / 1000000));
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 		if (d->broken || d->stop)
 			continue;
-		pthread_mutex_unlock(&d->lock);
+		mig_unlock(&d->lock);
 		char why[160];
-		pthread_mutex_lock(&d->req_lock);
+		mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 		int silent = watch_link(d, mig_now_ns(), hb, why, sizeof(why));
-		pthread_mutex_unlock(&d->req_lock);
-		pthread_mutex_lock(&d->lock);
+		mig_unlock(&d->req_lock);
+		mig_lock(&d->lock, MIG_RANK_DEST);
 		if (silent && !d->broken && !d->failed) {
 			snprintf(d->why, sizeof(d->why), "%s", why);
 			d->broken = 1;
 			pthread_cond_broadcast(&d->cond);
-			pthread_mutex_unlock(&d->lock);
+			mig_unlock(&d->lock);
 			dest_kick_links(d);
-			pthread_mutex_lock(&d->lock);
+			mig_lock(&d->lock, MIG_RANK_DEST);
 		}
 	}
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	return NULL;
 }

@@ -50,17 +50,17 @@
 
 void dest_kick_links(struct mig_dest *d)
 {
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->urg)
 		mig_conn_kick(d->urg);
 	if (d->bulk)
 		mig_conn_kick(d->bulk);
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 }
 
 void dest_fail(struct mig_dest *d, const char *fmt, ...)
 {
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (!d->failed) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -69,7 +69,7 @@ void dest_fail(struct mig_dest *d, const char *fmt, ...)
 		d->failed = 1;
 	}
 	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	dest_kick_links(d);
 }
 
@@ -150,10 +150,10 @@ void mig_dest_resumed(struct mig_dest *d)
 {
 	d->resume_rt = mig_realtime_ns();
 	__atomic_store_n(&d->t_resumed, mig_now_ns(), __ATOMIC_RELEASE);
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok)
 		dest_send_running(d, d->urg);
-	pthread_mutex_unlock(&d->req_lock);
+	mig_unlock(&d->req_lock);
 	start_postcopy_threads(d);
 	/* Every page may have arrived already (a small or idle guest). */
 	dest_try_complete(d);
@@ -161,18 +161,18 @@ void mig_dest_resumed(struct mig_dest *d)
 
 void mig_dest_abort(struct mig_dest *d, const char *why)
 {
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	int done = d->complete_sent || d->failed;
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	if (done)
 		return;
-	pthread_mutex_lock(&d->req_lock);
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok && d->urg)
 		dest_send_error(d->urg, MIG_ERR_INTERNAL, why);
-	pthread_mutex_unlock(&d->req_lock);
-	pthread_mutex_lock(&d->lock);
+	mig_unlock(&d->req_lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->stop = 1;
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	dest_fail(d, "%s", why);
 }
 
@@ -202,21 +202,21 @@ static enum dest_phase dest_phase(struct mig_dest *d)
 
 int mig_dest_status(struct mig_dest *d)
 {
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	enum dest_phase ph = dest_phase(d);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	return ph == DEST_FAILED ? -1 : ph == DEST_COMPLETE ? 1 : 0;
 }
 
 int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen)
 {
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	while (!d->failed && !d->complete_sent)
 		pthread_cond_wait(&d->cond, &d->lock);
 	int failed = d->failed;
 	if (failed)
 		snprintf(err, errlen, "%s", d->why);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	return failed ? -EIO : 0;
 }
 
@@ -224,10 +224,10 @@ void mig_dest_free(struct mig_dest *d)
 {
 	if (!d)
 		return;
-	pthread_mutex_lock(&d->lock);
+	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->stop = 1;
 	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	mig_unlock(&d->lock);
 	dest_kick_links(d);
 	dest_stop_accepting(d);
 	if (d->watch_on)

@@ -21,15 +21,17 @@
  *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
  *
  * Locking order (a lock on the right is only taken with the ones to its
- * left held, never the other way):
+ * left held, never the other way; the ranks of lock-rank.h):
  *
- *   d->lock (flags, why, session, handshake slots, pending channels; cond)
- *     -> a pending connection's TLS lock (closing it, tls.c)
  *   d->loop_lock (the urgent channel while the fault thread reads it)
+ *     -> d->lock (flags, why, session, handshake slots, pending channels;
+ *                 cond; a failure reported from a frame the loop read)
+ *       -> a pending connection's TLS lock (closing it, tls.c)
  *     -> d->req_lock (which connections are live: urg, bulk, link_ok)
  *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *     -> d->lat_lock (the fault latencies): a leaf
  *
+ * The sanitizer build checks this order on every lock (lock-rank.h).
  * d->lock and d->req_lock are never held together: code that needs both
  * takes one, drops it, then takes the other.  Under d->lock nothing waits
  * on the network but the close of a pending connection (one try at a TLS
@@ -45,6 +47,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
 #include "stamps.h"

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lock-rank.h"
 #include "migrate/net.h"
 #include "spin.h"
 
@@ -288,9 +289,9 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 {
 	struct mig_frame_hdr h;
 	uint32_t crc = mig_crc32c(mig_crc32c(0, p1, l1), p2, l2);
-	pthread_mutex_lock(&c->tx_lock);
+	mig_lock(&c->tx_lock, MIG_RANK_CONN_TX);
 	if (c->fd < 0) {
-		pthread_mutex_unlock(&c->tx_lock);
+		mig_unlock(&c->tx_lock);
 		return -ENOTCONN;
 	}
 	mig_frame_hdr_init(&h, type, (uint32_t)(l1 + l2), c->tx_seq++, crc);
@@ -305,7 +306,7 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 		c->tx_bytes += sizeof(h) + l1 + l2;
 		c->tx_hdr += sizeof(h);
 	}
-	pthread_mutex_unlock(&c->tx_lock);
+	mig_unlock(&c->tx_lock);
 	return r;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The client end of QMP, as migrate-agent speaks it to a VMM's control
- * socket (include/migrate/qmp.h is the server).  Replies are matched by
+ * socket (vmm/include/vmm/qmp.h is the server).  Replies are matched by
  * order: one command in flight at a time; events may come in between.
  */
 #ifndef MIGRATE_QMP_CLIENT_H

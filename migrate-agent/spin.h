@@ -30,7 +30,7 @@
  *                after each answer; else block in poll() on the socket and
  *                a wake-up eventfd that a new request kicks (so the
  *                receiver starts spinning while the request travels).
- *                N is at most MIG_SPIN_MAX_US.
+ *                N is at most MIG_SPIN_MAX_US (migrate/migrate.h).
  *
  * Threads: any thread may call mig_spin_request() and mig_spin_answered();
  * one receiving thread calls mig_spin_wanted() and mig_spin_block().
@@ -41,7 +41,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MIG_SPIN_MAX_US 2000 /* the longest spin window accepted */
+#include "migrate/migrate.h" /* MIG_SPIN_MAX_US */
 
 struct mig_spin {
 	unsigned us;		  /* the window; 0: never spin */

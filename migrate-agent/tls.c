@@ -24,373 +24,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "lock-rank.h"
 #include "migrate/net.h"
 #include "migrate/tls.h"
-
-#define PSK_MAX_ENTRIES 64
-#define PSK_MIN_KEY	16 /* bytes: 128 bits at least */
-#define PSK_MAX_KEY	64
-#define PSK_MAX_ID	128
-/*
- * With read-ahead one read() fills this buffer with several records.  Not
- * larger: OpenSSL 3.0 moves the unread rest of the buffer to its front
- * before each record, so the bytes moved grow with the square of its size
- * (256 KiB doubled the receiver's memmove time here and saved nothing).
- */
-#define TLS_READ_BUF  (64u << 10)
-#define TLS_WRITE_BUF (256u << 10) /* the push sends 256 KiB at a time */
-/*
- * AES-128-GCM first: with AES-NI and PCLMULQDQ (every x86 server CPU since
- * 2010) it is the fastest AEAD, 1.5 times AES-256-GCM here (openssl speed,
- * 16 KiB blocks: 3.6 against 2.4 GB/s); ChaCha20-Poly1305 for CPUs without
- * them.  OpenSSL's default order puts AES-256 first.  A PSK session is
- * bound to SHA-256, so no SHA-384 suite either way.
- */
-#define TLS_SUITES "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256"
-
-struct psk_entry {
-	char id[PSK_MAX_ID + 1];
-	unsigned char key[PSK_MAX_KEY];
-	size_t key_len;
-};
-
-struct mig_tls_ctx {
-	SSL_CTX *ssl;
-	bool server;
-	char hostname[256]; /* client, x509: the name to verify */
-	struct psk_entry *psk;
-	unsigned int nr_psk;
-	const char *no_ktls;	   /* why kTLS is not tried at all (probe_ktls()), or NULL */
-	pthread_mutex_t ktls_lock; /* the handshakes of both channels report here */
-	struct mig_tls_ktls ktls;
-};
-
-struct mig_tls {
-	SSL *ssl;
-	int fd;
-	pthread_mutex_t lock;
-	bool psk_offered;	   /* server: the client offered a PSK */
-	bool unknown_identity;	   /* ... with an identity we lack */
-	bool cert_instead;	   /* client, PSK: the server sent a certificate */
-	BIO *out;		   /* what sends flush: the write buffer, or the socket (kTLS) */
-	bool ktls_send, ktls_recv; /* the kernel seals / opens the records */
-	const char *fallback;	   /* why not both, or NULL */
-	unsigned long socket_writes, socket_reads; /* under lock */
-	unsigned long send_waits;		   /* under lock */
-	/* A receive that failed after bytes it returned: the next one's result. */
-	bool has_held;
-	ssize_t held;
-	char held_err[160];
-};
-
-/* ---- credentials ---- */
-
-/*
- * A file holding a secret (a private key, a PSK file) must be a regular
- * file that only its owner can read, as ssh insists for its keys: a key
- * that others can read is a key others may hold.
- */
-static int check_secret_file(const char *path, char *err, size_t errlen)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0) {
-		int e = errno;
-
-		snprintf(err, errlen, "%s: %s", path, strerror(e));
-		return -e;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
-		return -EINVAL;
-	}
-	if (st.st_mode & 077) {
-		snprintf(err, errlen,
-			 "%s: readable by group or others (mode %04o): a secret key must be "
-			 "private to its owner (chmod 600 it)",
-			 path, (unsigned int)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	return 0;
-}
-
-static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t errlen)
-{
-	const char *who = c->server ? "server" : "client";
-	char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
-	X509 *own;
-
-	snprintf(ca, sizeof(ca), "%s/ca-cert.pem", dir);
-	snprintf(cert, sizeof(cert), "%s/%s-cert.pem", dir, who);
-	snprintf(key, sizeof(key), "%s/%s-key.pem", dir, who);
-	int r = check_secret_file(key, err, errlen);
-	if (r)
-		return r;
-	if (SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1) {
-		snprintf(err, errlen, "%s: cannot load the CA certificate", ca);
-		return -EINVAL;
-	}
-	if (SSL_CTX_use_certificate_chain_file(c->ssl, cert) != 1) {
-		snprintf(err, errlen, "%s: cannot load the %s certificate", cert, who);
-		return -EINVAL;
-	}
-	if (SSL_CTX_use_PrivateKey_file(c->ssl, key, SSL_FILETYPE_PEM) != 1) {
-		snprintf(err, errlen, "%s: cannot load the %s key", key, who);
-		return -EINVAL;
-	}
-	if (SSL_CTX_check_private_key(c->ssl) != 1) {
-		snprintf(err, errlen, "%s does not match %s", key, cert);
-		return -EINVAL;
-	}
-	own = SSL_CTX_get0_certificate(c->ssl);
-	if (X509_cmp_current_time(X509_get0_notAfter(own)) < 0) {
-		snprintf(err, errlen, "%s has expired", cert);
-		return -EKEYEXPIRED;
-	}
-	SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	return 0;
-}
-
-/* One "IDENTITY:HEXKEY" line into e; -EINVAL if malformed. */
-static int parse_psk_line(char *line, struct psk_entry *e)
-{
-	char *colon = strchr(line, ':');
-	unsigned char *key;
-	long len;
-
-	if (!colon || colon == line || colon - line > PSK_MAX_ID)
-		return -EINVAL;
-	*colon = 0;
-	key = OPENSSL_hexstr2buf(colon + 1, &len);
-	if (!key)
-		return -EINVAL;
-	if (len < PSK_MIN_KEY || len > PSK_MAX_KEY) {
-		OPENSSL_clear_free(key, (size_t)len);
-		return -EINVAL;
-	}
-	memcpy(e->id, line, (size_t)(colon - line) + 1); /* with its NUL */
-	memcpy(e->key, key, (size_t)len);
-	e->key_len = (size_t)len;
-	OPENSSL_clear_free(key, (size_t)len);
-	return 0;
-}
-
-static int load_psk(struct mig_tls_ctx *c, const char *path, char *err, size_t errlen)
-{
-	char line[2 * PSK_MAX_KEY + PSK_MAX_ID + 8];
-	int n = 0, r = check_secret_file(path, err, errlen);
-	FILE *f;
-
-	if (r)
-		return r;
-	f = fopen(path, "re");
-	if (!f) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return r;
-	}
-	c->psk = OPENSSL_secure_zalloc(PSK_MAX_ENTRIES * sizeof(*c->psk));
-	while (c->psk && !r && fgets(line, sizeof(line), f)) {
-		n++;
-		line[strcspn(line, "\r\n")] = 0;
-		if (!line[0] || line[0] == '#')
-			continue;
-		if (c->nr_psk == PSK_MAX_ENTRIES || parse_psk_line(line, &c->psk[c->nr_psk]) < 0) {
-			snprintf(err, errlen,
-				 "%s:%d: not IDENTITY:HEXKEY with a key of %d to %d bytes", path, n,
-				 PSK_MIN_KEY, PSK_MAX_KEY);
-			r = -EINVAL;
-		}
-		c->nr_psk++;
-	}
-	OPENSSL_cleanse(line, sizeof(line));
-	fclose(f);
-	if (!c->psk)
-		return -ENOMEM;
-	if (!r && !c->nr_psk) {
-		snprintf(err, errlen, "%s: no key in the file", path);
-		r = -EINVAL;
-	}
-	return r;
-}
-
-/* A TLS 1.3 session resumable with an external PSK (RFC 8446, 4.2.11). */
-static SSL_SESSION *psk_session(SSL *ssl, const struct psk_entry *e)
-{
-	static const unsigned char aes128gcm_sha256[] = { 0x13, 0x01 };
-	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, aes128gcm_sha256);
-	SSL_SESSION *s = cipher ? SSL_SESSION_new() : NULL;
-
-	if (s && SSL_SESSION_set1_master_key(s, e->key, e->key_len) &&
-	    SSL_SESSION_set_cipher(s, cipher) &&
-	    SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION))
-		return s;
-	SSL_SESSION_free(s);
-	return NULL;
-}
-
-static int psk_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
-			   SSL_SESSION **sess)
-{
-	const struct mig_tls_ctx *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-	const struct psk_entry *e = &c->psk[0];
-
-	*sess = NULL;
-	if (md && md != EVP_sha256())
-		return 1; /* after a HelloRetryRequest for another hash: no PSK */
-	*sess = psk_session(ssl, e);
-	*id = (const unsigned char *)e->id;
-	*idlen = strlen(e->id);
-	return *sess != NULL;
-}
-
-/*
- * Client, PSK: any certificate is refused.  TLS 1.3 lets a server ignore
- * the client's PSK and authenticate with a certificate instead; a client
- * that checks no certificate would then talk to anyone who has one.
- */
-static int psk_refuse_cert(int preverify_ok, X509_STORE_CTX *store)
-{
-	SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
-	struct mig_tls *t = ssl ? SSL_get_app_data(ssl) : NULL;
-
-	(void)preverify_ok;
-	if (t)
-		t->cert_instead = true;
-	return 0;
-}
-
-static int psk_find_session(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
-{
-	const struct mig_tls_ctx *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-	struct mig_tls *t = SSL_get_app_data(ssl);
-
-	*sess = NULL;
-	t->psk_offered = true;
-	for (unsigned int i = 0; i < c->nr_psk; i++)
-		if (strlen(c->psk[i].id) == idlen && !memcmp(c->psk[i].id, id, idlen)) {
-			*sess = psk_session(ssl, &c->psk[i]);
-			return *sess != NULL;
-		}
-	t->unknown_identity = true;
-	return 1; /* no session: the handshake fails */
-}
-
-/*
- * Kernel TLS: once the handshake is done, OpenSSL can hand the session's
- * keys to the kernel (setsockopt TCP_ULP "tls", then TLS_TX/TLS_RX), which
- * then seals the records itself as the socket sends: one copy fewer and
- * no record framing in user space.  Tried only when the kernel already
- * offers the tls ULP: asking for it otherwise would make a kernel that
- * has it as a module load it (a privileged process), and this agent loads
- * no module.  The reason when it is not tried, or NULL.
- */
-static const char *probe_ktls(void)
-{
-#ifdef OPENSSL_NO_KTLS
-	return "OpenSSL was built without kTLS";
-#else
-	char ulps[256] = "", *save = NULL;
-	FILE *f;
-
-	if (getenv("MIG_NO_KTLS"))
-		return "disabled by MIG_NO_KTLS";
-	f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "re");
-	if (!f)
-		return "the kernel does not list its TCP ULPs (no tcp_available_ulp)";
-	if (!fgets(ulps, sizeof(ulps), f))
-		ulps[0] = 0;
-	fclose(f);
-	for (char *w = strtok_r(ulps, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
-		if (!strcmp(w, "tls"))
-			return NULL;
-	return "the kernel offers no tls ULP (not in tcp_available_ulp; no module is loaded)";
-#endif
-}
-
-int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
-		    size_t errlen)
-{
-	struct mig_tls_ctx *c;
-	int r;
-
-	if (!o->creds_dir == !o->psk_file) {
-		snprintf(err, errlen, "TLS needs x509 credentials or a PSK file (one of them)");
-		return -EINVAL;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c || !(c->ssl = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()))) {
-		free(c);
-		snprintf(err, errlen, "cannot create a TLS context");
-		return -ENOMEM;
-	}
-	c->server = server;
-	pthread_mutex_init(&c->ktls_lock, NULL);
-	c->no_ktls = probe_ktls();
-	SSL_CTX_set_app_data(c->ssl, c);
-	SSL_CTX_set_min_proto_version(c->ssl, TLS1_3_VERSION);
-	SSL_CTX_set_ciphersuites(c->ssl, TLS_SUITES);
-	SSL_CTX_set_options(c->ssl, SSL_OP_CIPHER_SERVER_PREFERENCE); /* the destination decides */
-	/*
-	 * No SSL_MODE_ENABLE_PARTIAL_WRITE: with it SSL_write_ex() returns
-	 * after every record, so a 256 KiB send took 16 calls (a lock, an
-	 * error-queue reset and a return each); without it one call seals
-	 * them all, and after WANT_WRITE the retry goes on where it stopped.
-	 */
-	SSL_CTX_set_mode(c->ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-	if (!c->no_ktls)
-		SSL_CTX_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
-	SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
-	SSL_CTX_set_num_tickets(c->ssl, 0); /* every connection authenticates in full */
-	/*
-	 * Read what the socket has, not a record header then its body: half
-	 * the receive system calls on the bulk channel (its records are full).
-	 */
-	SSL_CTX_set_read_ahead(c->ssl, 1);
-	SSL_CTX_set_default_read_buffer_len(c->ssl, TLS_READ_BUF);
-	if (o->creds_dir) {
-		snprintf(c->hostname, sizeof(c->hostname), "%s", o->hostname ? o->hostname : "");
-		r = load_x509(c, o->creds_dir, err, errlen);
-	} else {
-		r = load_psk(c, o->psk_file, err, errlen);
-		if (server)
-			SSL_CTX_set_psk_find_session_callback(c->ssl, psk_find_session);
-		else
-			SSL_CTX_set_psk_use_session_callback(c->ssl, psk_use_session);
-		if (!server)
-			SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER, psk_refuse_cert);
-	}
-	if (!r && !server && o->creds_dir && !c->hostname[0]) {
-		snprintf(err, errlen, "x509: the client needs the server's name (--tls-hostname)");
-		r = -EINVAL;
-	}
-	if (r < 0) {
-		mig_tls_ctx_free(c);
-		return r;
-	}
-	*out = c;
-	return 0;
-}
-
-void mig_tls_ctx_free(struct mig_tls_ctx *c)
-{
-	if (!c)
-		return;
-	if (c->psk)
-		OPENSSL_secure_clear_free(c->psk, PSK_MAX_ENTRIES * sizeof(*c->psk));
-	SSL_CTX_free(c->ssl);
-	pthread_mutex_destroy(&c->ktls_lock);
-	free(c);
-}
-
-void mig_tls_ctx_get_ktls(struct mig_tls_ctx *c, struct mig_tls_ktls *out)
-{
-	pthread_mutex_lock(&c->ktls_lock);
-	*out = c->ktls;
-	if (!out->sessions)
-		out->fallback = c->no_ktls ? c->no_ktls : "no session yet";
-	pthread_mutex_unlock(&c->ktls_lock);
-}
+#include "tls-internal.h"
 
 /* ---- sessions ---- */
 
@@ -551,7 +188,7 @@ static long count_io(BIO *b, int oper, const char *argp, size_t len, int argi, l
 
 void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out)
 {
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	out->cipher = SSL_CIPHER_standard_name(SSL_get_current_cipher(t->ssl));
 	out->socket_writes = t->socket_writes;
 	out->socket_reads = t->socket_reads;
@@ -559,7 +196,7 @@ void mig_tls_get_info(struct mig_tls *t, struct mig_tls_info *out)
 	out->ktls_send = t->ktls_send;
 	out->ktls_recv = t->ktls_recv;
 	out->fallback = t->fallback;
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 }
 
 /*
@@ -620,13 +257,13 @@ static void note_ktls(struct mig_tls *t, struct mig_tls_ctx *c)
 		t->fallback = OPENSSL_VERSION_NUMBER < 0x30200000L
 				  ? "receive: OpenSSL before 3.2 has no TLS 1.3 kTLS receive"
 				  : "receive: the kernel or OpenSSL refused this session's keys";
-	pthread_mutex_lock(&c->ktls_lock);
+	mig_lock(&c->ktls_lock, MIG_RANK_TLS_KTLS);
 	c->ktls.sessions++;
 	c->ktls.ktls_send += t->ktls_send;
 	c->ktls.ktls_recv += t->ktls_recv;
 	if (t->fallback)
 		c->ktls.fallback = t->fallback;
-	pthread_mutex_unlock(&c->ktls_lock);
+	mig_unlock(&c->ktls_lock);
 }
 
 static void session_free(struct mig_tls *t)
@@ -718,9 +355,9 @@ int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_
 
 static void count_wait(struct mig_tls *t)
 {
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	t->send_waits++;
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 }
 
 /*
@@ -743,10 +380,10 @@ static int write_all(struct mig_tls *t, const void *buf, size_t len, int64_t dea
 		size_t n = 0;
 		int ok, e;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		ok = SSL_write_ex(t->ssl, (const char *)buf + done, len - done, &n);
 		e = ok ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 		if (ok) {
 			done += n;
 			continue;
@@ -768,10 +405,10 @@ static int flush_out(struct mig_tls *t, int64_t deadline)
 		bool retry;
 		long r;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		r = BIO_flush(t->out);
 		retry = r <= 0 && BIO_should_retry(t->out);
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 		if (r > 0)
 			return 0;
 		if (!retry)
@@ -848,7 +485,7 @@ static size_t read_held_records(struct mig_tls *t, uint8_t *buf, size_t len)
 	while (got < len && e == SSL_ERROR_NONE) {
 		size_t held = 0;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		while (got < len && held < TLS_READ_HOLD) {
 			size_t n = 0;
 
@@ -859,7 +496,7 @@ static size_t read_held_records(struct mig_tls *t, uint8_t *buf, size_t len)
 			got += n;
 			held += n;
 		}
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 	}
 	if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
 		t->held = read_error(e, code, t->held_err, sizeof(t->held_err));
@@ -883,9 +520,9 @@ ssize_t mig_tls_recv(struct mig_tls *t, void *buf, size_t len, int timeout_ms, c
 		size_t n = 0;
 		int e;
 
-		pthread_mutex_lock(&t->lock);
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 		e = read_once(t, buf, len, &n, &code);
-		pthread_mutex_unlock(&t->lock);
+		mig_unlock(&t->lock);
 		if (e == SSL_ERROR_NONE)
 			return (ssize_t)(n + read_held_records(t, (uint8_t *)buf + n, len - n));
 		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
@@ -899,10 +536,10 @@ void mig_tls_free(struct mig_tls *t)
 {
 	if (!t)
 		return;
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	if (SSL_shutdown(t->ssl) >= 0) /* one try: close_notify if the socket takes it */
 		BIO_flush(t->out);
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 	session_free(t);
 }
 
@@ -959,9 +596,9 @@ int mig_tls_binding(struct mig_tls *t, uint8_t *out, size_t len)
 	static const char label[] = "EXPORTER-postcopy-kvm-auth";
 	int ok;
 
-	pthread_mutex_lock(&t->lock);
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
 	ok = SSL_export_keying_material(t->ssl, out, len, label, sizeof(label) - 1, NULL, 0, 0);
-	pthread_mutex_unlock(&t->lock);
+	mig_unlock(&t->lock);
 	return ok == 1 ? 0 : -EIO;
 }
 

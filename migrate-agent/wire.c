@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <zstd.h>
@@ -179,38 +180,29 @@ __attribute__((format(printf, 4, 5))) static int fail(int e, char *err, size_t e
 	return e;
 }
 
-/* Largest payload each message type may have (exact sizes are checked later). */
-static uint32_t max_len(unsigned type)
-{
-	switch (type) {
-	case MIG_MSG_HELLO:
-		return sizeof(struct mig_hello);
-	case MIG_MSG_LAYOUT:
-		return sizeof(struct mig_layout);
-	case MIG_MSG_STATE:
-		return MIG_MAX_PAYLOAD;
-	case MIG_MSG_PAGE:
-		return sizeof(struct mig_page) + MIG_PAGE_SIZE;
-	case MIG_MSG_PAGE_REQUEST:
-		return sizeof(struct mig_page_request) + 8 * MIG_MAX_REQ_PAGES;
-	case MIG_MSG_RUNNING:
-		return sizeof(struct mig_running);
-	case MIG_MSG_COMPLETE:
-		return sizeof(struct mig_complete);
-	case MIG_MSG_RESUME:
-	case MIG_MSG_PRECOPY_DIRTY:
-		return MIG_MAX_PAYLOAD;
-	case MIG_MSG_ERROR:
-		return sizeof(struct mig_error) + MIG_MAX_ERROR_MSG;
-	case MIG_MSG_DONE:
-		return sizeof(struct mig_done);
-	case MIG_MSG_AUTH:
-		return sizeof(struct mig_auth);
-	case MIG_MSG_PING:
-		return 0;
-	}
-	return 0;
-}
+/*
+ * Each message type's payload length: the largest it may have, and whether
+ * that is the only length it may have (exact sizes of the variable ones are
+ * checked with their contents).  One table, so the two never disagree.
+ */
+static const struct {
+	uint32_t max;
+	bool fixed;
+} payload_len[MIG_MSG_MAX + 1] = {
+	[MIG_MSG_HELLO] = { sizeof(struct mig_hello), true },
+	[MIG_MSG_LAYOUT] = { sizeof(struct mig_layout), true },
+	[MIG_MSG_STATE] = { MIG_MAX_PAYLOAD, false },
+	[MIG_MSG_PAGE] = { sizeof(struct mig_page) + MIG_PAGE_SIZE, false },
+	[MIG_MSG_PAGE_REQUEST] = { sizeof(struct mig_page_request) + 8 * MIG_MAX_REQ_PAGES, false },
+	[MIG_MSG_RUNNING] = { sizeof(struct mig_running), true },
+	[MIG_MSG_COMPLETE] = { sizeof(struct mig_complete), true },
+	[MIG_MSG_RESUME] = { MIG_MAX_PAYLOAD, false },
+	[MIG_MSG_ERROR] = { sizeof(struct mig_error) + MIG_MAX_ERROR_MSG, false },
+	[MIG_MSG_PRECOPY_DIRTY] = { MIG_MAX_PAYLOAD, false },
+	[MIG_MSG_DONE] = { sizeof(struct mig_done), true },
+	[MIG_MSG_AUTH] = { sizeof(struct mig_auth), true },
+	[MIG_MSG_PING] = { 0, true },
+};
 
 int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
 {
@@ -227,9 +219,9 @@ int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
 	if (h->flags)
 		return fail(-EPROTO, err, errlen, "%s frame with reserved flags 0x%x",
 			    mig_msg_name(h->type), h->flags);
-	if (h->len > max_len(h->type))
+	if (h->len > payload_len[h->type].max)
 		return fail(-EMSGSIZE, err, errlen, "%s frame length %u exceeds limit %u",
-			    mig_msg_name(h->type), h->len, max_len(h->type));
+			    mig_msg_name(h->type), h->len, payload_len[h->type].max);
 	return 0;
 }
 
@@ -331,28 +323,6 @@ static int check_bitmap(const struct mig_wire_ctx *ctx, const void *payload, uin
 			return fail(-EPROTO, err, errlen, "%s sets bits past the last page", what);
 	}
 	return 0;
-}
-
-/* Payload length of the fixed-size messages; -1 for those of variable length. */
-static long fixed_len(unsigned type)
-{
-	switch (type) {
-	case MIG_MSG_HELLO:
-		return sizeof(struct mig_hello);
-	case MIG_MSG_LAYOUT:
-		return sizeof(struct mig_layout);
-	case MIG_MSG_RUNNING:
-		return sizeof(struct mig_running);
-	case MIG_MSG_COMPLETE:
-		return sizeof(struct mig_complete);
-	case MIG_MSG_DONE:
-		return sizeof(struct mig_done);
-	case MIG_MSG_AUTH:
-		return sizeof(struct mig_auth);
-	case MIG_MSG_PING:
-		return 0;
-	}
-	return -1;
 }
 
 static int check_state(const uint8_t *payload, uint32_t len, char *err, size_t errlen)
@@ -496,6 +466,8 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 {
 	const uint8_t *pl = payload;
 	uint32_t len = h->len;
+	if (h->type == 0 || h->type > MIG_MSG_MAX) /* mig_check_hdr() refuses it first */
+		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
 	uint32_t crc = mig_crc32c(0, payload, len);
 	if (crc != h->payload_crc)
 		return fail(-EBADMSG, err, errlen,
@@ -505,10 +477,9 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 	/* ERROR may come first: a peer refusing the connection says why. */
 	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO && h->type != MIG_MSG_ERROR)
 		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
-	long want = fixed_len(h->type);
-	if (want >= 0 && len != (unsigned long)want)
+	if (payload_len[h->type].fixed && len != payload_len[h->type].max)
 		return fail(-EPROTO, err, errlen, "%s length %u, expected %ld",
-			    mig_msg_name(h->type), len, want);
+			    mig_msg_name(h->type), len, (long)payload_len[h->type].max);
 	switch (h->type) {
 	case MIG_MSG_HELLO: {
 		struct mig_hello m;

@@ -1,5 +1,6 @@
 # vmm: the KVM virtual machine monitor.
-# VMM_LIB_SRCS is everything but the commands: the migration agent links it.
+# VMM_LIB_SRCS is everything but the commands and the migration glue:
+# vmm-api-test links it alone.
 
 # RAM_SRCS is guest RAM alone (no KVM): the page record, the fault thread,
 # the back ends, the synchronous sources.  The migration library and the
@@ -11,10 +12,16 @@ VMM_LIB_SRCS := vmm/vm.c vmm/state.c vmm/snapshot.c \
 	vmm/hw/serial.c vmm/hw/guest-port.c $(RAM_SRCS)
 VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c \
 	vmm/builtin-probe.c
+# The migration glue (the library bound to the VM through vm.h and ram.h) and
+# the QMP server of --control: the vmm binary only.  They call libmigrate.a
+# and json-c, which migrate-agent/build.mk adds to the vmm's link rules.
+VMM_MIGRATE_SRCS := vmm/migrate/glue.c vmm/migrate/options.c vmm/migrate/incoming.c \
+	vmm/migrate/signals.c vmm/migrate/outgoing.c vmm/migrate/qmp-params.c \
+	vmm/migrate/qmp-commands.c vmm/qmp.c
 
 BASE_CFLAGS += -Ivmm/include
 
-$(eval $(call program,vmm,$(VMM_CMD_SRCS) $(VMM_LIB_SRCS),))
+$(eval $(call program,vmm,$(VMM_CMD_SRCS) $(VMM_MIGRATE_SRCS) $(VMM_LIB_SRCS),))
 
 # The VM API as the migration agent uses it (tests/host/vmm-api.sh).
 $(eval $(call program,vmm-api-test,vmm/tests/api-test.c $(VMM_LIB_SRCS),))

@@ -93,7 +93,8 @@ int runner_restore(struct run_opts *opts)
 		if (!r)
 			r = ram_start_faults(vm_ram(vm), src, o.busy_poll);
 		if (r < 0) {
-			if (src && src->destroy)
+			/* Taken by the RAM, it is destroyed with it (vm_destroy()). */
+			if (src && src->destroy && !ram_owns_source(vm_ram(vm), src))
 				src->destroy(src);
 			pr_err("cannot start the fault thread: %s", strerror(-r));
 			goto out;

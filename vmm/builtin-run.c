@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "migrate/vmm-glue.h"
 #include "vmm/builtin.h"
+#include "vmm/migrate.h"
 #include "vmm/runner.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
@@ -31,7 +31,7 @@ static void usage(FILE *f)
 	    "               [--migrate-spin-us US]\n");
 }
 
-/* Migration options and hooks: migrate-agent/include/migrate/vmm-glue.h. */
+/* Migration options and hooks: vmm/include/vmm/migrate.h. */
 static struct migrate_vmm_opts mig;
 
 /*
@@ -153,7 +153,8 @@ int cmd_run(int argc, char **argv)
 		if (!r)
 			r = ram_start_faults(vm_ram(vm), src, o.busy_poll);
 		if (r < 0) {
-			if (src && src->destroy)
+			/* Taken by the RAM, it is destroyed with it (vm_destroy()). */
+			if (src && src->destroy && !ram_owns_source(vm_ram(vm), src))
 				src->destroy(src);
 			pr_err("cannot start the fault thread: %s", strerror(-r));
 			goto out;

@@ -501,6 +501,11 @@ int vm_wait(struct vm *vm, int timeout_ms, int *status)
 	return 1;
 }
 
+bool vm_is_stopped(struct vm *vm)
+{
+	return __atomic_load_n(&vm->stopped, __ATOMIC_ACQUIRE);
+}
+
 void vm_last_report(struct vm *vm, struct guest_report *out, uint64_t *count)
 {
 	pthread_mutex_lock(&vm->lock);

@@ -224,9 +224,14 @@ def run_ours(args, name, size, cmdline, ref, t_ref, wdir):
         derr = f.read()
     with open(os.path.join(wdir, f"{name}-src.err")) as f:
         serr = f.read()
+    with open(os.path.join(wdir, f"{name}-cli.err"), "w") as f:
+        f.write(cli.stderr)
     if cli.returncode != 0:
+        # The CLI's own message first: the VMM's lines (serr) only say the
+        # migration went on.
         res["error"] = (f"migrate-agent exit {cli.returncode}: " +
-                        " | ".join((cli.stderr + serr).strip().splitlines()[-3:]))
+                        " | ".join((cli.stderr.strip().splitlines() or
+                                    serr.strip().splitlines())[-2:]))
         return res
     if src.returncode != 0 or dest.returncode != 0:
         res["error"] = (f"source exit {src.returncode}, destination exit {dest.returncode}: " +

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * source-fuzz: libFuzzer target for the source's protocol logic after the
- * switch-over.  It includes source.c to reach its static steps, builds a
- * source around a fake VM (RAM with a pattern, a quarter of the pages
- * zero) and plays the frames a destination sends on the urgent channel
- * (page requests, RUNNING, COMPLETE, ERROR, ...), exactly as the urgent
- * thread does: header and payload checks, then urgent_frame().  The pages
- * it sends go through a socket pair and are read back.
+ * switch-over.  It links the library, drives the source's own steps
+ * (migrate-agent/source.h), builds a source around a fake VM (RAM with a
+ * pattern, a quarter of the pages zero) and plays the frames a destination
+ * sends on the urgent channel (page requests, RUNNING, COMPLETE, ERROR,
+ * ...), exactly as the urgent thread does: header and payload checks, then
+ * src_urgent_frame().  The pages it sends go through a socket pair and are
+ * read back.
  *
  * Input: byte 0 picks the RAM size (16..64 pages), how much the push has
  * already claimed, and CRC repair; then frames.
@@ -16,9 +17,12 @@
  *   - COMPLETE is believed only when every page was sent;
  *   - every rejection comes with a message.
  */
-#include "../source.c"
-
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "source.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -97,7 +101,7 @@ static void play(struct src *s, int peer, uint8_t *seen, uint8_t *in, size_t len
 	static uint8_t frame[MIG_PAGE_FRAME_MAX];
 	char err[320];
 	size_t off = 0;
-	while (len - off >= sizeof(struct mig_frame_hdr) && !stopped(s) && !s->complete) {
+	while (len - off >= sizeof(struct mig_frame_hdr) && !src_stopped(s) && !s->complete) {
 		if (fix)
 			repair(in + off, len - off);
 		struct mig_frame_hdr h;
@@ -113,7 +117,7 @@ static void play(struct src *s, int peer, uint8_t *seen, uint8_t *in, size_t len
 			abort(); /* every rejection has a message */
 		if (r)
 			return;
-		urgent_frame(s, &h, in + off + sizeof(h), frame);
+		src_urgent_frame(s, &h, in + off + sizeof(h), frame);
 		check_sent(peer, seen, s->nr_pages);
 		off += sizeof(h) + h.len;
 	}
@@ -142,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *in = malloc(size);
 	memcpy(in, data, size);
 	play(s, sv[1], seen, in + 1, size - 1, (mode & 0x20) != 0);
-	if (s->complete && count_sent(s) != s->nr_pages)
+	if (s->complete && src_count_sent(s) != s->nr_pages)
 		abort(); /* COMPLETE believed with pages never sent */
 	check_sent(sv[1], seen, nr_pages);
 	free(in);

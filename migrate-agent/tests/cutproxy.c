@@ -50,6 +50,14 @@ static int swallowing;
 static unsigned long long swallow_at; /* bytes; 0: never */
 static unsigned long long rate;	      /* bytes a second a direction; 0: unlimited */
 static unsigned long long flip_at;    /* bytes; 0: never */
+/*
+ * The next cut's threshold (0: no cut left).  A pump that crosses it stops
+ * there until the main loop has cut: on a loaded host the main loop, which
+ * looks every millisecond, was once scheduled only after a whole 24 MiB
+ * migration had gone through, and the cut came too late to break anything.
+ */
+static unsigned long long cut_at;
+static int cut_pending;
 static int flipped;
 
 struct dir {
@@ -106,6 +114,13 @@ static void *pump(void *arg)
 		    !__atomic_exchange_n(&flipped, 1, __ATOMIC_ACQ_REL)) {
 			buf[r / 2] ^= 0x10;
 			fprintf(stderr, "mig-cutproxy: flipped a bit after %llu bytes\n", m);
+		}
+		unsigned long long at = __atomic_load_n(&cut_at, __ATOMIC_ACQUIRE);
+		if (at && m >= at && !swallow_at) { /* a swallow stops forwarding by itself */
+			__atomic_store_n(&cut_pending, 1, __ATOMIC_RELEASE);
+			while (__atomic_load_n(&cut_pending, __ATOMIC_ACQUIRE))
+				nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
+			break; /* cut: this chunk is lost with the link */
 		}
 		if (send(d->to, buf, (size_t)r, MSG_NOSIGNAL) != r)
 			break;
@@ -256,6 +271,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int done_cuts = 0;
+	__atomic_store_n(&cut_at, cuts ? cut_after : 0, __ATOMIC_RELEASE);
 	for (;;) {
 		struct pollfd p = { .fd = lfd, .events = POLLIN };
 		if (poll(&p, 1, 1) > 0) {
@@ -291,6 +307,9 @@ int main(int argc, char **argv)
 			}
 			swallow_at = 0; /* one cut with swallowing is enough */
 			__atomic_store_n(&moved, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&cut_at, done_cuts < cuts ? cut_after : 0,
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&cut_pending, 0, __ATOMIC_RELEASE);
 			__atomic_store_n(&swallowing, 0, __ATOMIC_RELEASE);
 		}
 	}

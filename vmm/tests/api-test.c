@@ -111,6 +111,7 @@ static uint64_t finish(struct vm *vm, const char *name)
 		fprintf(stderr, "FAIL: %s did not finish in %d s\n", name, HANG_GUARD_MS / 1000);
 		exit(1);
 	}
+	CHECK(vm_is_stopped(vm), "%s: finished but not stopped", name);
 	vm_last_report(vm, &rep, NULL);
 	CHECK(status == 0, "%s: guest status %d", name, status);
 	CHECK(rep.kind == GUEST_REPORT_DONE, "%s: last report kind %u", name, rep.kind);
@@ -371,6 +372,7 @@ int main(int argc, char **argv)
 		CHECK(vm_start(c) == 0, "start C");
 		CHECK(wait_nonzero(&dead.lock, &dead.requested) == 0, "C asked for no page");
 		CHECK(vm_wait(c, 0, NULL) == 0, "C ran without its pages");
+		CHECK(!vm_is_stopped(c), "C stopped without its pages");
 		t0 = now_ns();
 		vm_destroy(c);
 		printf("C (source never answers): %" PRIu64

@@ -21,6 +21,8 @@ struct mig_ctl;
 struct ram;
 struct ram_source;
 
+#define MIG_SPIN_MAX_US 2000 /* the longest spin window accepted (mig_opts.spin_us) */
+
 struct mig_opts {
 	const char *addr;    /* tcp:HOST:PORT: where the destination listens */
 	int precopy_rounds;  /* source: full passes while the VM runs (0: pure postcopy) */

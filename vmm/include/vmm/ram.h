@@ -227,6 +227,45 @@ struct ram {
 };
 
 /*
+ * What code outside vmm/ram/ reads of a RAM object: these calls, not its
+ * fields (the migration library's dest*.c still reads size and nr_pages
+ * directly; they are to be converted).  Any thread, never block.
+ */
+
+/* Guest-physical 0 in this process's address space (size bytes from there). */
+static inline uint8_t *ram_host(const struct ram *ram)
+{
+	return ram->host;
+}
+
+/* Bytes of guest RAM (page aligned), and the same in 4 KiB pages. */
+static inline uint64_t ram_bytes(const struct ram *ram)
+{
+	return ram->size;
+}
+
+static inline uint64_t ram_nr_pages(const struct ram *ram)
+{
+	return ram->nr_pages;
+}
+
+/* True for lazy RAM (a back end and a page record), false for plain RAM. */
+static inline bool ram_is_lazy(const struct ram *ram)
+{
+	return ram->ops != NULL;
+}
+
+/*
+ * True when src is the RAM's page source: ram_start_faults() took it (also
+ * when that call failed after taking it), so ram_exit() destroys it and the
+ * caller must not.
+ */
+static inline bool ram_owns_source(const struct ram *ram, const struct ram_source *src)
+{
+	return ram->source == src;
+}
+
+/*
  * Maps `size` bytes of anonymous memory.  With a back end (lazy RAM) the
  * range is armed at once, so nothing may touch it before a fault thread
  * runs; with ops == NULL it is ordinary RAM and every page counts present.

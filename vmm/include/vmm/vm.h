@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The VM: KVM VM + guest RAM + vCPU threads + port-I/O devices.
- * Migration-independent; the migration agent links these objects
- * (VMM_LIB_SRCS in vmm/build.mk).
+ * Migration-independent: the migration glue (vmm/migrate/) uses the calls
+ * below and never the structs' fields; vmm-api-test links these objects
+ * alone (VMM_LIB_SRCS in vmm/build.mk).
  *
  * Life cycle:
  *   vm_create()              RAM (plain or lazy), vCPUs, devices
@@ -64,7 +65,7 @@ void vcpu_park(struct vcpu *vcpu);
 /* Registers a device (at creation time only). */
 int vm_register_pio(struct vm *vm, struct pio_device *dev);
 
-/* ---- The VM (fields are private to vmm/) ---- */
+/* ---- The VM (fields are private to the VM's own files: vmm/migrate/ uses the calls) ---- */
 
 enum vcpu_state {
 	VCPU_RUNNING,
@@ -145,6 +146,12 @@ int vm_resume(struct vm *vm);
 void vm_stop(struct vm *vm, int status);
 /* 1 once stopped (status in *status), 0 on timeout (ms, -1 = forever). */
 int vm_wait(struct vm *vm, int timeout_ms, int *status);
+/*
+ * True once vm_stop() was called (the guest exited, failed, or was told to
+ * stop).  Any thread; takes no lock and never blocks, so a loop may ask it
+ * between sends (the migration source asks whether the guest ended).
+ */
+bool vm_is_stopped(struct vm *vm);
 /* eventfd that becomes readable when the VM stops (for poll loops). */
 static inline int vm_event_fd(struct vm *vm)
 {

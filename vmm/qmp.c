@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The QMP server (include/migrate/qmp.h): the socket, one thread per
+ * The QMP server (vmm/include/vmm/qmp.h): the socket, one thread per
  * client, JSON in through json-c's incremental tokener (a request may
  * arrive in pieces, or several in one read), JSON out through json-c (every
  * string a peer gave is escaped on the way back).
@@ -21,7 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "migrate/qmp.h"
+#include "vmm/qmp.h"
 
 #ifndef BUILD_VERSION
 #define BUILD_VERSION "unknown" /* the Makefile passes git describe */

@@ -15,8 +15,8 @@
  * connect (SO_PEERCRED); the socket is created 0600 without a window.
  * Handlers run on the client's thread and must not block for long.
  */
-#ifndef MIGRATE_QMP_H
-#define MIGRATE_QMP_H
+#ifndef VMM_QMP_H
+#define VMM_QMP_H
 
 #include <json-c/json.h>
 #include <stddef.h>
@@ -60,4 +60,4 @@ void qmp_close(struct qmp_server *q);
 /* An error reply: desc formatted, class QMP_ERROR_GENERIC. */
 void qmp_fail(struct qmp_reply *reply, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#endif /* MIGRATE_QMP_H */
+#endif /* VMM_QMP_H */

@@ -25,8 +25,8 @@
  * state arrived and is loaded); vm_start(); migrate_started();
  * runner_loop(); migrate_finish() before vm_destroy().
  */
-#ifndef MIGRATE_VMM_GLUE_H
-#define MIGRATE_VMM_GLUE_H
+#ifndef VMM_MIGRATE_H
+#define VMM_MIGRATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -80,4 +80,4 @@ int migrate_started(struct vm *vm, struct migrate_vmm_opts *o);
  */
 int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o);
 
-#endif /* MIGRATE_VMM_GLUE_H */
+#endif /* VMM_MIGRATE_H */

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The pusher at the source: pages encoded as PAGE frames (zero, zstd or
+ * raw), batched in two buffers and written on the bulk channel (io_uring on
+ * plain TCP, one send in flight), paced by max_bandwidth.  Precopy's rounds
+ * use it on the main thread; in postcopy the push thread sends every page
+ * nobody asked for, the pages after recent faults first.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "source.h"
+
+#define PUSH_BATCH_FRAMES 64
+
+/*
+ * Append page i as a PAGE frame to buf; returns bytes written.  cctx: the
+ * caller's zstd context (created here on first use, the caller frees it),
+ * or NULL for no compression (demand replies: latency before bytes).
+ */
+size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
+		    ZSTD_CCtx **cctx)
+{
+	const uint8_t *data = s->vm->ram + i * MIG_PAGE_SIZE;
+	struct mig_page p = { .addr = i * MIG_PAGE_SIZE, .flags = flags };
+	uint8_t zbuf[MIG_PAGE_SIZE];
+	const void *payload = data;
+	if (page_is_zero(data)) {
+		p.encoding = MIG_PAGE_ZERO;
+		payload = NULL;
+		__atomic_fetch_add(&s->pages_zero, 1, __ATOMIC_RELAXED);
+		if (!(flags & (MIG_PAGEF_DEMAND | MIG_PAGEF_PRECOPY)))
+			__atomic_fetch_add(&s->pages_pushed_zero, 1, __ATOMIC_RELAXED);
+	} else if (cctx) {
+		if (!*cctx)
+			*cctx = ZSTD_createCCtx();
+		size_t n =
+		    *cctx ? ZSTD_compressCCtx(*cctx, zbuf, sizeof(zbuf), data, MIG_PAGE_SIZE, 1)
+			  : 0;
+		if (*cctx && !ZSTD_isError(n) && n < MIG_ZSTD_MAX_LEN - 64) {
+			p.encoding = MIG_PAGE_ZSTD;
+			p.data_len = (uint32_t)n;
+			payload = zbuf;
+			__atomic_fetch_add(&s->pages_zstd, 1, __ATOMIC_RELAXED);
+		}
+	}
+	if (p.encoding == MIG_PAGE_RAW)
+		p.data_len = MIG_PAGE_SIZE;
+	__atomic_fetch_add(&s->bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
+	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
+}
+
+/* A pusher for s: its two buffers, and a ring on plain TCP.  0 or -ENOMEM. */
+int src_pusher_init(struct pusher *ps, struct src *s)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->s = s;
+	for (int i = 0; i < PUSH_NBUF; i++) {
+		ps->buf[i] = malloc(PUSH_BUF);
+		if (!ps->buf[i])
+			return -ENOMEM;
+	}
+	/*
+	 * The ring writes the socket itself: only for plain TCP (a TLS session
+	 * encrypts in user space first).  Kernels without io_uring (or with it
+	 * disabled): the connection's own send then.
+	 */
+	ps->uring = !s->tls && !getenv("MIG_NO_URING") &&
+		    io_uring_queue_init(2 * PUSH_NBUF, &ps->ring, 0) == 0;
+	return 0;
+}
+
+static int wait_idle(struct pusher *ps);
+
+/* Its buffers (once the kernel is done with them) and its zstd context. */
+void src_pusher_free(struct pusher *ps)
+{
+	ZSTD_freeCCtx(ps->cctx);
+	ps->cctx = NULL;
+	if (ps->uring) {
+		/* The kernel must be done with the buffers before they go. */
+		while (wait_idle(ps))
+			;
+		io_uring_queue_exit(&ps->ring);
+	}
+	for (int i = 0; i < PUSH_NBUF; i++)
+		free(ps->buf[i]);
+}
+
+/*
+ * Reap the one send in flight; a short send is resubmitted for the rest
+ * before anything else goes out.  Only one send is ever in flight on the
+ * socket: two concurrent io_uring sends on one stream may be reordered
+ * (one retried asynchronously after EAGAIN while the next goes inline),
+ * which would interleave frames.  Two buffers still overlap encoding with
+ * sending.
+ */
+static int reap(struct pusher *ps)
+{
+	struct io_uring_cqe *cqe;
+	int r = io_uring_wait_cqe(&ps->ring, &cqe);
+	if (r < 0)
+		return r;
+	unsigned b = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
+	int res = cqe->res;
+	io_uring_cqe_seen(&ps->ring, cqe);
+	if (res <= 0) {
+		ps->inflight[b] = 0;
+		ps->used[b] = 0;
+		return res < 0 ? res : -EPIPE;
+	}
+	mig_conn_sent(&ps->s->bulk, mig_now_ns());
+	if ((size_t)res < ps->used[b]) {
+		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
+		ps->used[b] -= res;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
+		io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
+				   MSG_NOSIGNAL);
+		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
+		io_uring_submit(&ps->ring);
+		return 0;
+	}
+	ps->used[b] = 0;
+	ps->inflight[b] = 0;
+	return 0;
+}
+
+static int wait_idle(struct pusher *ps)
+{
+	for (int i = 0; ps->uring && i < PUSH_NBUF; i++)
+		while (ps->inflight[i]) {
+			int r = reap(ps);
+			if (r)
+				return r;
+		}
+	return 0;
+}
+
+/* Send the current buffer and move to the other one. */
+static int flush(struct pusher *ps)
+{
+	unsigned b = ps->cur;
+	if (!ps->used[b])
+		return 0;
+	if (!ps->uring) {
+		int r = mig_conn_write(&ps->s->bulk, ps->buf[b], ps->used[b]);
+		if (r)
+			return r;
+		mig_conn_sent(&ps->s->bulk, mig_now_ns());
+		ps->used[b] = 0;
+		return 0;
+	}
+	int r = wait_idle(ps);
+	if (r)
+		return r;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
+	io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
+			   MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
+	io_uring_submit(&ps->ring);
+	ps->inflight[b] = 1;
+	ps->cur = (b + 1) % PUSH_NBUF;
+	return 0;
+}
+
+/* Everything batched sent and nothing in flight: 0 or -errno. */
+int src_drain(struct pusher *ps)
+{
+	int r = flush(ps);
+	if (!r)
+		r = wait_idle(ps);
+	return r;
+}
+
+/* Append a frame to the batch, flushing first when it may not fit. */
+static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l1, const void *p2,
+		      size_t l2)
+{
+	size_t need = sizeof(struct mig_frame_hdr) + l1 + l2;
+	if (need > PUSH_BUF) {
+		int r = src_drain(ps);
+		if (r)
+			return r;
+		return mig_conn_send(&ps->s->bulk, type, p1, l1, p2, l2);
+	}
+	if (PUSH_BUF - ps->used[ps->cur] < need) {
+		int r = flush(ps);
+		if (r)
+			return r;
+	}
+	ps->used[ps->cur] +=
+	    mig_conn_put(&ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
+	return 0;
+}
+
+/*
+ * max_bandwidth: each pushed frame books its bytes at the cap's rate on a
+ * virtual clock, and the pusher sleeps while that clock is ahead of real
+ * time.  Idle time buys at most PACE_BURST_NS of credit.  What is batched
+ * goes out before a sleep (a fault may wait on it); demand replies travel
+ * on the urgent channel and are never held back.
+ */
+#define PACE_BURST_NS 20000000ull
+#define PACE_SLEEP_NS 100000000ull
+
+static int pace(struct pusher *ps, size_t bytes)
+{
+	struct mig_ctl *c = ps->s->o->ctl;
+	uint64_t cap = c ? __atomic_load_n(&c->max_bandwidth, __ATOMIC_RELAXED) : 0;
+	uint64_t now, ahead;
+	int r;
+
+	if (!cap)
+		return 0;
+	now = mig_now_ns();
+	if (ps->pace_ns + PACE_BURST_NS < now)
+		ps->pace_ns = now - PACE_BURST_NS;
+	ps->pace_ns += (uint64_t)((double)bytes * 1e9 / (double)cap);
+	if (ps->pace_ns <= now)
+		return 0;
+	r = flush(ps);
+	if (r)
+		return r;
+	ahead = ps->pace_ns - now;
+	if (ahead > PACE_SLEEP_NS) /* a lowered cap or a cancel is seen soon */
+		ahead = PACE_SLEEP_NS;
+	nanosleep(&(struct timespec){ .tv_nsec = (long)ahead }, NULL);
+	return 0;
+}
+
+/* Page i, claimed by the caller, into the batch, then pacing.  0 or -errno. */
+int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
+{
+	size_t n;
+
+	if (PUSH_BUF - ps->used[ps->cur] < MIG_PAGE_FRAME_MAX) {
+		int r = flush(ps);
+		if (r)
+			return r;
+	}
+	n = src_put_page(ps->s, &ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
+			 ps->s->o->compress ? &ps->cctx : NULL);
+	ps->used[ps->cur] += n;
+	return pace(ps, n);
+}
+
+/* The next page to push, claimed; -1 when every page is sent. */
+static int64_t next_page(struct pusher *ps)
+{
+	struct src *s = ps->s;
+	for (;;) {
+		while (ps->pre_left) {
+			uint64_t i = ps->pre_next++;
+			ps->pre_left--;
+			if (i >= s->nr_pages) {
+				ps->pre_left = 0;
+				break;
+			}
+			if (!bit_test_and_set(s->sent, i))
+				return (int64_t)i;
+		}
+		mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
+		if (s->nhints) {
+			uint64_t h = s->hints[--s->nhints];
+			mig_unlock(&s->hint_lock);
+			ps->pre_next = h + 1;
+			ps->pre_left = s->o->prepage;
+			continue;
+		}
+		mig_unlock(&s->hint_lock);
+		while (ps->cursor < s->nr_pages) {
+			uint64_t w = ~__atomic_load_n(&s->sent[ps->cursor / 64], __ATOMIC_ACQUIRE);
+			w &= ~0ull << (ps->cursor % 64);
+			if (!w) {
+				ps->cursor = (ps->cursor / 64 + 1) * 64;
+				continue;
+			}
+			uint64_t i = (ps->cursor / 64) * 64 + (uint64_t)__builtin_ctzll(w);
+			if (i >= s->nr_pages) {
+				ps->cursor = s->nr_pages;
+				break;
+			}
+			ps->cursor = i + 1;
+			if (!bit_test_and_set(s->sent, i))
+				return (int64_t)i;
+		}
+		return -1;
+	}
+}
+
+/*
+ * The push thread: every page nobody claimed yet, then DONE(1), until
+ * COMPLETE, a break, or a send that failed (a break then).
+ */
+void *src_push_thread(void *arg)
+{
+	struct src *s = arg;
+	struct pusher ps;
+	if (src_pusher_init(&ps, s)) {
+		src_set_break(s, 1, "push: out of memory");
+		return NULL;
+	}
+	int r = 0;
+	for (;;) {
+		if (src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
+			break;
+		int64_t i = next_page(&ps);
+		if (i < 0)
+			break;
+		r = src_push_page(&ps, (uint64_t)i, 0);
+		/*
+		 * Small batches while faults wait: a page claimed by the push may
+		 * be the one a vCPU is blocked on.
+		 */
+		if (!r && (__atomic_exchange_n(&s->flush_now, 0, __ATOMIC_ACQ_REL) ||
+			   ++ps.frames >= PUSH_BATCH_FRAMES)) {
+			r = flush(&ps);
+			ps.frames = 0;
+		}
+		if (r)
+			break;
+		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
+		s->pages_pushed++;
+		if ((i & 63) == 0) /* query-migrate's figures, fresh within 256 KiB */
+			src_publish(s);
+		if ((i & 1023) == 0)
+			src_progress(s, "postcopy");
+	}
+	if (!r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)) {
+		struct mig_done d = { .phase = 1, .pages = s->nr_pages };
+		r = push_frame(&ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
+		if (!r)
+			r = src_drain(&ps);
+		s->t_push_end = mig_now_ns();
+	}
+	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
+		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
+	src_pusher_free(&ps);
+	return NULL;
+}

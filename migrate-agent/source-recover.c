@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Recovery at the source, when the link breaks after the switch-over: the
+ * destination keeps listening, so the source reconnects (proving the
+ * session's secret) until recover_ms, takes RESUME and resends whatever the
+ * destination's bitmap lacks, the state too when it never arrived.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "source.h"
+
+/*
+ * Wait for RESUME on a reconnected pair, within idle_ms (heartbeats do not
+ * extend it): 0 with *h and *p, -ETIMEDOUT or another -errno with err.
+ */
+static int await_resume(struct src *s, struct mig_frame_hdr *h, const uint8_t **p, char *err,
+			size_t errlen)
+{
+	mig_conn_set_deadline(&s->urg, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
+	int r = mig_conn_recv(&s->urg, h, p, err, errlen);
+	mig_conn_set_deadline(&s->urg, 0);
+	if (r == -ETIMEDOUT)
+		snprintf(err, errlen, "destination sent no RESUME within %d ms of the reconnection",
+			 s->o->idle_ms);
+	if (!r && h->type != MIG_MSG_RESUME) {
+		snprintf(err, errlen, "recovery: expected RESUME, got %s", mig_msg_name(h->type));
+		r = -EPROTO;
+	}
+	return r;
+}
+
+/*
+ * Reconnect and take RESUME before deadline.  A reconnection whose RESUME
+ * does not come within idle_ms is dropped and tried again: a destination
+ * that only sends heartbeats cannot hold the source past the deadline.
+ */
+static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_frame_hdr *h,
+				const uint8_t **p, char *err, size_t errlen)
+{
+	for (;;) {
+		int r = src_connect_pair(s, 1, deadline, err, errlen);
+		if (r)
+			return r;
+		src_set_link_up(s, 1);
+		r = await_resume(s, h, p, err, errlen);
+		if (!r)
+			return 0;
+		src_set_link_up(s, 0);
+		mig_conn_close(&s->urg);
+		mig_conn_close(&s->bulk);
+		if (mig_now_ns() > deadline)
+			return r;
+		pr_mig("reconnected, but no RESUME (%s); trying again\n", err);
+	}
+}
+
+/*
+ * Before reconnecting: the watchdog leaves the link alone, the connections'
+ * bytes go into the totals, and both close.
+ */
+static void drop_link(struct src *s)
+{
+	src_set_link_up(s, 0);
+	s->bytes_total_prev += s->urg.tx_bytes + s->bulk.tx_bytes;
+	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
+	mig_conn_close(&s->urg);
+	mig_conn_close(&s->bulk);
+}
+
+/*
+ * The destination's bitmap (RESUME) is the truth: every page it lacks is
+ * no longer claimed as sent, so the push sends it again.  The pages it has.
+ */
+static uint64_t forget_lost(struct src *s, const uint8_t *bm)
+{
+	uint64_t have = 0;
+	for (uint64_t i = 0; i < s->nr_pages; i++) {
+		int got = wire_bit(bm, i);
+		if (got) {
+			have++;
+		} else if (bit_test(s->sent, i)) {
+			bit_clear(s->sent, i);
+			s->pages_resent++;
+		}
+	}
+	s->sent_count = have;
+	return have;
+}
+
+/*
+ * RESUME with NEED_STATE: the state never arrived, so the switch-over
+ * again (LAYOUT, DONE(0), STATE), with the same pause and the kept blob.
+ */
+static int resend_state(struct src *s, char *err, size_t errlen)
+{
+	struct mig_layout l;
+	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
+	src_layout(s, &l);
+	int r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	if (!r)
+		r = src_send_done0(s);
+	if (!r)
+		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
+	if (r) {
+		snprintf(err, errlen, "recovery: cannot send the state again: %s", strerror(-r));
+		return r;
+	}
+	pr_mig("destination lost the VM state with the link: sent it again\n");
+	return 0;
+}
+
+/*
+ * After a break in postcopy (the urgent and push threads have ended):
+ * reconnect within recover_ms and take RESUME, then postcopy goes on with
+ * whatever the destination lacks.  0, or -errno with err (the migration
+ * fails: the VM is lost).
+ */
+int src_recover_link(struct src *s, char *err, size_t errlen)
+{
+	uint64_t deadline = mig_now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
+	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
+	       "%d ms\n",
+	       s->why, s->o->addr, s->o->recover_ms);
+	src_set_phase(s, MIG_PHASE_RECOVER);
+	drop_link(s);
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r = reconnect_for_resume(s, deadline, &h, &p, err, errlen);
+	if (r) {
+		char e2[300];
+		snprintf(e2, sizeof(e2), "%s", err);
+		snprintf(err, errlen,
+			 "destination unreachable for %d ms after the link broke (%s); giving up",
+			 s->o->recover_ms, e2);
+		return r;
+	}
+	struct mig_resume rs;
+	memcpy(&rs, p, sizeof(rs));
+	uint64_t have = forget_lost(s, p + sizeof(struct mig_resume));
+	s->nhints = 0;
+	if (rs.flags & MIG_RESUME_NEED_STATE) {
+		r = resend_state(s, err, errlen);
+		if (r)
+			return r;
+	}
+	if (!s->running_seen)
+		s->recoveries_before_running = 1;
+	s->broken = 0;
+	s->recoveries++;
+	src_set_phase(s, MIG_PHASE_POSTCOPY);
+	pr_mig("link recovered: destination has %llu of %llu pages, %llu lost in flight will be "
+	       "sent again\n",
+	       (unsigned long long)have, (unsigned long long)s->nr_pages,
+	       (unsigned long long)(s->nr_pages - have));
+	return 0;
+}

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Progress out at the source: the figures and the phase in the caller's
+ * struct mig_ctl (query-migrate, the MIGRATION events), the progress line
+ * on stderr, the downtime on both clocks and the JSON metrics.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "source.h"
+
+static double per_s(uint64_t pages, double secs)
+{
+	return secs > 0 ? (double)(pages * MIG_PAGE_SIZE) / secs / 1048576.0 : 0.0;
+}
+
+/*
+ * The downtime in ns once the destination runs the VM, else -1: the shorter
+ * of the two clocks' readings, the destination's alone when a recovery
+ * came first (the source's clock then includes the outage).
+ */
+static double downtime_ns(struct src *s)
+{
+	int64_t down_src = (int64_t)(s->t_running - s->t_pause);
+	int64_t down_dst = s->running.dest_downtime_ns;
+	if (!s->running_seen)
+		return -1;
+	if (s->recoveries_before_running)
+		return (double)down_dst;
+	return (double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src);
+}
+
+static uint64_t downtime_us(struct src *s)
+{
+	double ns = downtime_ns(s);
+	return ns < 0 ? 0 : (uint64_t)(ns / 1000.0);
+}
+
+/* The counters query-migrate shows; cheap, called as the migration goes. */
+void src_publish(struct src *s)
+{
+	struct mig_ctl *c = s->o->ctl;
+	if (!c)
+		return;
+	src_ctl_put(&c->pages_sent, __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED));
+	src_ctl_put(&c->pages_demand, __atomic_load_n(&s->pages_demand, __ATOMIC_RELAXED));
+	src_ctl_put(&c->bytes_sent, s->bytes_total_prev +
+					__atomic_load_n(&s->urg.tx_bytes, __ATOMIC_RELAXED) +
+					__atomic_load_n(&s->bulk.tx_bytes, __ATOMIC_RELAXED));
+	src_ctl_put(&c->precopy_rounds, (uint64_t)s->precopy_rounds_done);
+	if (__atomic_load_n(&s->running_seen, __ATOMIC_ACQUIRE))
+		src_ctl_put(&c->downtime_us, downtime_us(s));
+}
+
+/*
+ * The phase, o->ctl->phase (written nowhere else after the start): the
+ * figures first, so that whoever the change wakes reads them fresh.
+ */
+void src_set_phase(struct src *s, enum mig_phase phase)
+{
+	struct mig_ctl *c = s->o->ctl;
+	if (!c)
+		return;
+	src_publish(s);
+	if (phase >= MIG_PHASE_COMPLETED)
+		src_ctl_put(&c->t_end_ns, mig_now_ns());
+	__atomic_store_n(&c->phase, (int)phase, __ATOMIC_RELEASE);
+	if (c->phase_changed)
+		c->phase_changed(c->arg, phase);
+}
+
+/* query-migrate's figures, and (o->progress) a progress line at most every 200 ms. */
+void src_progress(struct src *s, const char *phase)
+{
+	uint64_t now = mig_now_ns();
+	src_publish(s);
+	if (!s->o->progress || now - s->t_progress < 200000000ull)
+		return;
+	s->t_progress = now;
+	uint64_t n = __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED);
+	double secs = (double)(now - s->t_start) / 1e9;
+	mig_progress("migrate: %s %3.0f%%  %llu/%llu pages  %llu demand  %.0f MiB/s", phase,
+		     100.0 * (double)n / (double)s->nr_pages, (unsigned long long)n,
+		     (unsigned long long)s->nr_pages, (unsigned long long)s->pages_demand,
+		     (double)(s->urg.tx_bytes + s->bulk.tx_bytes) / secs / 1048576.0);
+}
+
+static void report(struct src *s, FILE *f)
+{
+	uint64_t tx = s->bytes_total_prev + s->urg.tx_bytes + s->bulk.tx_bytes;
+	int64_t down_src = s->running_seen ? (int64_t)(s->t_running - s->t_pause) : -1;
+	int64_t down_dst = s->running_seen ? s->running.dest_downtime_ns : -1;
+	double push_s =
+	    s->t_push_end > s->t_push_start ? (double)(s->t_push_end - s->t_push_start) / 1e9 : 0;
+	double down = s->running_seen ? downtime_ns(s) / 1000.0 : NAN;
+	struct mig_source_metrics m = {
+		.ram_bytes = s->vm->ram_size,
+		.pages = s->nr_pages,
+		.precopy_rounds = s->o->precopy_rounds,
+		.precopy_rounds_done = s->precopy_rounds_done,
+		.compress = !!(s->features & MIG_FEAT_ZSTD),
+		.downtime_us = down,
+		.downtime_source_clock_us = (double)down_src / 1000.0,
+		.downtime_dest_clock_us = (double)down_dst / 1000.0,
+		.pause_us = (double)(s->t_paused - s->t_pause) / 1000.0,
+		.save_state_us = (double)(s->t_saved - s->t_paused) / 1000.0,
+		.send_state_us = (double)(s->t_state_sent - s->t_saved) / 1000.0,
+		.total_ms = (double)(s->t_complete - s->t_start) / 1e6,
+		.postcopy_ms = (double)(s->t_complete - s->t_pause) / 1e6,
+		.bytes_pages = s->bytes_pages,
+		.bytes_state = s->bytes_state,
+		.bytes_overhead = tx - s->bytes_pages - s->bytes_state,
+		.bytes_total = tx,
+		.pages_demand = s->pages_demand,
+		.pages_pushed = s->pages_pushed,
+		.pages_precopy = s->pages_precopy,
+		.pages_precopy_resent = s->pages_precopy_resent,
+		.pages_zero = s->pages_zero,
+		.pages_zstd = s->pages_zstd,
+		.requests_in_flight = s->req_in_flight,
+		.pages_resent = s->pages_resent,
+		.recoveries = s->recoveries,
+		.dest = &s->dest,
+		.push_MiB_per_s = per_s(s->pages_pushed, push_s),
+		.push_nonzero_MiB_per_s = per_s(s->pages_pushed - s->pages_pushed_zero, push_s),
+		.stamps = { .stamps = s->stamps,
+			    .ev = { { "pause", s->t_pause },
+				    { "paused", s->t_paused },
+				    { "state_saved", s->t_saved },
+				    { "state_sent", s->t_state_sent } } },
+		.tls = s->tls,
+	};
+	int r = mig_metrics_write_source(&m, f);
+	if (r)
+		pr_mig("cannot write the metrics: %s\n", strerror(-r));
+}
+
+/* The JSON metrics into o->metrics ("-": stdout); a failure is only logged. */
+void src_write_report(struct src *s)
+{
+	const char *path = s->o->metrics;
+	if (!path)
+		return;
+	FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+	if (!f) {
+		pr_mig("cannot write metrics to %s: %s\n", path, strerror(errno));
+		return;
+	}
+	report(s, f);
+	if (f != stdout)
+		fclose(f);
+	else
+		fflush(f);
+}

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The urgent thread at the source: the destination's frames on the urgent
+ * channel.  PAGE_REQUEST is answered on the same channel with each page not
+ * sent yet (a hint for the pusher: pre-paging after the fault), RUNNING
+ * starts the downtime's end, COMPLETE is believed only against the source's
+ * own record of what was sent, ERROR and anything unexpected are fatal.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "source.h"
+
+/* A fault at page: the pusher sends the pages after it next (newest first). */
+static void add_hint(struct src *s, uint64_t page)
+{
+	mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
+	if (s->nhints == NHINTS) {
+		memmove(s->hints, s->hints + 1, (NHINTS - 1) * sizeof(s->hints[0]));
+		s->nhints--;
+	}
+	s->hints[s->nhints++] = page;
+	mig_unlock(&s->hint_lock);
+}
+
+/*
+ * Pages claimed as sent, by the source's one record of it (s->sent).  A
+ * COMPLETE is believed only when this is every page: a destination cannot
+ * have what was never sent.
+ */
+uint64_t src_count_sent(struct src *s)
+{
+	uint64_t n = 0;
+	for (uint64_t w = 0; w < (s->nr_pages + 63) / 64; w++)
+		n += (uint64_t)__builtin_popcountll(__atomic_load_n(&s->sent[w], __ATOMIC_ACQUIRE));
+	return n;
+}
+
+/*
+ * Answer a PAGE_REQUEST: each page not sent yet goes out now on the urgent
+ * channel (buf: room for one frame); one already claimed by the push is on
+ * its way, so the push is told to flush instead.  0, or -1 when the link
+ * broke (the page is lost in flight: RESUME will tell).
+ */
+static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
+{
+	uint64_t t_rx = mig_now_ns();
+	struct mig_page_request q;
+	memcpy(&q, p, sizeof(q));
+	for (uint32_t k = 0; k < q.count; k++) {
+		uint64_t addr;
+		memcpy(&addr, p + sizeof(q) + 8 * k, 8);
+		uint64_t i = addr / MIG_PAGE_SIZE;
+		mig_stamp(s->stamps, i, MIG_STEP_REQ_RX, t_rx);
+		s->req_addrs++;
+		if (bit_test_and_set(s->sent, i)) {
+			s->req_in_flight++;
+			__atomic_store_n(&s->flush_now, 1, __ATOMIC_RELEASE);
+			continue;
+		}
+		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
+		size_t n = src_put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, NULL);
+		mig_lock(&s->urg.tx_lock, MIG_RANK_CONN_TX);
+		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
+		int r = mig_conn_write(&s->urg, buf, n);
+		mig_unlock(&s->urg.tx_lock);
+		if (r) {
+			src_set_break(s, 0, "urgent channel: send failed");
+			return -1;
+		}
+		mig_spin_answered(&s->spin);
+		s->pages_demand++;
+		add_hint(s, i);
+	}
+	return 0;
+}
+
+/*
+ * COMPLETE: believed only when the source's own record says every page was
+ * sent.  1 (done) or -1 (a broken or lying destination: fatal).
+ */
+static int take_complete(struct src *s, const uint8_t *p)
+{
+	uint64_t unsent = s->nr_pages - src_count_sent(s);
+	if (unsent) {
+		char err[200];
+		snprintf(err, sizeof(err),
+			 "destination claimed COMPLETE although %llu of %llu pages were never "
+			 "sent: a broken or lying destination",
+			 (unsigned long long)unsent, (unsigned long long)s->nr_pages);
+		src_set_break(s, 1, err);
+		return -1;
+	}
+	memcpy(&s->dest, p, sizeof(s->dest));
+	s->t_complete = mig_now_ns();
+	if (s->o->ctl) {
+		src_ctl_put(&s->o->ctl->faults, s->dest.faults);
+		src_ctl_put(&s->o->ctl->fault_lat_p50_ns, s->dest.fault_lat_p50_ns);
+		src_ctl_put(&s->o->ctl->fault_lat_p99_ns, s->dest.fault_lat_p99_ns);
+	}
+	mig_lock(&s->lock, MIG_RANK_SRC);
+	s->complete = 1;
+	mig_unlock(&s->lock);
+	mig_conn_kick(&s->bulk);
+	return 1;
+}
+
+/* One checked frame from the destination: 0 to go on, 1 when the urgent thread is done. */
+int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t *p, uint8_t *buf)
+{
+	char err[300];
+	switch (h->type) {
+	case MIG_MSG_PAGE_REQUEST:
+		return serve_request(s, p, buf) ? 1 : 0;
+	case MIG_MSG_RUNNING:
+		/* Repeated after a recovery: the first one counts. */
+		if (!s->running_seen) {
+			memcpy(&s->running, p, sizeof(s->running));
+			s->t_running = mig_now_ns();
+			__atomic_store_n(&s->running_seen, 1, __ATOMIC_RELEASE);
+			src_publish(s);
+		}
+		return 0;
+	case MIG_MSG_LAYOUT:
+		return 0; /* the acknowledgement of a LAYOUT sent again by src_recover_link() */
+	case MIG_MSG_COMPLETE:
+		take_complete(s, p);
+		return 1;
+	case MIG_MSG_ERROR: {
+		char text[200]; /* escaped, possibly cut short */
+		mig_error_text(p, text, sizeof(text));
+		snprintf(err, sizeof(err), "destination reported an error: %s", text);
+		src_set_break(s, 1, err);
+		return 1;
+	}
+	}
+	snprintf(err, sizeof(err), "urgent channel: unexpected %s from destination",
+		 mig_msg_name(h->type));
+	src_set_break(s, 1, err);
+	return 1;
+}
+
+/* The urgent thread: the destination's frames until COMPLETE, a fatal frame or a break. */
+void *src_urgent_thread(void *arg)
+{
+	struct src *s = arg;
+	uint8_t *buf = malloc(MIG_PAGE_FRAME_MAX);
+	char err[300];
+	mig_thread_urgent();
+	while (buf && !src_stopped(s)) {
+		struct mig_frame_hdr h;
+		const uint8_t *p;
+		int r = mig_conn_recv(&s->urg, &h, &p, err, sizeof(err));
+		if (r) {
+			src_set_break(s, !mig_link_error(r), err);
+			break;
+		}
+		if (src_urgent_frame(s, &h, p, buf))
+			break;
+	}
+	if (!buf)
+		src_set_break(s, 1, "urgent channel: out of memory");
+	free(buf);
+	return NULL;
+}

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * TLS credentials and contexts (migrate/tls.h): x509 files or a PSK file,
+ * as QEMU reads them, checked before anything listens or connects; the
+ * TLS 1.3 context of one side, and whether kTLS may be tried here.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "lock-rank.h"
+#include "migrate/net.h"
+#include "migrate/tls.h"
+#include "tls-internal.h"
+
+/* ---- credentials ---- */
+
+/*
+ * A file holding a secret (a private key, a PSK file) must be a regular
+ * file that only its owner can read, as ssh insists for its keys: a key
+ * that others can read is a key others may hold.
+ */
+static int check_secret_file(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -EINVAL;
+	}
+	if (st.st_mode & 077) {
+		snprintf(err, errlen,
+			 "%s: readable by group or others (mode %04o): a secret key must be "
+			 "private to its owner (chmod 600 it)",
+			 path, (unsigned int)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t errlen)
+{
+	const char *who = c->server ? "server" : "client";
+	char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+	X509 *own;
+
+	snprintf(ca, sizeof(ca), "%s/ca-cert.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/%s-cert.pem", dir, who);
+	snprintf(key, sizeof(key), "%s/%s-key.pem", dir, who);
+	int r = check_secret_file(key, err, errlen);
+	if (r)
+		return r;
+	if (SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1) {
+		snprintf(err, errlen, "%s: cannot load the CA certificate", ca);
+		return -EINVAL;
+	}
+	if (SSL_CTX_use_certificate_chain_file(c->ssl, cert) != 1) {
+		snprintf(err, errlen, "%s: cannot load the %s certificate", cert, who);
+		return -EINVAL;
+	}
+	if (SSL_CTX_use_PrivateKey_file(c->ssl, key, SSL_FILETYPE_PEM) != 1) {
+		snprintf(err, errlen, "%s: cannot load the %s key", key, who);
+		return -EINVAL;
+	}
+	if (SSL_CTX_check_private_key(c->ssl) != 1) {
+		snprintf(err, errlen, "%s does not match %s", key, cert);
+		return -EINVAL;
+	}
+	own = SSL_CTX_get0_certificate(c->ssl);
+	if (X509_cmp_current_time(X509_get0_notAfter(own)) < 0) {
+		snprintf(err, errlen, "%s has expired", cert);
+		return -EKEYEXPIRED;
+	}
+	SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	return 0;
+}
+
+/* One "IDENTITY:HEXKEY" line into e; -EINVAL if malformed. */
+static int parse_psk_line(char *line, struct psk_entry *e)
+{
+	char *colon = strchr(line, ':');
+	unsigned char *key;
+	long len;
+
+	if (!colon || colon == line || colon - line > PSK_MAX_ID)
+		return -EINVAL;
+	*colon = 0;
+	key = OPENSSL_hexstr2buf(colon + 1, &len);
+	if (!key)
+		return -EINVAL;
+	if (len < PSK_MIN_KEY || len > PSK_MAX_KEY) {
+		OPENSSL_clear_free(key, (size_t)len);
+		return -EINVAL;
+	}
+	memcpy(e->id, line, (size_t)(colon - line) + 1); /* with its NUL */
+	memcpy(e->key, key, (size_t)len);
+	e->key_len = (size_t)len;
+	OPENSSL_clear_free(key, (size_t)len);
+	return 0;
+}
+
+static int load_psk(struct mig_tls_ctx *c, const char *path, char *err, size_t errlen)
+{
+	char line[2 * PSK_MAX_KEY + PSK_MAX_ID + 8];
+	int n = 0, r = check_secret_file(path, err, errlen);
+	FILE *f;
+
+	if (r)
+		return r;
+	f = fopen(path, "re");
+	if (!f) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return r;
+	}
+	c->psk = OPENSSL_secure_zalloc(PSK_MAX_ENTRIES * sizeof(*c->psk));
+	while (c->psk && !r && fgets(line, sizeof(line), f)) {
+		n++;
+		line[strcspn(line, "\r\n")] = 0;
+		if (!line[0] || line[0] == '#')
+			continue;
+		if (c->nr_psk == PSK_MAX_ENTRIES || parse_psk_line(line, &c->psk[c->nr_psk]) < 0) {
+			snprintf(err, errlen,
+				 "%s:%d: not IDENTITY:HEXKEY with a key of %d to %d bytes", path, n,
+				 PSK_MIN_KEY, PSK_MAX_KEY);
+			r = -EINVAL;
+		}
+		c->nr_psk++;
+	}
+	OPENSSL_cleanse(line, sizeof(line));
+	fclose(f);
+	if (!c->psk)
+		return -ENOMEM;
+	if (!r && !c->nr_psk) {
+		snprintf(err, errlen, "%s: no key in the file", path);
+		r = -EINVAL;
+	}
+	return r;
+}
+
+/* A TLS 1.3 session resumable with an external PSK (RFC 8446, 4.2.11). */
+static SSL_SESSION *psk_session(SSL *ssl, const struct psk_entry *e)
+{
+	static const unsigned char aes128gcm_sha256[] = { 0x13, 0x01 };
+	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, aes128gcm_sha256);
+	SSL_SESSION *s = cipher ? SSL_SESSION_new() : NULL;
+
+	if (s && SSL_SESSION_set1_master_key(s, e->key, e->key_len) &&
+	    SSL_SESSION_set_cipher(s, cipher) &&
+	    SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION))
+		return s;
+	SSL_SESSION_free(s);
+	return NULL;
+}
+
+static int psk_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+			   SSL_SESSION **sess)
+{
+	const struct mig_tls_ctx *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	const struct psk_entry *e = &c->psk[0];
+
+	*sess = NULL;
+	if (md && md != EVP_sha256())
+		return 1; /* after a HelloRetryRequest for another hash: no PSK */
+	*sess = psk_session(ssl, e);
+	*id = (const unsigned char *)e->id;
+	*idlen = strlen(e->id);
+	return *sess != NULL;
+}
+
+/*
+ * Client, PSK: any certificate is refused.  TLS 1.3 lets a server ignore
+ * the client's PSK and authenticate with a certificate instead; a client
+ * that checks no certificate would then talk to anyone who has one.
+ */
+static int psk_refuse_cert(int preverify_ok, X509_STORE_CTX *store)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+	struct mig_tls *t = ssl ? SSL_get_app_data(ssl) : NULL;
+
+	(void)preverify_ok;
+	if (t)
+		t->cert_instead = true;
+	return 0;
+}
+
+static int psk_find_session(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
+{
+	const struct mig_tls_ctx *c = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	struct mig_tls *t = SSL_get_app_data(ssl);
+
+	*sess = NULL;
+	t->psk_offered = true;
+	for (unsigned int i = 0; i < c->nr_psk; i++)
+		if (strlen(c->psk[i].id) == idlen && !memcmp(c->psk[i].id, id, idlen)) {
+			*sess = psk_session(ssl, &c->psk[i]);
+			return *sess != NULL;
+		}
+	t->unknown_identity = true;
+	return 1; /* no session: the handshake fails */
+}
+
+/*
+ * Kernel TLS: once the handshake is done, OpenSSL can hand the session's
+ * keys to the kernel (setsockopt TCP_ULP "tls", then TLS_TX/TLS_RX), which
+ * then seals the records itself as the socket sends: one copy fewer and
+ * no record framing in user space.  Tried only when the kernel already
+ * offers the tls ULP: asking for it otherwise would make a kernel that
+ * has it as a module load it (a privileged process), and this agent loads
+ * no module.  The reason when it is not tried, or NULL.
+ */
+static const char *probe_ktls(void)
+{
+#ifdef OPENSSL_NO_KTLS
+	return "OpenSSL was built without kTLS";
+#else
+	char ulps[256] = "", *save = NULL;
+	FILE *f;
+
+	if (getenv("MIG_NO_KTLS"))
+		return "disabled by MIG_NO_KTLS";
+	f = fopen("/proc/sys/net/ipv4/tcp_available_ulp", "re");
+	if (!f)
+		return "the kernel does not list its TCP ULPs (no tcp_available_ulp)";
+	if (!fgets(ulps, sizeof(ulps), f))
+		ulps[0] = 0;
+	fclose(f);
+	for (char *w = strtok_r(ulps, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (!strcmp(w, "tls"))
+			return NULL;
+	return "the kernel offers no tls ULP (not in tcp_available_ulp; no module is loaded)";
+#endif
+}
+
+int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
+		    size_t errlen)
+{
+	struct mig_tls_ctx *c;
+	int r;
+
+	if (!o->creds_dir == !o->psk_file) {
+		snprintf(err, errlen, "TLS needs x509 credentials or a PSK file (one of them)");
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->ssl = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()))) {
+		free(c);
+		snprintf(err, errlen, "cannot create a TLS context");
+		return -ENOMEM;
+	}
+	c->server = server;
+	pthread_mutex_init(&c->ktls_lock, NULL);
+	c->no_ktls = probe_ktls();
+	SSL_CTX_set_app_data(c->ssl, c);
+	SSL_CTX_set_min_proto_version(c->ssl, TLS1_3_VERSION);
+	SSL_CTX_set_ciphersuites(c->ssl, TLS_SUITES);
+	SSL_CTX_set_options(c->ssl, SSL_OP_CIPHER_SERVER_PREFERENCE); /* the destination decides */
+	/*
+	 * No SSL_MODE_ENABLE_PARTIAL_WRITE: with it SSL_write_ex() returns
+	 * after every record, so a 256 KiB send took 16 calls (a lock, an
+	 * error-queue reset and a return each); without it one call seals
+	 * them all, and after WANT_WRITE the retry goes on where it stopped.
+	 */
+	SSL_CTX_set_mode(c->ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	if (!c->no_ktls)
+		SSL_CTX_set_options(c->ssl, SSL_OP_ENABLE_KTLS);
+	SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_num_tickets(c->ssl, 0); /* every connection authenticates in full */
+	/*
+	 * Read what the socket has, not a record header then its body: half
+	 * the receive system calls on the bulk channel (its records are full).
+	 */
+	SSL_CTX_set_read_ahead(c->ssl, 1);
+	SSL_CTX_set_default_read_buffer_len(c->ssl, TLS_READ_BUF);
+	if (o->creds_dir) {
+		snprintf(c->hostname, sizeof(c->hostname), "%s", o->hostname ? o->hostname : "");
+		r = load_x509(c, o->creds_dir, err, errlen);
+	} else {
+		r = load_psk(c, o->psk_file, err, errlen);
+		if (server)
+			SSL_CTX_set_psk_find_session_callback(c->ssl, psk_find_session);
+		else
+			SSL_CTX_set_psk_use_session_callback(c->ssl, psk_use_session);
+		if (!server)
+			SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER, psk_refuse_cert);
+	}
+	if (!r && !server && o->creds_dir && !c->hostname[0]) {
+		snprintf(err, errlen, "x509: the client needs the server's name (--tls-hostname)");
+		r = -EINVAL;
+	}
+	if (r < 0) {
+		mig_tls_ctx_free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+void mig_tls_ctx_free(struct mig_tls_ctx *c)
+{
+	if (!c)
+		return;
+	if (c->psk)
+		OPENSSL_secure_clear_free(c->psk, PSK_MAX_ENTRIES * sizeof(*c->psk));
+	SSL_CTX_free(c->ssl);
+	pthread_mutex_destroy(&c->ktls_lock);
+	free(c);
+}
+
+void mig_tls_ctx_get_ktls(struct mig_tls_ctx *c, struct mig_tls_ktls *out)
+{
+	mig_lock(&c->ktls_lock, MIG_RANK_TLS_KTLS);
+	*out = c->ktls;
+	if (!out->sessions)
+		out->fallback = c->no_ktls ? c->no_ktls : "no session yet";
+	mig_unlock(&c->ktls_lock);
+}

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The migration library bound to the VMM through the public calls of
+ * vmm/include/vmm/vm.h and ram.h: the hooks `vmm run` calls
+ * (vmm/include/vmm/migrate.h says when), each handing over to the file of
+ * its side (glue.h lists them).  The source side reads guest RAM and
+ * pauses/saves the VM; the destination side is the lazy RAM's page
+ * source, installs pages through the RAM back end and loads the state.
+ * Also the control socket `migrate-agent migrate` talks to.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "glue.h"
+#include "vmm/vm.h"
+
+unsigned glue_regions(struct vm *vm, struct mig_region *out)
+{
+	struct vm_ram_region r[VM_MAX_RAM_REGIONS];
+	unsigned n = vm_ram_regions(vm, r);
+
+	_Static_assert(VM_MAX_RAM_REGIONS <= MIG_MAX_REGIONS, "LAYOUT holds every region");
+	for (unsigned i = 0; i < n; i++)
+		out[i] = (struct mig_region){ .gpa = r[i].gpa, .size = r[i].size };
+	return n;
+}
+
+int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
+{
+	if (glue_check_opts(o))
+		return -EINVAL;
+	struct migrate_glue *gl = calloc(1, sizeof(*gl));
+	if (!gl)
+		return -ENOMEM;
+	*gl = (struct migrate_glue){ .vm = vm, .o = o };
+	pthread_mutex_init(&gl->lock, NULL);
+	pthread_cond_init(&gl->cond, NULL);
+	glue_params_init(&gl->params, o);
+	o->glue = gl;
+	return o->incoming ? glue_prepare_incoming(gl) : 0;
+}
+
+int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
+{
+	struct migrate_glue *gl = o->glue;
+	if (o->incoming) {
+		glue_incoming_started(gl);
+		return 0;
+	}
+	if (o->control) {
+		int r = glue_start_control(gl);
+		if (r)
+			return r;
+	}
+	if (o->migrate_to) {
+		pthread_create(&gl->timer, NULL, glue_timer_thread, gl);
+		gl->timer_on = 1;
+	}
+	return 0;
+}
+
+int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
+{
+	struct migrate_glue *gl = o->glue;
+	if (!gl)
+		return 0;
+	pthread_mutex_lock(&gl->lock);
+	gl->finishing = 1;
+	pthread_cond_broadcast(&gl->cond);
+	pthread_mutex_unlock(&gl->lock);
+	if (gl->timer_on)
+		pthread_join(gl->timer, NULL);
+	if (gl->mig_on) {
+		/* The VM ended during a migration: give it up if not switched over yet. */
+		mig_ctl_cancel(&gl->ctl);
+		pthread_join(gl->mig_thread, NULL);
+	}
+	qmp_close(gl->qmp); /* after the migration thread: it sends events */
+	glue_incoming_finish(gl);
+	o->glue = NULL;
+	free(gl);
+	return 0;
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The migration glue's own header (vmm/migrate/ only): the migration
+ * library (its public migrate/ headers) bound to the VM through the
+ * public calls of vmm/vm.h and vmm/ram.h, one job per file:
+ *
+ *   glue.c          the hooks `vmm run` calls (vmm/migrate.h): prepare,
+ *                   started, finish
+ *   options.c       vmm run's migration flags, the library's options
+ *   incoming.c      the destination: page source, state load, watch
+ *   signals.c       SIGINT/SIGTERM while the destination waits for its state
+ *   outgoing.c      the source: the VM's callbacks, one migration out, its
+ *                   thread (QMP migrate) or timer (--migrate-after)
+ *   qmp-params.c    the next migration's parameters (QMP set/query), frozen
+ *                   when one starts
+ *   qmp-commands.c  the other QMP commands, and the control socket
+ *
+ * Locking: gl->lock (with gl->cond) guards finishing, params, run_params,
+ * mig_opts, uri, mig_on and user_paused, and the start of a migration
+ * (ctl is reset under it; the library then updates ctl atomically).  No
+ * QMP event is sent with gl->lock held, and the QMP server runs handlers
+ * with none of its own locks held: gl->lock and the server's locks never
+ * nest.  The VM's lock nests inside gl->lock (stop and cont pause and
+ * resume the VM under it); a migration thread that ended is joined under
+ * it (the thread takes no gl->lock).
+ */
+#ifndef VMM_MIGRATE_GLUE_H
+#define VMM_MIGRATE_GLUE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "migrate/migrate.h"
+#include "migrate/params.h"
+#include "vmm/migrate.h"
+#include "vmm/qmp.h"
+
+struct vm;
+struct incoming_signals;
+
+#define pr_vmm(...) fprintf(stderr, "vmm: " __VA_ARGS__)
+
+/* Options for the next migration (migrate-set-parameters), under gl->lock. */
+struct glue_params {
+	uint64_t param[MIG_P_NR];
+	char tls_creds[512], tls_psk[512], tls_hostname[256], metrics[512];
+};
+
+/*
+ * The migration of one `vmm run`: created by migrate_prepare(), kept in
+ * migrate_vmm_opts.glue, freed by migrate_finish().
+ */
+struct migrate_glue {
+	struct vm *vm;
+	struct migrate_vmm_opts *o;
+	struct mig_dest *dest;
+	struct mig_dest_vm dest_vm;
+	pthread_t watch, timer, mig_thread;
+	int watch_on, timer_on;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int finishing;
+	/* The control API (--control): qmp-commands.c. */
+	struct qmp_server *qmp;
+	struct glue_params params, run_params; /* the next migration's; the running one's */
+	struct mig_opts mig_opts;	       /* the running one's, pointing into run_params */
+	struct mig_ctl ctl;
+	char uri[256];
+	int mig_on;		      /* a migration thread was started (join it) */
+	int user_paused;	      /* stopped by the QMP command stop */
+	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
+};
+
+/* ---- options.c ---- */
+
+/* The flags' combinations and TLS files: 0, or -EINVAL after a message. */
+int glue_check_opts(const struct migrate_vmm_opts *o);
+/* The library's options from the flags, for a migration to or from addr. */
+struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr);
+
+/* ---- The VM, both sides (glue.c) ---- */
+
+/* The VM's RAM regions as LAYOUT carries them (RAM offsets follow in order). */
+unsigned glue_regions(struct vm *vm, struct mig_region *out);
+
+/* ---- incoming.c ---- */
+
+/* migrate_prepare() for a destination: blocks until the state is loaded. */
+int glue_prepare_incoming(struct migrate_glue *gl);
+/* migrate_started() for a destination: the vCPUs run, the watch starts. */
+void glue_incoming_started(struct migrate_glue *gl);
+/* migrate_finish()'s part for a destination, after the VM stopped. */
+void glue_incoming_finish(struct migrate_glue *gl);
+
+/* ---- signals.c ---- */
+
+/* Watch SIGINT/SIGTERM until the vCPUs run: 0, or -errno after a message. */
+int glue_watch_signals(struct migrate_glue *gl);
+/* Ends the watch, if any (the join waits for a thread's wake-up). */
+void glue_stop_signal_watch(struct migrate_glue *gl);
+
+/* ---- outgoing.c ---- */
+
+/* Migrate out; returns 0 on success (the VM is then stopped here). */
+int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_opts *m, char *err,
+		     size_t errlen);
+/* The thread of a migration started by QMP migrate (gl->uri, gl->mig_opts). */
+void *glue_migration_thread(void *arg);
+/* The thread of --migrate-after: waits, then migrates to --migrate-to. */
+void *glue_timer_thread(void *arg);
+/* A migration thread was started and its phase is not final (gl->lock held). */
+int glue_mig_active(struct migrate_glue *gl);
+/* mig_ctl.phase_changed: a MIGRATION event to the QMP clients (any thread). */
+void glue_phase_changed(void *arg, enum mig_phase phase);
+
+/* ---- qmp-params.c ---- */
+
+/* The next migration's parameters: the flags' values. */
+void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o);
+/* gl->mig_opts and gl->ctl from the parameters as they are now (gl->lock held). */
+void glue_freeze_params(struct migrate_glue *gl);
+/* A string argument into buf (left alone when absent): 0, or -1 with reply set. */
+int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
+		 struct qmp_reply *reply);
+void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
+void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+/* ---- qmp-commands.c ---- */
+
+/* Serve QMP on --control: 0, or -EINVAL after a message. */
+int glue_start_control(struct migrate_glue *gl);
+
+#endif /* VMM_MIGRATE_GLUE_H */

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The destination (vmm run --incoming): the migration is the lazy RAM's
+ * page source, installs pages through the RAM back end and loads the
+ * state; once the vCPUs run, a thread watches the migration to its end.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "glue.h"
+#include "vmm/ram.h"
+#include "vmm/vm.h"
+
+static int dst_load(void *ctx, const void *blob, size_t len)
+{
+	struct migrate_glue *gl = ctx;
+	char why[256] = "";
+	int r = vm_state_load(gl->vm, blob, len, why, sizeof(why));
+
+	if (r < 0)
+		fprintf(stderr, "vmm: cannot load the migrated state: %s\n", why);
+	return r;
+}
+
+static void write_dest_metrics(struct migrate_glue *gl)
+{
+	if (!gl->o->metrics)
+		return;
+	FILE *f = strcmp(gl->o->metrics, "-") ? fopen(gl->o->metrics, "w") : stdout;
+	if (!f) {
+		pr_vmm("cannot write %s: %s\n", gl->o->metrics, strerror(errno));
+		return;
+	}
+	mig_dest_report(gl->dest, f);
+	if (f != stdout)
+		fclose(f);
+}
+
+/*
+ * Watches the incoming migration.  A failure means pages are missing for
+ * good: the process ends here, so no vCPU ever runs on with wrong memory
+ * (disarming the RAM would let the kernel fill the holes with zeroes).
+ */
+static void *watch_thread(void *arg)
+{
+	struct migrate_glue *gl = arg;
+	char err[400];
+	if (mig_dest_wait(gl->dest, err, sizeof(err))) {
+		pr_vmm("incoming migration failed: %s\n", err);
+		write_dest_metrics(gl);
+		fflush(NULL);
+		_exit(1);
+	}
+	write_dest_metrics(gl);
+	pr_vmm("incoming migration complete: all %llu pages arrived\n",
+	       (unsigned long long)ram_nr_pages(vm_ram(gl->vm)));
+	return arg;
+}
+
+/* Listens at --incoming: 0, or -errno after a message. */
+static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
+{
+	struct mig_opts m = glue_lib_opts(gl, gl->o->incoming);
+	char err[400];
+
+	if (!ram_is_lazy(ram)) {
+		pr_vmm("--incoming needs lazy RAM\n");
+		return -EINVAL;
+	}
+	gl->dest = mig_dest_listen(&m, err, sizeof(err));
+	if (!gl->dest) {
+		pr_vmm("%s\n", err);
+		return -EADDRINUSE;
+	}
+	if (!m.tls.creds_dir && !m.tls.psk_file)
+		pr_vmm("warning: plain TCP (no --tls-creds or --tls-psk): anyone who can reach "
+		       "%s can send this VMM a VM, and anyone on the path can read the guest's "
+		       "memory and the session secret (docs/security.md)\n",
+		       gl->o->incoming);
+	return 0;
+}
+
+/*
+ * The RAM owns the source (and destroys it in ram_exit(), after
+ * migrate_finish()); it is only asked for pages while the fault thread
+ * runs, which migrate_finish() stops first.
+ */
+static int start_page_source(struct migrate_glue *gl, struct ram *ram)
+{
+	struct ram_source *src = mig_dest_page_source(gl->dest);
+	if (!src)
+		return -ENOMEM;
+	int r = ram_start_faults(ram, src, gl->o->busy_poll);
+	if (r < 0) {
+		if (!ram_owns_source(ram, src)) /* else the RAM destroys it */
+			src->destroy(src);
+		pr_vmm("cannot start the fault thread: %s\n", strerror(-r));
+		return r;
+	}
+	gl->dest_vm = (struct mig_dest_vm){
+		.ctx = gl,
+		.ram = ram,
+		.load_state = dst_load,
+	};
+	gl->dest_vm.nr_regions = glue_regions(gl->vm, gl->dest_vm.regions);
+	return 0;
+}
+
+/*
+ * The vCPU threads exist before the state arrives, parked: at the
+ * switch-over only the state load and a wake-up remain
+ * (migrate_started() resumes them; vm_start() starts no thread twice).
+ */
+static int park_vcpus(struct migrate_glue *gl)
+{
+	int r = vm_pause(gl->vm);
+	if (!r)
+		r = vm_start(gl->vm);
+	if (r)
+		pr_vmm("cannot start the vCPU threads: %s\n", strerror(-r));
+	return r;
+}
+
+int glue_prepare_incoming(struct migrate_glue *gl)
+{
+	struct ram *ram = vm_ram(gl->vm);
+	char err[400];
+	int r = listen_incoming(gl, ram);
+
+	if (!r)
+		r = start_page_source(gl, ram);
+	if (!r)
+		r = park_vcpus(gl);
+	if (r)
+		return r;
+	pr_vmm("waiting for an incoming migration on %s\n", gl->o->incoming);
+	r = glue_watch_signals(gl);
+	if (r)
+		return r;
+	r = mig_dest_incoming(gl->dest, &gl->dest_vm, err, sizeof(err));
+	if (r)
+		glue_stop_signal_watch(gl);
+	if (r) {
+		pr_vmm("incoming migration failed: %s\n", err);
+		write_dest_metrics(gl);
+		ram_stop_faults(ram);
+		mig_dest_free(gl->dest);
+		gl->dest = NULL;
+		return r;
+	}
+	return 0;
+}
+
+void glue_incoming_started(struct migrate_glue *gl)
+{
+	vm_resume(gl->vm); /* parked since glue_prepare_incoming() */
+	mig_dest_resumed(gl->dest);
+	glue_stop_signal_watch(gl);
+	pthread_create(&gl->watch, NULL, watch_thread, gl);
+	gl->watch_on = 1;
+}
+
+/*
+ * The destination's VM stopped while pages may still be on their way.  A
+ * guest that finished by itself: keep receiving, so the source can finish.
+ * A guest that crashed (triple fault, a failed entry), or a VMM told to
+ * stop by a signal: the migration failed, and the source must hear so
+ * rather than a COMPLETE.
+ */
+static void stop_incoming_with_vm(struct migrate_glue *gl, struct vm *vm)
+{
+	int status = 0;
+	char why[160];
+	if (mig_dest_status(gl->dest) != 0 || vm_wait(vm, 0, &status) != 1)
+		return;
+	if (status >= 128) {
+		snprintf(why, sizeof(why), "the destination VMM was stopped by signal %d",
+			 status - 128);
+	} else if (status < 0 && status != -EINTR) {
+		snprintf(why, sizeof(why), "the guest failed at the destination (%s)",
+			 strerror(-status));
+	} else {
+		pr_vmm("guest stopped; waiting for the remaining pages so the source can "
+		       "finish\n");
+		return;
+	}
+	pr_vmm("%s: the migration failed\n", why);
+	mig_dest_abort(gl->dest, why);
+}
+
+void glue_incoming_finish(struct migrate_glue *gl)
+{
+	glue_stop_signal_watch(gl);
+	if (gl->watch_on) {
+		stop_incoming_with_vm(gl, gl->vm);
+		pthread_join(gl->watch, NULL);
+	}
+	if (gl->dest) {
+		/* The fault thread calls into the library: stop it first. */
+		ram_stop_faults(vm_ram(gl->vm));
+		mig_dest_free(gl->dest);
+		gl->dest = NULL;
+	}
+}

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vmm run's migration flags (vmm/migrate.h lists them): parsed into
+ * struct migrate_vmm_opts, checked together before anything starts, and
+ * turned into the library's struct mig_opts.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/parse.h"
+#include "glue.h"
+
+/* A number flag: 0, or -1 after a message naming the flag and its range. */
+static int parse_num(const char *opt, const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+	if (!parse_u64(v, min, max, out))
+		return 0;
+	pr_vmm("%s: '%s' is not a number from %llu to %llu\n", opt, v, (unsigned long long)min,
+	       (unsigned long long)max);
+	return -1;
+}
+
+/* A flag of the tunables' table (migrate/params.h): 1, or -1 after a message. */
+static int parse_param(int argc, char **argv, int *i, int p, struct migrate_vmm_opts *o)
+{
+	const char *a = argv[*i];
+	char err[200];
+
+	if (mig_param_defs[p].is_bool) {
+		o->param[p] = 1;
+		return 1;
+	}
+	if (*i + 1 >= argc) {
+		pr_vmm("%s needs a value\n", a);
+		return -1;
+	}
+	if (mig_param_parse(p, a, argv[++*i], &o->param[p], err, sizeof(err))) {
+		pr_vmm("%s\n", err);
+		return -1;
+	}
+	return 1;
+}
+
+/* Where a string flag's value goes; NULL if a is not one. */
+static const char **string_flag(struct migrate_vmm_opts *o, const char *a)
+{
+	const struct {
+		const char *flag;
+		const char **value;
+	} flags[] = {
+		{ "--incoming", &o->incoming },		{ "--control", &o->control },
+		{ "--migrate-to", &o->migrate_to },	{ "--migrate-metrics", &o->metrics },
+		{ "--tls-creds", &o->tls_creds },	{ "--tls-psk", &o->tls_psk },
+		{ "--tls-hostname", &o->tls_hostname },
+	};
+
+	for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+		if (!strcmp(a, flags[k].flag))
+			return flags[k].value;
+	return NULL;
+}
+
+int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
+{
+	const char *a = argv[*i];
+	const char **str = string_flag(o, a);
+	int p = mig_param_by_flag(a);
+	uint64_t n;
+
+	if (p >= 0)
+		return parse_param(argc, argv, i, p, o);
+	if (!str && strcmp(a, "--migrate-after") && strcmp(a, "--migrate-spin-us"))
+		return 0;
+	if (*i + 1 >= argc) {
+		pr_vmm("%s needs a value\n", a);
+		return -1;
+	}
+	const char *v = argv[++*i];
+	if (str) {
+		*str = v;
+	} else if (!strcmp(a, "--migrate-after")) {
+		if (parse_num(a, v, 1, PARSE_AFTER_MS_MAX, &o->migrate_after_ms))
+			return -1;
+	} else {
+		if (parse_num(a, v, 0, MIG_SPIN_MAX_US, &n))
+			return -1;
+		o->spin_us = (unsigned)n;
+	}
+	return 1;
+}
+
+/*
+ * The TLS options make sense together, and their files load: checked when
+ * the VMM starts, before anything connects (a source loads them again for
+ * each migration: they may be renewed meanwhile).  0 or -EINVAL with a
+ * message.
+ */
+static int check_tls(const struct migrate_vmm_opts *o)
+{
+	const struct mig_tls_opts t = { .creds_dir = o->tls_creds,
+					.psk_file = o->tls_psk,
+					.hostname = o->tls_hostname ? o->tls_hostname : "-" };
+	struct mig_tls_ctx *ctx;
+	char err[400];
+	if (!o->tls_creds && !o->tls_psk) {
+		if (o->tls_hostname)
+			pr_vmm("--tls-hostname needs --tls-creds\n");
+		return o->tls_hostname ? -EINVAL : 0;
+	}
+	if (o->tls_creds && o->tls_psk) {
+		pr_vmm("--tls-creds and --tls-psk exclude each other: x509 or a PSK\n");
+		return -EINVAL;
+	}
+	if (mig_tls_ctx_new(&t, o->incoming != NULL, &ctx, err, sizeof(err))) {
+		pr_vmm("TLS: %s\n", err);
+		return -EINVAL;
+	}
+	mig_tls_ctx_free(ctx);
+	return 0;
+}
+
+int glue_check_opts(const struct migrate_vmm_opts *o)
+{
+	if (o->incoming && (o->migrate_to || o->control)) {
+		pr_vmm("--incoming cannot be combined with --migrate-to or --control\n");
+		return -EINVAL;
+	}
+	if (o->param[MIG_P_POSTCOPY_MANUAL] && !o->control) {
+		pr_vmm("--postcopy-manual needs --control (migrate-start-postcopy ends precopy)\n");
+		return -EINVAL;
+	}
+	if (!!o->migrate_to != !!o->migrate_after_ms) {
+		pr_vmm("--migrate-to and --migrate-after go together\n");
+		return -EINVAL;
+	}
+	return check_tls(o) ? -EINVAL : 0;
+}
+
+struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr)
+{
+	struct mig_opts m = {
+		.addr = addr,
+		.precopy_rounds = (int)gl->o->param[MIG_P_PRECOPY_ROUNDS],
+		.compress = (int)gl->o->param[MIG_P_COMPRESS],
+		.recover_ms = (int)gl->o->param[MIG_P_RECOVER_MS],
+		.spin_us = gl->o->spin_us,
+		.metrics = gl->o->metrics,
+		.progress = isatty(2),
+		.tls = { .creds_dir = gl->o->tls_creds,
+			 .psk_file = gl->o->tls_psk,
+			 .hostname = gl->o->tls_hostname },
+	};
+	return m;
+}

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The source: the VM's callbacks the library calls (pause, resume, save,
+ * the dirty log, guest RAM read in place), one migration out, and the two
+ * threads that start one: QMP migrate's and --migrate-after's timer.  Its
+ * phases go to the QMP clients as MIGRATION events.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "glue.h"
+#include "vmm/ram.h"
+#include "vmm/vm.h"
+
+static int s_pause(void *ctx)
+{
+	struct migrate_glue *gl = ctx;
+	return vm_pause(gl->vm);
+}
+
+static int s_resume(void *ctx)
+{
+	struct migrate_glue *gl = ctx;
+	return vm_resume(gl->vm);
+}
+
+static int s_save(void *ctx, void **blob, size_t *len)
+{
+	struct migrate_glue *gl = ctx;
+	ssize_t n = vm_state_size(gl->vm);
+	if (n < 0)
+		return (int)n;
+	void *b = malloc((size_t)n);
+	if (!b)
+		return -ENOMEM;
+	ssize_t w = vm_state_save(gl->vm, b, (size_t)n);
+	if (w < 0) {
+		free(b);
+		return (int)w;
+	}
+	*blob = b;
+	*len = (size_t)w;
+	return 0;
+}
+
+static int s_stopped(void *ctx)
+{
+	struct migrate_glue *gl = ctx;
+	return vm_is_stopped(gl->vm);
+}
+
+static int s_dirty_start(void *ctx)
+{
+	struct migrate_glue *gl = ctx;
+	return vm_dirty_log_set(gl->vm, true);
+}
+
+static int s_dirty_stop(void *ctx)
+{
+	struct migrate_glue *gl = ctx;
+	return vm_dirty_log_set(gl->vm, false);
+}
+
+static int s_dirty_fetch(void *ctx, uint64_t *bitmap)
+{
+	struct migrate_glue *gl = ctx;
+	return vm_dirty_log_fetch(gl->vm, bitmap);
+}
+
+int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_opts *m, char *err,
+		     size_t errlen)
+{
+	struct ram *ram = vm_ram(gl->vm);
+	struct mig_source_vm svm = {
+		.ctx = gl,
+		.ram = ram_host(ram),
+		.ram_size = ram_bytes(ram),
+		.pause = s_pause,
+		.resume = s_resume,
+		.save_state = s_save,
+		.dirty_start = s_dirty_start,
+		.dirty_fetch = s_dirty_fetch,
+		.dirty_stop = s_dirty_stop,
+		.stopped = s_stopped,
+	};
+	int switched;
+	svm.nr_regions = glue_regions(gl->vm, svm.regions);
+	pr_vmm("migrating to %s%s\n", to, m->precopy_rounds ? " (precopy, then postcopy)" : "");
+	int r = mig_source_run(&svm, m, &switched, err, errlen);
+	if (r == 0) {
+		pr_vmm("migration to %s complete: the VM runs there now\n", to);
+		vm_stop(gl->vm, -EINTR);
+		return 0;
+	}
+	if (switched) {
+		pr_vmm("migration failed after the switch-over: %s; the VM cannot run here "
+		       "either (its memory is split)\n",
+		       err);
+		vm_stop(gl->vm, -EIO);
+	} else {
+		pr_vmm("migration failed, the VM goes on here: %s\n", err);
+	}
+	return r;
+}
+
+int glue_mig_active(struct migrate_glue *gl)
+{
+	int phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
+	return gl->mig_on && phase < MIG_PHASE_COMPLETED;
+}
+
+void glue_phase_changed(void *arg, enum mig_phase phase)
+{
+	struct migrate_glue *gl = arg;
+	struct json_object *data = json_object_new_object();
+
+	json_object_object_add(data, "status", json_object_new_string(mig_phase_name(phase)));
+	if (phase == MIG_PHASE_FAILED) /* QEMU's event has none: a VMM that exits can't be asked */
+		json_object_object_add(data, "x-error-desc", json_object_new_string(gl->ctl.error));
+	if (gl->qmp)
+		qmp_event(gl->qmp, "MIGRATION", data);
+	else
+		json_object_put(data);
+}
+
+void *glue_migration_thread(void *arg)
+{
+	struct migrate_glue *gl = arg;
+	char err[400] = "";
+
+	glue_migrate_out(gl, gl->uri, &gl->mig_opts, err, sizeof(err));
+	return NULL;
+}
+
+void *glue_timer_thread(void *arg)
+{
+	struct migrate_glue *gl = arg;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ns = (uint64_t)ts.tv_nsec + gl->o->migrate_after_ms * 1000000ull;
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec = (long)(ns % 1000000000ull);
+	pthread_mutex_lock(&gl->lock);
+	int r = 0;
+	while (!gl->finishing && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&gl->cond, &gl->lock, &ts);
+	int go = !gl->finishing;
+	if (go) { /* the flags' options, --max-bandwidth included */
+		snprintf(gl->uri, sizeof(gl->uri), "%s", gl->o->migrate_to);
+		glue_freeze_params(gl);
+	}
+	pthread_mutex_unlock(&gl->lock);
+	if (go) {
+		char err[400];
+		glue_migrate_out(gl, gl->uri, &gl->mig_opts, err, sizeof(err));
+	}
+	return arg;
+}

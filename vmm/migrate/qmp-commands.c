@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The control API: QMP commands on the --control socket (vmm/qmp.h,
+ * docs/migration.md "The control API").  A migration started by `migrate`
+ * runs on its own thread (outgoing.c); gl->ctl is the live link to it
+ * (requests in, progress and the phase out), gl->params the options of the
+ * next one (qmp-params.c).  stop, cont and query-status are the VM's run
+ * state, as QEMU's.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "glue.h"
+#include "migrate/net.h" /* mig_now_ns() */
+#include "vmm/vm.h"
+
+/* The arguments a command knows; anything else is refused, as QEMU does. */
+static int args_known(struct json_object *args, const char *const *known, struct qmp_reply *reply)
+{
+	json_object_object_foreach(args, key, val)
+	{
+		int ok = 0;
+		(void)val;
+		for (const char *const *k = known; *k; k++)
+			ok |= !strcmp(key, *k);
+		if (!ok) {
+			qmp_fail(reply, "Parameter '%.64s' is unexpected", key);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	static const char *const known[] = { "uri", NULL };
+	struct migrate_glue *gl = ctx;
+	char uri[sizeof(gl->uri)] = "";
+
+	if (!args || args_known(args, known, reply) ||
+	    glue_arg_str(args, "uri", uri, sizeof(uri), reply))
+		goto out;
+	if (!uri[0]) {
+		qmp_fail(reply, "Parameter 'uri' is missing");
+		goto out;
+	}
+	pthread_mutex_lock(&gl->lock);
+	if (glue_mig_active(gl) || gl->user_paused || gl->finishing) {
+		qmp_fail(reply, "%s",
+			 gl->user_paused ? "the VM is stopped: 'cont' it first"
+					 : "There's a migration process in progress");
+		pthread_mutex_unlock(&gl->lock);
+		return;
+	}
+	if (gl->mig_on) /* the previous one ended: its thread is done */
+		pthread_join(gl->mig_thread, NULL);
+	gl->mig_on = 0;
+	memcpy(gl->uri, uri, sizeof(uri));
+	glue_freeze_params(gl);
+	if (pthread_create(&gl->mig_thread, NULL, glue_migration_thread, gl))
+		qmp_fail(reply, "cannot start the migration thread");
+	else
+		gl->mig_on = 1;
+	pthread_mutex_unlock(&gl->lock);
+	return;
+out:
+	if (!reply->error_class)
+		qmp_fail(reply, "Parameter 'uri' is missing");
+}
+
+static void qmp_cancel(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	if (glue_mig_active(gl) && mig_ctl_cancel(&gl->ctl))
+		qmp_fail(reply, "the switch-over has happened: the VM's memory is split between "
+				"the two hosts, so a postcopy migration cannot be cancelled; it "
+				"completes or fails");
+	pthread_mutex_unlock(&gl->lock);
+}
+
+static void qmp_start_postcopy(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	int phase;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
+	if (!glue_mig_active(gl) || phase > MIG_PHASE_PRECOPY)
+		qmp_fail(reply, "no migration in precopy (status: %s)",
+			 gl->mig_on ? mig_phase_name(phase) : "none");
+	else
+		__atomic_store_n(&gl->ctl.start_postcopy, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&gl->lock);
+}
+
+static void add_u64(struct json_object *o, const char *key, const uint64_t *field)
+{
+	json_object_object_add(o, key,
+			       json_object_new_uint64(__atomic_load_n(field, __ATOMIC_RELAXED)));
+}
+
+/* query-migrate's "ram" member, named as QEMU names it where the meaning is the same. */
+static struct json_object *ram_info(struct mig_ctl *c, uint64_t now)
+{
+	struct json_object *ram = json_object_new_object();
+	uint64_t total = __atomic_load_n(&c->pages_total, __ATOMIC_RELAXED);
+	uint64_t sent = __atomic_load_n(&c->pages_sent, __ATOMIC_RELAXED);
+	uint64_t t0 = __atomic_load_n(&c->t_start_ns, __ATOMIC_RELAXED);
+	double secs = t0 && now > t0 ? (double)(now - t0) / 1e9 : 0;
+
+	add_u64(ram, "transferred", &c->bytes_sent);
+	json_object_object_add(ram, "total", json_object_new_uint64(total * MIG_PAGE_SIZE));
+	json_object_object_add(
+	    ram, "remaining",
+	    json_object_new_uint64((total - (sent < total ? sent : total)) * MIG_PAGE_SIZE));
+	json_object_object_add(ram, "normal", json_object_new_uint64(sent));
+	json_object_object_add(ram, "page-size", json_object_new_int(MIG_PAGE_SIZE));
+	json_object_object_add(
+	    ram, "pages-per-second",
+	    json_object_new_uint64(secs > 0 ? (uint64_t)((double)sent / secs) : 0));
+	add_u64(ram, "dirty-pages-rate", &c->dirty_pages_rate);
+	add_u64(ram, "dirty-sync-count", &c->precopy_rounds);
+	add_u64(ram, "postcopy-requests", &c->pages_demand);
+	return ram;
+}
+
+static void qmp_query_migrate(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	struct json_object *o = json_object_new_object();
+	struct mig_ctl *c = &gl->ctl;
+	uint64_t now = mig_now_ns(), t0, t1;
+	int phase;
+
+	(void)args;
+	reply->ret = o;
+	pthread_mutex_lock(&gl->lock);
+	if (!gl->mig_on) {
+		pthread_mutex_unlock(&gl->lock);
+		return; /* {}: no migration yet, as QEMU answers */
+	}
+	phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
+	t0 = __atomic_load_n(&c->t_start_ns, __ATOMIC_RELAXED);
+	t1 = __atomic_load_n(&c->t_end_ns, __ATOMIC_RELAXED);
+	json_object_object_add(
+	    o, "status",
+	    json_object_new_string(phase < MIG_PHASE_COMPLETED &&
+					   __atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE) ==
+					       MIG_CANCEL_ASKED
+				       ? "cancelling"
+				       : mig_phase_name(phase)));
+	json_object_object_add(o, "total-time",
+			       json_object_new_uint64(t0 ? ((t1 ? t1 : now) - t0) / 1000000 : 0));
+	if (__atomic_load_n(&c->downtime_us, __ATOMIC_RELAXED))
+		json_object_object_add(o, "downtime",
+				       json_object_new_uint64(c->downtime_us / 1000));
+	add_u64(o, "x-downtime-us", &c->downtime_us);
+	json_object_object_add(o, "ram", ram_info(c, now));
+	add_u64(o, "x-postcopy-faults", &c->faults);
+	add_u64(o, "x-postcopy-fault-p50-ns", &c->fault_lat_p50_ns);
+	add_u64(o, "x-postcopy-fault-p99-ns", &c->fault_lat_p99_ns);
+	if (phase == MIG_PHASE_FAILED) /* written before the phase: see struct mig_ctl */
+		json_object_object_add(o, "error-desc", json_object_new_string(c->error));
+	pthread_mutex_unlock(&gl->lock);
+}
+
+/* The VM's run state: stop and cont, as QEMU's; not while a migration runs. */
+static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *reply)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&gl->lock);
+	if (glue_mig_active(gl)) {
+		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
+	} else if (stop != gl->user_paused) {
+		r = stop ? vm_pause(gl->vm) : vm_resume(gl->vm);
+		if (r)
+			qmp_fail(reply, "cannot %s the VM: %s", stop ? "stop" : "resume",
+				 strerror(-r));
+		else
+			gl->user_paused = stop;
+	}
+	pthread_mutex_unlock(&gl->lock);
+	if (!reply->error_class && gl->qmp)
+		qmp_event(gl->qmp, stop ? "STOP" : "RESUME", NULL);
+}
+
+static void qmp_stop(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)args;
+	qmp_stop_cont(ctx, 1, reply);
+}
+
+static void qmp_cont(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)args;
+	qmp_stop_cont(ctx, 0, reply);
+}
+
+static void qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	struct json_object *o = json_object_new_object();
+	int paused;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	paused = gl->user_paused;
+	pthread_mutex_unlock(&gl->lock);
+	json_object_object_add(o, "running", json_object_new_boolean(!paused));
+	json_object_object_add(o, "singlestep", json_object_new_boolean(0));
+	json_object_object_add(o, "status", json_object_new_string(paused ? "paused" : "running"));
+	reply->ret = o;
+}
+
+static const struct qmp_command qmp_commands[] = {
+	{ "migrate", qmp_migrate },
+	{ "query-migrate", qmp_query_migrate },
+	{ "migrate_cancel", qmp_cancel },
+	{ "migrate-set-parameters", glue_qmp_set_parameters },
+	{ "query-migrate-parameters", glue_qmp_query_parameters },
+	{ "migrate-start-postcopy", qmp_start_postcopy },
+	{ "stop", qmp_stop },
+	{ "cont", qmp_cont },
+	{ "query-status", qmp_query_status },
+	{ NULL, NULL },
+};
+
+int glue_start_control(struct migrate_glue *gl)
+{
+	char err[400] = "";
+
+	gl->qmp = qmp_listen(gl->o->control, qmp_commands, gl, err, sizeof(err));
+	if (!gl->qmp) {
+		pr_vmm("--control: %s\n", err);
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The next migration's parameters (docs/migration.md, "The control API"):
+ * the flags' values at first, changed by migrate-set-parameters (every
+ * argument or none, never below the TLS the VMM was started with), read by
+ * query-migrate-parameters, and frozen into the library's options when a
+ * migration starts.  All under gl->lock.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "glue.h"
+
+void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
+{
+	*p = (struct glue_params){ 0 };
+	memcpy(p->param, o->param, sizeof(p->param));
+	snprintf(p->tls_creds, sizeof(p->tls_creds), "%s", o->tls_creds ? o->tls_creds : "");
+	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
+	snprintf(p->tls_hostname, sizeof(p->tls_hostname), "%s",
+		 o->tls_hostname ? o->tls_hostname : "");
+	snprintf(p->metrics, sizeof(p->metrics), "%s", o->metrics ? o->metrics : "");
+}
+
+/*
+ * TLS given to `vmm run` is a floor: the parameters may add TLS to a plain
+ * VMM, or name the host of an x509 peer, never drop TLS or change its mode
+ * or files (the old line protocol once ran a request naming only the host
+ * in plain text).  0, or -1 with the reason in reply.
+ */
+static int check_tls_floor(const struct migrate_vmm_opts *o, const struct glue_params *p,
+			   struct qmp_reply *reply)
+{
+	const char *creds = p->tls_creds[0] ? p->tls_creds : NULL;
+	const char *psk = p->tls_psk[0] ? p->tls_psk : NULL;
+
+	if (creds && psk) {
+		qmp_fail(reply, "tls-creds and tls-psk exclude each other: x509 or a PSK");
+		return -1;
+	}
+	if (p->tls_hostname[0] && !creds) {
+		qmp_fail(reply, "tls-hostname needs tls-creds");
+		return -1;
+	}
+	if ((o->tls_creds && (!creds || strcmp(creds, o->tls_creds))) ||
+	    (o->tls_psk && (!psk || strcmp(psk, o->tls_psk)))) {
+		qmp_fail(reply,
+			 "this VMM was started with TLS (%s): a migration may not change "
+			 "or drop it",
+			 o->tls_creds ? "x509" : "PSK");
+		return -1;
+	}
+	return 0;
+}
+
+int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
+		 struct qmp_reply *reply)
+{
+	struct json_object *v;
+
+	if (!args || !json_object_object_get_ex(args, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_string) ||
+	    (size_t)json_object_get_string_len(v) >= len ||
+	    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v)) {
+		qmp_fail(reply, "Parameter '%s' expects a string of under %zu bytes", key, len);
+		return -1;
+	}
+	memcpy(buf, json_object_get_string(v), (size_t)json_object_get_string_len(v) + 1);
+	return 0;
+}
+
+/* One numeric parameter from QMP (a bool too for is_bool ones) into p: 0, or -1 with reply set. */
+static int set_num_param(struct glue_params *p, int i, const char *key, struct json_object *v,
+			 struct qmp_reply *reply)
+{
+	int64_t n;
+
+	if (mig_param_defs[i].is_bool && json_object_is_type(v, json_type_boolean)) {
+		p->param[i] = json_object_get_boolean(v);
+		return 0;
+	}
+	errno = 0;
+	n = json_object_get_int64(v);
+	if (!json_object_is_type(v, json_type_int) || errno || n < 0 ||
+	    !mig_param_in_range(i, (uint64_t)n)) {
+		qmp_fail(reply, "Parameter '%s' expects %s from %llu to %llu", key,
+			 mig_param_defs[i].is_bool ? "a bool or an integer" : "an integer",
+			 (unsigned long long)mig_param_defs[i].min,
+			 (unsigned long long)mig_param_defs[i].max);
+		return -1;
+	}
+	p->param[i] = (uint64_t)n;
+	return 0;
+}
+
+/* Every argument into p, or none: 0, or -1 with reply set. */
+static int set_params(struct glue_params *p, struct json_object *args, struct qmp_reply *reply)
+{
+	static const char *const strings[] = { "tls-creds", "tls-psk", "tls-hostname",
+					       "x-metrics-file" };
+	char *const bufs[] = { p->tls_creds, p->tls_psk, p->tls_hostname, p->metrics };
+	const size_t lens[] = { sizeof(p->tls_creds), sizeof(p->tls_psk), sizeof(p->tls_hostname),
+				sizeof(p->metrics) };
+
+	json_object_object_foreach(args, key, v)
+	{
+		int i = mig_param_by_key(key), known = i >= 0;
+
+		if (known && set_num_param(p, i, key, v, reply))
+			return -1;
+		for (size_t k = 0; !known && k < sizeof(strings) / sizeof(strings[0]); k++)
+			if (!strcmp(key, strings[k])) {
+				known = 1;
+				if (glue_arg_str(args, key, bufs[k], lens[k], reply))
+					return -1;
+			}
+		if (!known) {
+			qmp_fail(reply, "Parameter '%.64s' is unexpected", key);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	struct glue_params p;
+
+	if (args && (json_object_object_get_ex(args, "downtime-limit", NULL) ||
+		     json_object_object_get_ex(args, "multifd-channels", NULL))) {
+		qmp_fail(reply, "downtime-limit and multifd-channels are not supported: postcopy "
+				"here has one bulk channel, and its downtime does not depend on a "
+				"limit");
+		return;
+	}
+	pthread_mutex_lock(&gl->lock);
+	p = gl->params;
+	if ((!args || !set_params(&p, args, reply)) && !check_tls_floor(gl->o, &p, reply)) {
+		gl->params = p;
+		/* The cap also holds for a migration under way. */
+		__atomic_store_n(&gl->ctl.max_bandwidth, p.param[MIG_P_MAX_BANDWIDTH],
+				 __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&gl->lock);
+}
+
+void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	struct json_object *o = json_object_new_object();
+	struct glue_params p;
+
+	(void)args;
+	pthread_mutex_lock(&gl->lock);
+	p = gl->params;
+	pthread_mutex_unlock(&gl->lock);
+	for (int i = 0; i < MIG_P_NR; i++)
+		json_object_object_add(o, mig_param_defs[i].key,
+				       mig_param_defs[i].is_bool
+					   ? json_object_new_boolean(p.param[i] != 0)
+					   : json_object_new_uint64(p.param[i]));
+	json_object_object_add(o, "tls-creds", json_object_new_string(p.tls_creds));
+	json_object_object_add(o, "tls-psk", json_object_new_string(p.tls_psk));
+	json_object_object_add(o, "tls-hostname", json_object_new_string(p.tls_hostname));
+	json_object_object_add(o, "x-metrics-file", json_object_new_string(p.metrics));
+	reply->ret = o;
+}
+
+void glue_freeze_params(struct migrate_glue *gl)
+{
+	struct glue_params *p = &gl->run_params;
+
+	*p = gl->params;
+	gl->mig_opts = glue_lib_opts(gl, gl->uri);
+	gl->mig_opts.precopy_rounds = (int)p->param[MIG_P_PRECOPY_ROUNDS];
+	gl->mig_opts.compress = (int)p->param[MIG_P_COMPRESS];
+	gl->mig_opts.recover_ms = (int)p->param[MIG_P_RECOVER_MS];
+	gl->mig_opts.metrics = p->metrics[0] ? p->metrics : NULL;
+	gl->mig_opts.tls = (struct mig_tls_opts){
+		.creds_dir = p->tls_creds[0] ? p->tls_creds : NULL,
+		.psk_file = p->tls_psk[0] ? p->tls_psk : NULL,
+		.hostname = p->tls_hostname[0] ? p->tls_hostname : NULL,
+	};
+	gl->mig_opts.ctl = &gl->ctl;
+	gl->ctl = (struct mig_ctl){
+		.max_bandwidth = p->param[MIG_P_MAX_BANDWIDTH],
+		.manual_postcopy = (int)p->param[MIG_P_POSTCOPY_MANUAL],
+		.phase = MIG_PHASE_SETUP,
+		.phase_changed = glue_phase_changed,
+		.arg = gl,
+	};
+}
