@@ -11,7 +11,7 @@ BASE_CFLAGS += -Imigrate-agent/include
 # The library carries guest RAM's objects (RAM_SRCS, vmm/build.mk): it
 # writes the page record, and the fuzzers and mig-memtest use lazy RAM
 # without a VM.
-MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/spin.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
+MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
 	migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \

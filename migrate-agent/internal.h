@@ -66,7 +66,8 @@ void mig_error_text(const uint8_t *payload, char *out, size_t outlen);
 /*
  * Raise the calling thread's priority to MIG_URGENT_NICE: for the threads
  * on a demand fault's path (the source's urgent thread, the destination's
- * urgent receiver), which wait far more than they work.  Their wake-up then
+ * fault thread, which reads the replies), which wait far more than they
+ * work.  Their wake-up then
  * preempts the push, the bulk receiver and other jobs instead of queueing
  * behind them (a heavier task gets an earlier deadline under EEVDF); the
  * little CPU they use is taken from the push.  Measured (docs/migration.md,

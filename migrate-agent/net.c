@@ -18,7 +18,6 @@
 
 #include "lock-rank.h"
 #include "migrate/net.h"
-#include "spin.h"
 
 #define RBUF_MIN (256u << 10)
 
@@ -389,23 +388,7 @@ static int fill(struct mig_conn *c, size_t need)
 		int r = apply_deadline(c);
 		if (r)
 			return r;
-		/*
-		 * With a spin policy (spin.h): non-blocking tries while it wants
-		 * to spin, else its poll() (plain TCP; a TLS back end may hold
-		 * decrypted bytes the socket no longer shows: it blocks in recv).
-		 */
-		bool wait = !c->spin || c->deadline_ns ||
-			    (c->io && !mig_spin_wanted(c->spin, mig_now_ns()));
-		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, wait);
-		if (n == -EAGAIN && !wait) {
-			if (mig_spin_wanted(c->spin, mig_now_ns()))
-				mig_cpu_relax();
-			else if (!c->io)
-				r = mig_spin_block(c->spin, c->fd);
-			if (r)
-				return r;
-			continue;
-		}
+		ssize_t n = io_recv(c, c->rbuf + c->rend, c->rcap - c->rend, true);
 		if (n < 0)
 			return (int)n;
 		if (n == 0)
@@ -482,30 +465,58 @@ int mig_conn_recv_ready(struct mig_conn *c, struct mig_frame_hdr *h, const uint8
 	return r;
 }
 
-static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
-		    size_t errlen)
+/* The why of a failed fill() of a frame header (r: its -errno). */
+static int header_fill_failed(struct mig_conn *c, int r, char *err, size_t errlen)
 {
-	int r = fill(c, sizeof(*h));
 	if (r == -EAGAIN || r == -EWOULDBLOCK) {
 		snprintf(err, errlen, "%s channel: peer silent (nothing received in time)",
 			 c->name);
 		return -ETIMEDOUT;
 	}
-	if (r) {
-		if (c->io_err[0])
-			snprintf(err, errlen, "%s channel: %s", c->name, c->io_err);
-		else if (r == -EPIPE)
-			snprintf(err, errlen, "%s channel: connection closed inside a frame header",
-				 c->name);
-		else if (r == -ECONNRESET)
-			snprintf(err, errlen, "%s channel: connection closed by peer", c->name);
-		else
-			snprintf(err, errlen, "%s channel: receive failed: %s", c->name,
-				 strerror(-r));
-		return r;
+	if (c->io_err[0])
+		snprintf(err, errlen, "%s channel: %s", c->name, c->io_err);
+	else if (r == -EPIPE)
+		snprintf(err, errlen, "%s channel: connection closed inside a frame header",
+			 c->name);
+	else if (r == -ECONNRESET)
+		snprintf(err, errlen, "%s channel: connection closed by peer", c->name);
+	else
+		snprintf(err, errlen, "%s channel: receive failed: %s", c->name, strerror(-r));
+	return r;
+}
+
+/* The why of a failed fill() of h's payload (r: its -errno). */
+static int payload_fill_failed(struct mig_conn *c, const struct mig_frame_hdr *h, int r, char *err,
+			       size_t errlen)
+{
+	if (r == -EAGAIN || r == -EWOULDBLOCK) {
+		snprintf(err, errlen, "%s channel: peer silent inside a %s frame", c->name,
+			 mig_msg_name(h->type));
+		return -ETIMEDOUT;
 	}
-	memcpy(h, c->rbuf + c->rstart, sizeof(*h));
+	if (c->io_err[0]) {
+		snprintf(err, errlen, "%s channel: inside a %s frame: %s", c->name,
+			 mig_msg_name(h->type), c->io_err);
+	} else if (r == -ECONNRESET || r == -EPIPE) {
+		r = -EPIPE;
+		snprintf(err, errlen,
+			 "%s channel: truncated %s frame (connection closed inside its "
+			 "%u-byte payload)",
+			 c->name, mig_msg_name(h->type), h->len);
+	} else {
+		snprintf(err, errlen, "%s channel: receive failed: %s", c->name, strerror(-r));
+	}
+	return r;
+}
+
+/* The next frame's header, read and checked: 0, or -errno with err. */
+static int recv_header(struct mig_conn *c, struct mig_frame_hdr *h, char *err, size_t errlen)
+{
 	char why[200];
+	int r = fill(c, sizeof(*h));
+	if (r)
+		return header_fill_failed(c, r, err, errlen);
+	memcpy(h, c->rbuf + c->rstart, sizeof(*h));
 	r = mig_check_hdr(h, why, sizeof(why));
 	if (r && !c->io && tls_record(c->rbuf + c->rstart)) {
 		snprintf(err, errlen,
@@ -525,28 +536,19 @@ static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t *
 			 c->name, mig_msg_name(h->type), h->len, c->wire.frame_limit);
 		return -EMSGSIZE;
 	}
-	r = fill(c, sizeof(*h) + h->len);
-	if (r == -EAGAIN || r == -EWOULDBLOCK) {
-		snprintf(err, errlen, "%s channel: peer silent inside a %s frame", c->name,
-			 mig_msg_name(h->type));
-		return -ETIMEDOUT;
-	}
-	if (r) {
-		if (c->io_err[0]) {
-			snprintf(err, errlen, "%s channel: inside a %s frame: %s", c->name,
-				 mig_msg_name(h->type), c->io_err);
-		} else if (r == -ECONNRESET || r == -EPIPE) {
-			r = -EPIPE;
-			snprintf(err, errlen,
-				 "%s channel: truncated %s frame (connection closed inside its "
-				 "%u-byte payload)",
-				 c->name, mig_msg_name(h->type), h->len);
-		} else {
-			snprintf(err, errlen, "%s channel: receive failed: %s", c->name,
-				 strerror(-r));
-		}
+	return 0;
+}
+
+static int recv_one(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
+		    size_t errlen)
+{
+	char why[200];
+	int r = recv_header(c, h, err, errlen);
+	if (r)
 		return r;
-	}
+	r = fill(c, sizeof(*h) + h->len);
+	if (r)
+		return payload_fill_failed(c, h, r, err, errlen);
 	*payload = c->rbuf + c->rstart + sizeof(*h);
 	r = mig_check_payload(&c->wire, h, *payload, why, sizeof(why));
 	if (r) {

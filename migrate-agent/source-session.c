@@ -211,8 +211,6 @@ int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, s
 			if (!r)
 				r = open_channel(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
 			if (!r) {
-				if (mig_spin_enabled(&s->spin)) /* no receive timeout from here */
-					s->urg.spin = &s->spin;
 				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
 				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;

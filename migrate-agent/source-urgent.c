@@ -68,7 +68,6 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 			src_set_break(s, 0, "urgent channel: send failed");
 			return -1;
 		}
-		mig_spin_answered(&s->spin);
 		s->pages_demand++;
 		add_hint(s, i);
 	}

@@ -168,7 +168,6 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	s->features = o->compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
 	s->urg.fd = s->bulk.fd = -1;
-	mig_spin_init(&s->spin, o->spin_us, false); /* cannot fail without a wake fd */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
@@ -197,7 +196,6 @@ static void src_free(struct src *s)
 	free(s->precopy_carry);
 	free(s->sent);
 	mig_stamps_free(s->stamps);
-	mig_spin_destroy(&s->spin);
 	free(s);
 }
 

@@ -97,7 +97,6 @@
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
-#include "spin.h"
 #include "stamps.h"
 
 #define NHINTS	  16
@@ -148,7 +147,6 @@ struct src {
 	uint64_t sent_count; /* atomic */
 	uint64_t t_paused, t_saved, t_state_sent;
 	struct mig_stamps *stamps; /* per-request steps (bench) */
-	struct mig_spin spin;	   /* the urgent thread's (spin.h): after each reply */
 	void *blob;		   /* the state, kept in case the link breaks before it arrived */
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */

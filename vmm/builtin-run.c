@@ -27,8 +27,7 @@ static void usage(FILE *f)
 	    "               [--save-after MS FILE] [--trace-reports]\n"
 	    "  migration (docs/migration.md): [--incoming tcp:H:P] | [--control SOCKET]\n"
 	    "               [--migrate-to tcp:H:P --migrate-after MS] [--precopy-rounds N]\n"
-	    "               [--compress] [--migrate-metrics FILE] [--recover-ms MS]\n"
-	    "               [--migrate-spin-us US]\n");
+	    "               [--compress] [--migrate-metrics FILE] [--recover-ms MS]\n");
 }
 
 /* Migration options and hooks: vmm/include/vmm/migrate.h. */

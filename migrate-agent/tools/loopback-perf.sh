@@ -8,7 +8,7 @@
 # With MEMTEST=1, mig-memtest instead (the library alone, no VM, no faults).
 # DWRAP: a command prefix for the destination (e.g. "perf record -o F").
 # ENDS: options for both ends (e.g. "--tls-psk keys.psk": the cost of TLS).
-# VMM_ARGS: more options for both vmm processes (e.g. "--migrate-spin-us 100").
+# VMM_ARGS: more options for both vmm processes (e.g. "--busy-poll").
 # KEEP=DIR: keep each run's metrics as DIR/sN.json, DIR/dN.json (for
 # migrate-agent/tools/fault-steps.py).
 set -uo pipefail

@@ -67,11 +67,10 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 	const char *a = argv[*i];
 	const char **str = string_flag(o, a);
 	int p = mig_param_by_flag(a);
-	uint64_t n;
 
 	if (p >= 0)
 		return parse_param(argc, argv, i, p, o);
-	if (!str && strcmp(a, "--migrate-after") && strcmp(a, "--migrate-spin-us"))
+	if (!str && strcmp(a, "--migrate-after"))
 		return 0;
 	if (*i + 1 >= argc) {
 		pr_vmm("%s needs a value\n", a);
@@ -80,13 +79,8 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 	const char *v = argv[++*i];
 	if (str) {
 		*str = v;
-	} else if (!strcmp(a, "--migrate-after")) {
-		if (parse_num(a, v, 1, PARSE_AFTER_MS_MAX, &o->migrate_after_ms))
-			return -1;
-	} else {
-		if (parse_num(a, v, 0, MIG_SPIN_MAX_US, &n))
-			return -1;
-		o->spin_us = (unsigned)n;
+	} else if (parse_num(a, v, 1, PARSE_AFTER_MS_MAX, &o->migrate_after_ms)) {
+		return -1;
 	}
 	return 1;
 }
@@ -145,7 +139,6 @@ struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr)
 		.precopy_rounds = (int)gl->o->param[MIG_P_PRECOPY_ROUNDS],
 		.compress = (int)gl->o->param[MIG_P_COMPRESS],
 		.recover_ms = (int)gl->o->param[MIG_P_RECOVER_MS],
-		.spin_us = gl->o->spin_us,
 		.metrics = gl->o->metrics,
 		.progress = isatty(2),
 		.tls = { .creds_dir = gl->o->tls_creds,

@@ -21,8 +21,6 @@ struct mig_ctl;
 struct ram;
 struct ram_source;
 
-#define MIG_SPIN_MAX_US 2000 /* the longest spin window accepted (mig_opts.spin_us) */
-
 struct mig_opts {
 	const char *addr;    /* tcp:HOST:PORT: where the destination listens */
 	int precopy_rounds;  /* source: full passes while the VM runs (0: pure postcopy) */
@@ -32,7 +30,6 @@ struct mig_opts {
 	int connect_ms;	     /* source: how long to retry the first connection (10000) */
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
-	unsigned spin_us;    /* urgent channel: spin window, 0 (default) never (spin.h) */
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
 	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file

@@ -23,7 +23,6 @@
 #include "migrate/wire.h"
 
 struct mig_conn;
-struct mig_spin;
 
 /*
  * An I/O back end: how a connection's bytes cross its socket.  NULL in
@@ -62,9 +61,8 @@ struct mig_conn {
 	uint32_t tx_seq;
 	uint8_t *rbuf;
 	size_t rcap, rstart, rend;
-	struct mig_spin *spin; /* NULL: blocking recv; else a spinning policy (spin.h) */
-	uint64_t tx_bytes;     /* every byte sent, headers included */
-	uint64_t tx_hdr;       /* bytes of frame headers sent */
+	uint64_t tx_bytes; /* every byte sent, headers included */
+	uint64_t tx_hdr;   /* bytes of frame headers sent */
 	uint64_t rx_bytes;
 	uint64_t last_rx_ns; /* mig_now_ns() of the last bytes received (atomic) */
 	/*

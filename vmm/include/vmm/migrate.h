@@ -40,7 +40,6 @@ struct migrate_vmm_opts {
 	const char *tls_creds, *tls_psk, *tls_hostname;
 	uint64_t migrate_after_ms;
 	uint64_t param[MIG_P_NR];  /* migrate/params.h: --precopy-rounds, --compress, ... */
-	unsigned spin_us;	   /* the urgent channel's spin window (--migrate-spin-us) */
 	bool busy_poll;		   /* destination: the fault thread spins (vmm run --busy-poll) */
 	struct migrate_glue *glue; /* the migration's own state, from migrate_prepare() */
 };
