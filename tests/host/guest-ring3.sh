@@ -9,9 +9,9 @@
 # its start line).
 # timeout: 240
 . tests/host/vmm-lib.bash
-command -v qemu-system-x86_64 > /dev/null || fail "qemu-system-x86_64 missing (make deps)"
+have_qemu "the QEMU boot paths (pc and microvm, KVM and TCG)" || qemu=0
 qboot=/usr/share/qemu/qboot.rom
-[ -f "$qboot" ] || fail "$qboot missing (qemu-system-x86 package)"
+[ "${qemu:-1}" = 0 ] || [ -f "$qboot" ] || fail "$qboot missing (qemu-system-x86 package)"
 
 cmd="workload=random mem=2M iters=2 seed=42"
 start_ring() { tr -d '\r' < "$1" | sed -n 's/^guest: workload=.* ring=\([0-9]\).*/\1/p' | head -n1; }
@@ -24,6 +24,7 @@ want=$(done_sum "$tmp/vmm.out")
 [ "$ring" = 3 ] || fail "our VMM: guest runs in ring '${ring:-?}', want 3"
 [ -n "$want" ] || fail "our VMM: no checksum"
 echo "ok: vmm (KVM): ring 3, checksum $want"
+[ "${qemu:-1}" = 1 ] || exit 0
 
 # name accel machine-options...: -cpu qemu64 because -cpu host/max abort on
 # this KVM (IA32_ARCH_CAPABILITIES cannot be set); qboot because SeaBIOS is

@@ -1,2 +1,4 @@
 # kvm-smoke on this machine's own /dev/kvm: a real-mode guest computes and halts.
+. tests/host/kvm-lib.bash
+need_kvm
 exec "$BIN/kvm-smoke"

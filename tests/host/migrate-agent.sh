@@ -12,7 +12,7 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
 [ -f "$GUEST" ] || fail "$GUEST is not built"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 
 cmd="workload=random iters=4000 quiet=1"
 ref=$(reference_checksum 32M "$cmd")

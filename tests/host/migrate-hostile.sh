@@ -84,7 +84,7 @@ expect bad-checksum "payload checksum mismatch.*corrupted"
 expect bad-zstd "does not decompress"
 
 # The same defence in the real destination, `vmm run --incoming`.
-if [ -x "$BIN/vmm" ] && [ -w /dev/kvm ]; then
+if [ -x "$BIN/vmm" ] && kvm_part "the vmm --incoming cases"; then
 	for c in out-of-ram bad-checksum; do
 		port=$(free_port)
 		timeout 120 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &

@@ -1,5 +1,7 @@
 # Shared helpers of the tests/host/migrate-*.sh tests (sourced, not a test).
-# Needs BIN (build/bin or build/san/bin) and jq.
+# Needs BIN (build/bin or build/san/bin) and jq.  Tests that need KVM call
+# need_kvm (tests/host/kvm-lib.bash).
+. tests/host/kvm-lib.bash
 
 BIN=${BIN:-build/bin}
 work=$(mktemp -d /tmp/migrate-test.XXXXXX)

@@ -10,7 +10,7 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
 [ -f "$GUEST" ] || fail "$GUEST is not built"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 
 wait_for() { # file regex what
 	for _ in $(seq 600); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.05; done
@@ -59,7 +59,7 @@ echo "sigpipe: the source VMM survived its CLI"
 
 # 3. An idle control client: the VMM still exits when its guest is done.
 sock=$work/vm3.sock
-"$BIN/vmm" run --image "$GUEST" --mem 16M --cmdline "workload=random iters=5000 quiet=1" \
+"$BIN/vmm" run --image "$GUEST" --mem 16M --cmdline "workload=random iters=$(sized 5000) quiet=1" \
 	--control "$sock" > /dev/null 2> "$work/idle.err" &
 vpid=$!
 pids+=("$vpid")

@@ -13,9 +13,9 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"
 [ -f "$GUEST" ] || fail "$GUEST is not built"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 
-cmd="workload=random iters=3000 quiet=1"
+cmd="workload=random iters=$(sized 3000) quiet=1"
 port=$(free_port)
 timeout 40 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$port" \
 	--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &

@@ -23,7 +23,7 @@ for p in vmm migrate-agent mig-cutproxy mig-memtest mig-evil; do
 done
 [ -f "$GUEST" ] || fail "$GUEST is not built"
 command -v openssl > /dev/null || fail "openssl (command) missing: make deps"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 
 c=$work/creds
 scripts/make-tls-creds.sh "$c/good" 127.0.0.1 > /dev/null

@@ -10,7 +10,7 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"
 [ -f "$GUEST" ] || fail "$GUEST is not built"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 
 migrate_one() { # name cmdline [source options...]
 	local name=$1 cmd="$2 quiet=1" ref
@@ -21,19 +21,19 @@ migrate_one() { # name cmdline [source options...]
 	echo "$name: checksum $ref equal; $(jq -c '{downtime_us, downtime_source_clock_us, faults, pages_demand, pages_pushed, pages_zero, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99, blocktime_ms}' "$work/$name-s.json")"
 }
 
-migrate_one seq "workload=seq iters=6000"
+migrate_one seq "workload=seq iters=$(sized 6000)"
 # The push capped at 8 MiB/s: it takes seconds, not milliseconds, so the
 # guest runs while most pages are missing however loaded the machine is
 # (uncapped, a vCPU not scheduled for 35 ms saw no page missing at all).
-migrate_one random "workload=random iters=3000" --max-bandwidth 8388608
-migrate_one hotset "workload=hotset iters=9000"
-migrate_one idle "workload=idle iters=300"
+migrate_one random "workload=random iters=$(sized 3000)" --max-bandwidth 8388608
+migrate_one hotset "workload=hotset iters=$(sized 9000)"
+migrate_one idle "workload=idle iters=$(sized 300)"
 # Precopy that stops when it stops converging: at most 50 rounds, each sent
 # only if it halves the one before, so (8192 pages, at least 64 a round) it
 # stops within 9; the round it did not send must still reach PRECOPY_DIRTY,
 # or stale staged pages would break the checksum (seen: without that carry,
 # 3 wrong checksums in 3 runs).
-migrate_one random-precopy "workload=random iters=3000" --precopy-rounds 50
+migrate_one random-precopy "workload=random iters=$(sized 3000)" --precopy-rounds 50
 check_json "$work/random-precopy-s.json" '.pages_precopy == .pages and .precopy_rounds_done >= 1 and .precopy_rounds_done < 10' \
 	"random-precopy: precopy did not stop when it stopped converging"
 echo "random-precopy: $(jq -c '{precopy_rounds_done, pages_precopy, pages_precopy_resent}' "$work/random-precopy-s.json")"

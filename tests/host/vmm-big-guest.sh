@@ -20,7 +20,7 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"
 [ -f "$GUEST" ] || fail "$GUEST is not built"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 avail_kb=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 [ "${avail_kb:-0}" -ge $((14 << 20)) ] ||
 	skip "MemAvailable is $((${avail_kb:-0} >> 20)) GiB; a 6 GiB guest migrated on one host needs ~14"

@@ -18,7 +18,7 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
 [ -f "$GUEST" ] || fail "$GUEST is not built"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 
 # Negotiate QMP, send raw bytes (python escapes: \n, \x00), print the answer's text.
 ctl_raw() { # socket python-bytes-literal
@@ -51,7 +51,7 @@ refused() { # what socket payload expected-text vmm-pid vmm-stderr
 	return 0
 }
 
-cmd="workload=random iters=20000 quiet=1"
+cmd="workload=random iters=$(sized 20000) quiet=1"
 long="workload=random iters=4000000 quiet=1" # killed, never waited for
 ref=$(reference_checksum 32M "$cmd")
 start_vmm_dest owner 200

@@ -10,7 +10,7 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
 [ -f "$GUEST" ] || fail "$GUEST is not built"
-[ -w /dev/kvm ] || skip "no usable /dev/kvm"
+need_kvm
 command -v setpriv > /dev/null || skip "setpriv (util-linux) missing"
 [ "$(id -u)" = 0 ] || skip "needs root to act as another user"
 id nobody > /dev/null 2>&1 || skip "no user nobody"

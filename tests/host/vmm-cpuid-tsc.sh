@@ -8,7 +8,7 @@
 # timeout: 300
 . tests/host/vmm-lib.bash
 
-cmd="workload=random ops=50000 iters=8000 seed=5 quiet=1"
+cmd="workload=random ops=50000 iters=$(sized 8000) seed=5 quiet=1"
 save_snapshot "$cmd"
 
 # Restored at once: the destination VM is younger than the guest's TSC.

@@ -24,7 +24,7 @@ boot_cmd="workload=hotset mem=6M iters=3 seed=5"
 	fail "eager run failed"
 eager=$(port_sum "$tmp/eager.err")
 
-snap_cmd="workload=random ops=50000 iters=300 seed=9 quiet=1"
+snap_cmd="workload=random ops=50000 iters=$(sized 300) seed=9 quiet=1"
 "$BIN/vmm" run --mem 16M --image "$GUEST" --cmdline "$snap_cmd" > /dev/null 2> "$tmp/ref.err" ||
 	fail "reference run failed"
 ref=$(port_sum "$tmp/ref.err")

@@ -1,9 +1,11 @@
 # Shared set-up of the vmm host tests (sourced, not run: tests/run runs *.sh).
 # Gives BIN, GUEST, a scratch directory $tmp removed at exit, fail(),
 # port_sum FILE: the checksum of the guest's last report, from the VMM's
-# exit line in FILE, and save_snapshot, forge and refused (below).  Needs $BIN/vmm and
-# /dev/kvm (skips without it).
+# exit line in FILE, and save_snapshot, forge and refused (below).  Needs
+# $BIN/vmm and KVM (need_kvm, tests/host/kvm-lib.bash: skips without it,
+# and tests/run then runs the test in a node).
 set -u
+. tests/host/kvm-lib.bash
 BIN=${BIN:-build/bin}
 GUEST=build/guest/guest.elf
 tmp=$(mktemp -d)
@@ -12,7 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
 [ -f "$GUEST" ] || fail "$GUEST not built"
-[ -c /dev/kvm ] || { echo "skip: no /dev/kvm here" >&2; exit 77; }
+need_kvm
 
 port_sum() { sed -n 's/^vmm: guest exited with status 0; .* last: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
 

@@ -6,7 +6,7 @@
 # timeout: 300
 . tests/host/vmm-lib.bash
 
-cmd="workload=random ops=50000 iters=12000 seed=11 quiet=1"
+cmd="workload=random ops=50000 iters=$(sized 12000) seed=11 quiet=1"
 
 "$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$cmd" > "$tmp/ref.out" 2> "$tmp/ref.err" ||
 	{ cat "$tmp/ref.err" >&2; fail "reference run failed"; }

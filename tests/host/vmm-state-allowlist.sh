@@ -9,7 +9,7 @@
 # timeout: 300
 . tests/host/vmm-lib.bash
 
-cmd="workload=random ops=50000 iters=8000 seed=7 quiet=1"
+cmd="workload=random ops=50000 iters=$(sized 8000) seed=7 quiet=1"
 save_snapshot "$cmd"
 
 

@@ -5,7 +5,8 @@
 # for the very same guest file and command line.  Also 2 and 32 vCPUs.
 # timeout: 300
 . tests/host/vmm-lib.bash
-command -v qemu-system-x86_64 > /dev/null || fail "qemu-system-x86_64 missing (make deps)"
+qemu=1
+have_qemu "the comparison with QEMU TCG's checksums" || qemu=0
 
 serial_sum() { sed -n 's/^guest: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
 
@@ -27,6 +28,7 @@ for wl in seq random hotset idle; do
 	a=$(run_kvm "$wl-a" 1 "$cmd") || exit 1
 	b=$(run_kvm "$wl-b" 1 "$cmd") || exit 1
 	[ "$a" = "$b" ] || fail "$wl: two runs differ: $a vs $b"
+	[ "$qemu" = 1 ] || { echo "ok: $wl checksum $a (KVM, twice)"; continue; }
 	timeout 240 qemu-system-x86_64 -accel tcg -nographic -no-reboot -m 16 \
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
 		-kernel "$GUEST" -append "$cmd" > "$tmp/$wl-qemu.out" 2>&1 < /dev/null
