@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "dest.h"
+#include "session.h"
 
 /*
  * Every accepted connection gets its own short-lived handshake thread: TLS
@@ -121,91 +122,22 @@ static int classify_hello(struct mig_dest *d, const struct mig_hello *m, struct 
 	return -EPROTO;
 }
 
-/* The next frame on c, which must be AUTH of this kind, into a. */
-static int recv_auth(struct mig_conn *c, uint32_t kind, struct mig_auth *a, char *why, size_t len)
-{
-	struct mig_frame_hdr h;
-	const uint8_t *p;
-	int r = mig_conn_recv(c, &h, &p, why, len);
-	if (r)
-		return r;
-	if (h.type == MIG_MSG_AUTH)
-		memcpy(a, p, sizeof(*a));
-	if (h.type != MIG_MSG_AUTH || a->kind != kind) {
-		snprintf(why, len, "expected AUTH %s, got %s",
-			 kind == MIG_AUTH_PROOF ? "PROOF" : "CHALLENGE", mig_msg_name(h.type));
-		return -EPROTO;
-	}
-	return 0;
-}
-
-/*
- * Both ways (wire.h, AUTH): c proves it holds the session's secret for our
- * nonce, then we prove it for the peer's.  0 when both proofs were made.
- */
-static int challenge(struct mig_conn *c, const uint8_t *secret, uint64_t session, uint16_t channel,
-		     char *why, size_t len)
-{
-	struct mig_auth out = { .kind = MIG_AUTH_CHALLENGE }, in;
-	uint8_t bind[MIG_SECRET_LEN], nonce[MIG_SECRET_LEN];
-	int r = mig_conn_binding(c, bind);
-	if (r)
-		snprintf(why, len, "cannot read the TLS session's exporter value");
-	if (!r)
-		r = mig_random_bytes(nonce, sizeof(nonce), why, len);
-	memcpy(out.data, nonce, sizeof(nonce));
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
-	if (!r)
-		r = recv_auth(c, MIG_AUTH_PROOF, &in, why, len);
-	if (!r &&
-	    !mig_auth_check(secret, MIG_ROLE_SOURCE, nonce, session, channel, bind, in.data)) {
-		snprintf(why, len, "wrong proof of the session secret");
-		r = -EACCES;
-	}
-	if (!r)
-		r = recv_auth(c, MIG_AUTH_CHALLENGE, &in, why, len);
-	out.kind = MIG_AUTH_PROOF;
-	if (!r &&
-	    mig_auth_proof(secret, MIG_ROLE_DEST, in.data, session, channel, bind, out.data)) {
-		snprintf(why, len, "cannot compute the proof of the session secret (HMAC failed)");
-		r = -EIO;
-	}
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
-	return r;
-}
-
 /* What a connection's HELLO made it: its session and connection attempt. */
 struct hs_result {
 	uint64_t session;
 	uint32_t attempt;
 };
 
-/* HELLO back, then the secret (a new session) or the challenge. */
-static int answer_hello(struct mig_dest *d, struct mig_conn *c, const struct mig_hello *m,
-			int owner, const uint8_t *secret, uint32_t features, char *why, size_t len)
+/* HELLO back, then the secret (a new session) or the proofs both ways. */
+static int answer_hello(struct mig_dest *d, struct mig_hs *hs, const struct mig_hello *m, int owner,
+			uint32_t features, char *why, size_t len)
 {
-	struct mig_hello back = {
-		.version = MIG_VERSION,
-		.role = MIG_ROLE_DEST,
-		.channel = m->channel,
-		.page_size = MIG_PAGE_SIZE,
-		.flags = m->flags & MIG_HELLO_RECOVER,
-		.session_id = m->session_id,
-		.ram_size = d->ram->size,
-		.features = features,
-		.attempt = m->attempt,
-	};
-	int r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
-	if (!r && owner) {
-		struct mig_auth a = { .kind = MIG_AUTH_SECRET };
-		memcpy(a.data, secret, sizeof(a.data));
-		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
-		mig_auth_wipe(&a, sizeof(a));
-	} else if (!r) {
-		r = challenge(c, secret, m->session_id, m->channel, why, len);
-	}
+	hs->channel = m->channel;
+	hs->session = m->session_id;
+	int r = mig_hs_send_hello(hs, m->flags & MIG_HELLO_RECOVER, d->ram->size, features,
+				  m->attempt, why, len);
+	if (!r)
+		r = owner ? mig_hs_send_secret(hs, why, len) : mig_hs_mutual(hs, why, len);
 	return r;
 }
 
@@ -215,17 +147,11 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 {
 	struct mig_conn *drop[2] = { NULL, NULL };
 	uint8_t secret[MIG_SECRET_LEN];
-	struct mig_frame_hdr h;
-	const uint8_t *p;
+	struct mig_hs hs = { .c = c, .role = MIG_ROLE_DEST, .secret = secret, .tag = "" };
 	struct mig_hello m;
-	int r = mig_conn_recv(c, &h, &p, why, len);
+	int r = mig_hs_recv_hello(&hs, &m, why, len);
 	if (r)
 		return r;
-	if (h.type != MIG_MSG_HELLO) {
-		snprintf(why, len, "expected HELLO first, got %s", mig_msg_name(h.type));
-		return -EPROTO;
-	}
-	memcpy(&m, p, sizeof(m));
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	int owner = classify_hello(d, &m, drop, why, len);
 	uint32_t features = d->features;
@@ -235,7 +161,7 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 	dest_free_conn(drop[1]);
 	if (owner >= 0) {
 		c->wire.features = features;
-		r = answer_hello(d, c, &m, owner, secret, features, why, len);
+		r = answer_hello(d, &hs, &m, owner, features, why, len);
 	}
 	mig_auth_wipe(secret, sizeof(secret));
 	if (owner < 0 || r)

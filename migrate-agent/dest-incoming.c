@@ -43,9 +43,7 @@ static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr 
 	if (r)
 		return r;
 	if (h->type == MIG_MSG_ERROR) {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(*p, text, sizeof(text));
-		snprintf(err, errlen, "source reported an error: %s", text);
+		mig_peer_error(err, errlen, *p, "source reported an error");
 		return -ECANCELED;
 	}
 	if (h->type != want) {

@@ -182,9 +182,9 @@ int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 		rx_dirty(d, p);
 		return 0;
 	case MIG_MSG_ERROR: {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(p, text, sizeof(text));
-		dest_fail(d, "source reported an error: %s", text);
+		char why[300];
+		mig_peer_error(why, sizeof(why), p, "source reported an error");
+		dest_fail(d, "%s", why);
 		return 1;
 	}
 	}

@@ -64,6 +64,13 @@ void mig_escape(char *out, size_t outlen, const void *text, size_t len);
 void mig_error_text(const uint8_t *payload, char *out, size_t outlen);
 
 /*
+ * A peer's ERROR as our message, "<what>: <its escaped text>" into err,
+ * what formatted from fmt (e.g. "destination refused the %s channel").
+ */
+void mig_peer_error(char *err, size_t errlen, const uint8_t *payload, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
  * Raise the calling thread's priority to MIG_URGENT_NICE: for the threads
  * on a demand fault's path (the source's urgent thread, the destination's
  * fault thread, which reads the replies), which wait far more than they

@@ -13,95 +13,33 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "session.h"
 #include "source.h"
 
 #define BULK_SNDBUF (256 << 10)
-
-/* The next frame on c, which must be AUTH; the destination's ERROR is a refusal. */
-static int recv_auth(struct mig_conn *c, struct mig_auth *a, char *err, size_t errlen)
-{
-	struct mig_frame_hdr fh;
-	const uint8_t *p;
-	int r = mig_conn_recv(c, &fh, &p, err, errlen);
-	if (r)
-		return r;
-	if (fh.type == MIG_MSG_ERROR) {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(p, text, sizeof(text));
-		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
-		return -ECONNREFUSED;
-	}
-	if (fh.type != MIG_MSG_AUTH) {
-		snprintf(err, errlen, "%s channel: expected AUTH, got %s", c->name,
-			 mig_msg_name(fh.type));
-		return -EPROTO;
-	}
-	memcpy(a, p, sizeof(*a));
-	return 0;
-}
-
-/*
- * Both ways (wire.h, AUTH): our proof for the destination's nonce, then
- * the destination's for ours.  A destination that cannot prove the secret
- * is an impostor (-EACCES).
- */
-static int prove_both_ways(struct src *s, struct mig_conn *c, int channel,
-			   const struct mig_auth *challenge, char *err, size_t errlen)
-{
-	struct mig_auth proof = { .kind = MIG_AUTH_PROOF }, ours = { .kind = MIG_AUTH_CHALLENGE };
-	struct mig_auth back;
-	uint8_t bind[MIG_SECRET_LEN];
-	int r = mig_conn_binding(c, bind);
-	if (!r)
-		r = mig_auth_proof(s->secret, MIG_ROLE_SOURCE, challenge->data, s->session,
-				   (uint16_t)channel, bind, proof.data);
-	if (!r)
-		r = mig_random_bytes(ours.data, sizeof(ours.data), err, errlen);
-	else
-		snprintf(err, errlen, "%s channel: cannot compute the proof of the session secret",
-			 c->name);
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0);
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &ours, sizeof(ours), NULL, 0);
-	if (!r)
-		r = recv_auth(c, &back, err, errlen);
-	if (r)
-		return r;
-	if (back.kind != MIG_AUTH_PROOF ||
-	    !mig_auth_check(s->secret, MIG_ROLE_DEST, ours.data, s->session, (uint16_t)channel,
-			    bind, back.data)) {
-		snprintf(err, errlen,
-			 "%s channel: the peer did not prove the session secret: not our "
-			 "destination",
-			 c->name);
-		return -EACCES;
-	}
-	return 0;
-}
 
 /*
  * AUTH after HELLO (wire.h): the session's first urgent connection learns
  * the secret; every other connection proves it, and has the destination
  * prove it.
  */
-static int authenticate(struct src *s, struct mig_conn *c, int channel, char *err, size_t errlen)
+static int authenticate(struct src *s, const struct mig_hs *hs, char *err, size_t errlen)
 {
 	struct mig_auth a;
-	int r = recv_auth(c, &a, err, errlen);
-	if (r)
-		return r;
-	if (!s->have_secret && channel == MIG_CHAN_URGENT && a.kind == MIG_AUTH_SECRET) {
-		memcpy(s->secret, a.data, sizeof(s->secret));
-		mig_auth_wipe(&a, sizeof(a));
-		s->have_secret = 1;
-		return 0;
-	}
-	if (!s->have_secret || a.kind != MIG_AUTH_CHALLENGE) {
-		snprintf(err, errlen, "%s channel: unexpected AUTH kind %u", c->name, a.kind);
+	if (s->have_secret)
+		return mig_hs_mutual(hs, err, errlen);
+	if (hs->channel != MIG_CHAN_URGENT) {
+		snprintf(err, errlen, "%sno session secret yet (the urgent channel brings it)",
+			 hs->tag);
 		return -EPROTO;
 	}
-	return prove_both_ways(s, c, channel, &a, err, errlen);
+	int r = mig_hs_recv_auth(hs, MIG_AUTH_SECRET, &a, err, errlen);
+	if (r)
+		return r;
+	memcpy(s->secret, a.data, sizeof(s->secret));
+	mig_auth_wipe(&a, sizeof(a));
+	s->have_secret = 1;
+	return 0;
 }
 
 /*
@@ -111,48 +49,26 @@ static int authenticate(struct src *s, struct mig_conn *c, int channel, char *er
 static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
 		 size_t errlen)
 {
-	struct mig_hello h = {
-		.version = MIG_VERSION,
-		.role = MIG_ROLE_SOURCE,
-		.channel = channel,
-		.page_size = MIG_PAGE_SIZE,
-		.flags = recover ? MIG_HELLO_RECOVER : 0,
-		.session_id = s->session,
-		.ram_size = s->vm->ram_size,
-		.features = s->features,
-		.attempt = s->attempt,
-	};
-	int r = mig_conn_send(c, MIG_MSG_HELLO, &h, sizeof(h), NULL, 0);
-	if (r) {
-		snprintf(err, errlen, "%s channel: cannot send HELLO: %s", c->name, strerror(-r));
-		return r;
-	}
-	struct mig_frame_hdr fh;
-	const uint8_t *p;
-	r = mig_conn_recv(c, &fh, &p, err, errlen);
+	char tag[32];
+	struct mig_hs hs = { .c = c,
+			     .role = MIG_ROLE_SOURCE,
+			     .channel = (uint16_t)channel,
+			     .session = s->session,
+			     .secret = s->secret,
+			     .tag = tag };
+	struct mig_hello back;
+	snprintf(tag, sizeof(tag), "%s channel: ", c->name);
+	int r = mig_hs_send_hello(&hs, recover ? MIG_HELLO_RECOVER : 0, s->vm->ram_size,
+				  s->features, s->attempt, err, errlen);
+	if (!r)
+		r = mig_hs_recv_hello(&hs, &back, err, errlen);
 	if (r)
 		return r;
-	if (fh.type == MIG_MSG_ERROR) {
-		char text[200]; /* escaped, possibly cut short */
-		struct mig_error e;
-		memcpy(&e, p, sizeof(e));
-		mig_error_text(p, text, sizeof(text));
-		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
-		return e.code == MIG_ERR_BUSY ? -EBUSY : -ECONNREFUSED;
-	}
-	if (fh.type != MIG_MSG_HELLO) {
-		snprintf(err, errlen, "%s channel: expected HELLO, got %s", c->name,
-			 mig_msg_name(fh.type));
-		return -EPROTO;
-	}
-	struct mig_hello back;
-	memcpy(&back, p, sizeof(back));
 	if (back.session_id != s->session || back.channel != channel) {
-		snprintf(err, errlen, "%s channel: destination answered for another session",
-			 c->name);
+		snprintf(err, errlen, "%sdestination answered for another session", tag);
 		return -EPROTO;
 	}
-	return authenticate(s, c, channel, err, errlen);
+	return authenticate(s, &hs, err, errlen);
 }
 
 /*

@@ -126,9 +126,7 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 		take_complete(s, p);
 		return 1;
 	case MIG_MSG_ERROR: {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(p, text, sizeof(text));
-		snprintf(err, sizeof(err), "destination reported an error: %s", text);
+		mig_peer_error(err, sizeof(err), p, "destination reported an error");
 		src_set_break(s, 1, err);
 		return 1;
 	}
