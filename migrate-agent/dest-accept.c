@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The destination's listening socket: every connection gets its own
- * handshake thread (TLS, HELLO, AUTH), a new session is claimed by the first
- * urgent HELLO, and authenticated channels wait as a pending pair until
+ * handshake thread (TLS, then HELLO and AUTH with session.c's steps, the
+ * same as the source's), a new session is claimed by the first urgent
+ * HELLO, and authenticated channels wait as a pending pair until
  * dest_accept_pair() takes them (the first pair, or a reconnection).
  */
 #include <errno.h>

@@ -3,8 +3,9 @@
  * Connections at the source: the TLS client context, then per attempt two
  * TCP connections (urgent, bulk), each secured (TLS when asked for) and
  * introduced (HELLO, then AUTH: the session's first urgent connection learns
- * the secret, every other one proves it and has the destination prove it),
- * retried until a deadline unless the destination refused for good.
+ * the secret, every other one proves it and has the destination prove it;
+ * the steps are session.c's, shared with the destination), retried until a
+ * deadline unless the destination refused for good.
  */
 #include <arpa/inet.h>
 #include <errno.h>
