@@ -99,6 +99,10 @@ $(B)/fuzz/%-fuzz: $(B)/fuzz/obj/migrate-agent/fuzz/%-fuzz.o $(B)/fuzz/lib/libmig
 $(eval $(call mig_program,mig-evil,migrate-agent/tests/evil.c,$(MIG_LIBS)))
 $(eval $(call mig_program,mig-cutproxy,migrate-agent/tests/cutproxy.c,$(MIG_LIBS)))
 
+# The handshake's steps (session.c), both roles against each other:
+# tests/host/migrate-session.sh.
+$(eval $(call mig_program,mig-hs-check,migrate-agent/tests/hs-check.c,$(MIG_LIBS)))
+
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
 $(eval $(call mig_program,mig-tls-check,migrate-agent/tests/tls-check.c,$(MIG_LIBS)))
 

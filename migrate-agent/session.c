@@ -180,19 +180,19 @@ static int check_proof(const struct mig_hs *hs, const uint8_t *nonce, const uint
 int mig_hs_mutual(const struct mig_hs *hs, char *err, size_t errlen)
 {
 	uint8_t bind[MIG_SECRET_LEN], nonce[MIG_SECRET_LEN];
-	int dest_first = hs->role == MIG_ROLE_DEST; /* we challenge first */
+	int challenge_first = hs->role == MIG_ROLE_DEST; /* wire.h: the destination does */
 	int r = mig_conn_binding(hs->c, bind);
 	if (r) {
 		say(hs, err, errlen, "cannot read the TLS session's exporter value");
 		return r;
 	}
-	if (!dest_first)
+	if (!challenge_first)
 		r = prove(hs, bind, err, errlen);
 	if (!r)
 		r = challenge(hs, nonce, err, errlen);
 	if (!r)
 		r = check_proof(hs, nonce, bind, err, errlen);
-	if (!r && dest_first)
+	if (!r && challenge_first)
 		r = prove(hs, bind, err, errlen);
 	return r;
 }
