@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "link.h"
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
@@ -121,8 +122,9 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_bulk, sup, stager, watch;
-	int rx_bulk_on, sup_on, stager_on, watch_on;
+	pthread_t rx_bulk, sup, stager;
+	int rx_bulk_on, sup_on, stager_on;
+	struct mig_link_watch watch; /* link.h, dest-watch.c */
 
 	/*
 	 * The session and its secret; connections being authenticated; an
@@ -201,7 +203,7 @@ void dest_reset_before_state(struct mig_dest *d);
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen);
 
 /* dest-watch.c */
-void *dest_watch_thread(void *arg);
+int dest_start_watch(struct mig_dest *d);
 
 /* dest-report.c */
 void dest_fill_complete(struct mig_dest *d, struct mig_complete *m);

@@ -30,6 +30,7 @@ enum mig_lock_rank {
 	MIG_RANK_TLS_SESSION,	/* t->lock: a TLS session's OpenSSL calls */
 	MIG_RANK_TLS_KTLS,	/* a TLS context's kTLS report */
 	MIG_RANK_DEST_LAT,	/* d->lat_lock: the fault latencies */
+	MIG_RANK_LINK_WATCH,	/* w->lock: a link watchdog's stop flag (link.h), a leaf */
 };
 
 #ifdef MIG_LOCK_RANKS

@@ -67,7 +67,7 @@
  * left held, never the other way; the ranks of lock-rank.h, checked in
  * the sanitizer build):
  *
- *   s->link_lock (link_up, watch_stop; watch_cond)
+ *   s->link_lock (link_up)
  *     -> s->lock (broken, fatal, complete, why)
  *     -> s->urg.tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *   s->urg.tx_lock, s->bulk.tx_lock (a send) -> its TLS lock
@@ -94,6 +94,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "link.h"
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
@@ -155,14 +156,13 @@ struct src {
 	uint64_t t_progress; /* when the progress line was last written */
 
 	/*
-	 * The watchdog (source-watch.c).  link_lock guards link_up and the
-	 * connections' set-up: the watchdog touches urg/bulk only while up.
+	 * The watchdog (link.h, source-watch.c).  link_lock guards link_up and
+	 * the connections' set-up: the watchdog touches urg/bulk only while up.
 	 */
 	pthread_mutex_t link_lock;
-	pthread_cond_t watch_cond;
-	int link_up, watch_stop, watch_on;
+	int link_up;
+	struct mig_link_watch watch;
 	int dirty_on; /* dirty logging is on (precopy) */
-	pthread_t watch;
 };
 
 /*
