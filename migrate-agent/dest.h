@@ -183,7 +183,6 @@ void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on
 
 /* dest-install.c */
 uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st);
-int dest_all_present(struct mig_dest *d);
 void dest_try_complete(struct mig_dest *d);
 bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
@@ -206,6 +205,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen);
 int dest_start_watch(struct mig_dest *d);
 
 /* dest-report.c */
-void dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
+/* COMPLETE from one scan of the record: false (m untouched) unless every page is present. */
+bool dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
 
 #endif /* MIGRATE_DEST_H */
