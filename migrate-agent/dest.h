@@ -17,7 +17,8 @@
  *   dest-install.c   the page record's use (it is the RAM's, vmm/ram.h):
  *                    claims, the stager, completion
  *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
- *   dest-watch.c     liveness: heartbeats out, silence in (the watchdog)
+ *   dest-watch.c     liveness: the destination's hooks for the link watchdog
+ *                    (link.c), and what counts as no progress
  *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
  *
  * Locking order (a lock on the right is only taken with the ones to its
@@ -30,6 +31,7 @@
  *     -> d->req_lock (which connections are live: urg, bulk, link_ok)
  *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *     -> d->lat_lock (the fault latencies): a leaf
+ *   the link watchdog's own lock (link.h): a leaf, never held while it looks
  *
  * The sanitizer build checks this order on every lock (lock-rank.h).
  * d->lock and d->req_lock are never held together: code that needs both

@@ -15,7 +15,8 @@
  *                     cancelling, giving up, failing
  *   source-session.c  connections: the TLS client, connect, HELLO, AUTH,
  *                     both channels of a pair
- *   source-watch.c    liveness: heartbeats out, silence in (the watchdog)
+ *   source-watch.c    liveness: the source's hooks for the link watchdog
+ *                     (link.c: heartbeats out, silence in)
  *   source-precopy.c  precopy rounds: the dirty log, convergence, the dirty
  *                     pages carried into PRECOPY_DIRTY
  *   source-switch.c   the switch-over: LAYOUT, DONE(0), the pause, STATE,
@@ -78,7 +79,8 @@
  * breaks the link (src_set_break()), so that src_set_link_up(s, 0), taken
  * before the connections are closed or set up again, waits for a PING in
  * progress instead of racing it.  That send may wait for the socket, at
- * most idle_ms (mig_conn_set_liveness()).  Everything else takes one lock
+ * most idle_ms (mig_conn_set_liveness()).  The watchdog's own lock
+ * (link.h) is a leaf, never held while it looks.  Everything else takes one lock
  * at a time, and sends with none of s->lock, s->hint_lock, s->link_lock
  * held.  The bulk channel has one writer at a time (the main thread until
  * the switch-over and during a recovery, the push thread in postcopy): the
