@@ -80,9 +80,9 @@
  * before the connections are closed or set up again, waits for a PING in
  * progress instead of racing it.  That send may wait for the socket, at
  * most idle_ms (mig_conn_set_liveness()).  The watchdog's own lock
- * (link.h) is a leaf, never held while it looks.  Everything else takes one lock
- * at a time, and sends with none of s->lock, s->hint_lock, s->link_lock
- * held.  The bulk channel has one writer at a time (the main thread until
+ * (link.h) is a leaf, never held while it looks.  Everything else takes
+ * one lock at a time, and sends with none of s->lock, s->hint_lock,
+ * s->link_lock held.  The bulk channel has one writer at a time (the main thread until
  * the switch-over and during a recovery, the push thread in postcopy): the
  * pusher's batched writes (mig_conn_write(), io_uring) skip its tx_lock.
  */
