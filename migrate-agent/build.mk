@@ -12,7 +12,7 @@ BASE_CFLAGS += -Imigrate-agent/include
 # writes the page record, and the fuzzers and mig-memtest use lazy RAM
 # without a VM.
 MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
-	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
+	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/link.c \
 	migrate-agent/session.c migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
 	migrate-agent/source-push.c migrate-agent/source-recover.c migrate-agent/source-report.c \

@@ -104,8 +104,7 @@ static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 	d->bulk = bulk;
 	d->link_ok = 1;
 	d->t_link_ns = mig_now_ns();
-	d->watch_on = pthread_create(&d->watch, NULL, dest_watch_thread, d) == 0;
-	if (!d->watch_on) {
+	if (dest_start_watch(d)) {
 		snprintf(err, errlen, "cannot start the watchdog thread");
 		return -EAGAIN;
 	}

@@ -47,11 +47,14 @@ static void fill_complete(struct mig_dest *d, const struct page_counts *pc, stru
 	m->recoveries = d->recoveries;
 }
 
-void dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
+bool dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
 {
 	struct page_counts pc;
 	count_pages(d, &pc);
+	if (pc.present != d->nr_pages)
+		return false;
 	fill_complete(d, &pc, m);
+	return true;
 }
 
 #define TL_BUCKETS 500

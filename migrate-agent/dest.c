@@ -230,8 +230,7 @@ void mig_dest_free(struct mig_dest *d)
 	mig_unlock(&d->lock);
 	dest_kick_links(d);
 	dest_stop_accepting(d);
-	if (d->watch_on)
-		pthread_join(d->watch, NULL);
+	mig_link_watch_stop(&d->watch);
 	if (d->sup_on)
 		pthread_join(d->sup, NULL);
 	dest_loop_detach(d);

@@ -17,7 +17,8 @@
  *   dest-install.c   the page record's use (it is the RAM's, vmm/ram.h):
  *                    claims, the stager, completion
  *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
- *   dest-watch.c     liveness: heartbeats out, silence in (the watchdog)
+ *   dest-watch.c     liveness: the destination's hooks for the link watchdog
+ *                    (link.c), and what counts as no progress
  *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
  *
  * Locking order (a lock on the right is only taken with the ones to its
@@ -30,6 +31,7 @@
  *     -> d->req_lock (which connections are live: urg, bulk, link_ok)
  *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *     -> d->lat_lock (the fault latencies): a leaf
+ *   the link watchdog's own lock (link.h): a leaf, never held while it looks
  *
  * The sanitizer build checks this order on every lock (lock-rank.h).
  * d->lock and d->req_lock are never held together: code that needs both
@@ -47,6 +49,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "link.h"
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
@@ -121,8 +124,9 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_bulk, sup, stager, watch;
-	int rx_bulk_on, sup_on, stager_on, watch_on;
+	pthread_t rx_bulk, sup, stager;
+	int rx_bulk_on, sup_on, stager_on;
+	struct mig_link_watch watch; /* link.h, dest-watch.c */
 
 	/*
 	 * The session and its secret; connections being authenticated; an
@@ -181,7 +185,6 @@ void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on
 
 /* dest-install.c */
 uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st);
-int dest_all_present(struct mig_dest *d);
 void dest_try_complete(struct mig_dest *d);
 bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
@@ -201,9 +204,10 @@ void dest_reset_before_state(struct mig_dest *d);
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen);
 
 /* dest-watch.c */
-void *dest_watch_thread(void *arg);
+int dest_start_watch(struct mig_dest *d);
 
 /* dest-report.c */
-void dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
+/* COMPLETE from one scan of the record: false (m untouched) unless every page is present. */
+bool dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
 
 #endif /* MIGRATE_DEST_H */

@@ -146,7 +146,10 @@ int src_recover_link(struct src *s, char *err, size_t errlen)
 	}
 	if (!s->running_seen)
 		s->recoveries_before_running = 1;
+	/* Under s->lock like every write of it (source.h); no other lock is held here. */
+	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->broken = 0;
+	mig_unlock(&s->lock);
 	s->recoveries++;
 	src_set_phase(s, MIG_PHASE_POSTCOPY);
 	pr_mig("link recovered: destination has %llu of %llu pages, %llu lost in flight will be "

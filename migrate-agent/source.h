@@ -15,7 +15,8 @@
  *                     cancelling, giving up, failing
  *   source-session.c  connections: the TLS client, connect, HELLO, AUTH,
  *                     both channels of a pair
- *   source-watch.c    liveness: heartbeats out, silence in (the watchdog)
+ *   source-watch.c    liveness: the source's hooks for the link watchdog
+ *                     (link.c: heartbeats out, silence in)
  *   source-precopy.c  precopy rounds: the dirty log, convergence, the dirty
  *                     pages carried into PRECOPY_DIRTY
  *   source-switch.c   the switch-over: LAYOUT, DONE(0), the pause, STATE,
@@ -67,7 +68,7 @@
  * left held, never the other way; the ranks of lock-rank.h, checked in
  * the sanitizer build):
  *
- *   s->link_lock (link_up, watch_stop; watch_cond)
+ *   s->link_lock (link_up)
  *     -> s->lock (broken, fatal, complete, why)
  *     -> s->urg.tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *   s->urg.tx_lock, s->bulk.tx_lock (a send) -> its TLS lock
@@ -78,9 +79,10 @@
  * breaks the link (src_set_break()), so that src_set_link_up(s, 0), taken
  * before the connections are closed or set up again, waits for a PING in
  * progress instead of racing it.  That send may wait for the socket, at
- * most idle_ms (mig_conn_set_liveness()).  Everything else takes one lock
- * at a time, and sends with none of s->lock, s->hint_lock, s->link_lock
- * held.  The bulk channel has one writer at a time (the main thread until
+ * most idle_ms (mig_conn_set_liveness()).  The watchdog's own lock
+ * (link.h) is a leaf, never held while it looks.  Everything else takes
+ * one lock at a time, and sends with none of s->lock, s->hint_lock,
+ * s->link_lock held.  The bulk channel has one writer at a time (the main thread until
  * the switch-over and during a recovery, the push thread in postcopy): the
  * pusher's batched writes (mig_conn_write(), io_uring) skip its tx_lock.
  */
@@ -94,6 +96,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "link.h"
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
@@ -155,14 +158,13 @@ struct src {
 	uint64_t t_progress; /* when the progress line was last written */
 
 	/*
-	 * The watchdog (source-watch.c).  link_lock guards link_up and the
-	 * connections' set-up: the watchdog touches urg/bulk only while up.
+	 * The watchdog (link.h, source-watch.c).  link_lock guards link_up and
+	 * the connections' set-up: the watchdog touches urg/bulk only while up.
 	 */
 	pthread_mutex_t link_lock;
-	pthread_cond_t watch_cond;
-	int link_up, watch_stop, watch_on;
+	int link_up;
+	struct mig_link_watch watch;
 	int dirty_on; /* dirty logging is on (precopy) */
-	pthread_t watch;
 };
 
 /*
