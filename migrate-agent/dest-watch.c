@@ -53,6 +53,7 @@ static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb, char *why, 
 	work = mig_conn_progress(d->urg);
 	if (mig_conn_progress(d->bulk) > work)
 		work = mig_conn_progress(d->bulk);
+	dest_more_heard(d, &heard, &work);
 	req = oldest_request(d);
 	if (req && req < d->t_link_ns)
 		req = d->t_link_ns; /* requests repeated on a new link start anew */

@@ -32,7 +32,7 @@ static int link_stalled(struct src *s, uint64_t now, char *why, size_t len)
 {
 	uint64_t idle = (uint64_t)s->o->idle_ms * 1000000ull;
 	uint64_t heard = mig_conn_heard(&s->urg);
-	uint64_t sent = __atomic_load_n(&s->bulk.last_tx_ns, __ATOMIC_RELAXED);
+	uint64_t sent = src_bulk_last_tx(s);
 
 	if (sent > heard)
 		heard = sent;

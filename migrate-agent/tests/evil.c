@@ -89,6 +89,7 @@ static struct mig_hello hello(int channel, uint32_t features)
 		.ram_size = ram_size,
 		.features = features,
 		.attempt = attempt,
+		.nr_bulk = 1,
 	};
 	return h;
 }
