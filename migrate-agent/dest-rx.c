@@ -265,7 +265,8 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 	}
 }
 
-static void rx_loop(struct mig_dest *d, struct mig_conn *c)
+/* A bulk channel's frames into runs of its own, until the channel ends. */
+void dest_rx_loop(struct mig_dest *d, struct mig_conn *c)
 {
 	struct run run = { 0 };
 	void *buf = mmap(NULL, RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
@@ -285,7 +286,7 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 static void *rx_thread(void *arg)
 {
 	struct rx_arg *a = arg;
-	rx_loop(a->d, a->c);
+	dest_rx_loop(a->d, a->c);
 	mig_wire_thread_cleanup();
 	free(a);
 	return NULL;

@@ -28,12 +28,14 @@ static struct mig_conn *hold_link(void *ctx)
 	return NULL;
 }
 
-/* Heard from the source, on either channel (heartbeats count). */
+/* Heard from the source, on any channel (heartbeats count). */
 static uint64_t heard_link(void *ctx)
 {
 	struct mig_dest *d = ctx;
-	uint64_t urg = mig_conn_heard(d->urg), bulk = mig_conn_heard(d->bulk);
-	return bulk > urg ? bulk : urg;
+	uint64_t urg = mig_conn_heard(d->urg), bulk = mig_conn_heard(d->bulk), work = 0;
+	uint64_t heard = bulk > urg ? bulk : urg;
+	dest_more_heard(d, &heard, &work);
+	return heard;
 }
 
 /* The oldest fault still waiting for its page (mig_now_ns()), 0 when none waits. */
@@ -59,10 +61,11 @@ static uint64_t oldest_request(struct mig_dest *d)
 static int no_progress(void *ctx, uint64_t now, char *why, size_t len)
 {
 	struct mig_dest *d = ctx;
-	uint64_t idle = (uint64_t)d->o.idle_ms * 1000000ull, work, req;
+	uint64_t idle = (uint64_t)d->o.idle_ms * 1000000ull, work, req, heard = 0;
 	work = mig_conn_progress(d->urg);
 	if (mig_conn_progress(d->bulk) > work)
 		work = mig_conn_progress(d->bulk);
+	dest_more_heard(d, &heard, &work);
 	req = oldest_request(d);
 	if (req && req < d->t_link_ns)
 		req = d->t_link_ns; /* requests repeated on a new link start anew */

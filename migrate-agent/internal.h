@@ -41,6 +41,15 @@ static inline void wire_bit_set(uint8_t *bm, uint64_t i)
 	bm[i / 8] |= (uint8_t)(1u << (i % 8));
 }
 
+/* Bulk channel k's name in messages ("bulk", "bulk1", ... "bulk7"). */
+static inline const char *mig_bulk_name(unsigned k)
+{
+	static const char *const names[] = { "bulk",  "bulk1", "bulk2", "bulk3",
+					     "bulk4", "bulk5", "bulk6", "bulk7" };
+	_Static_assert(sizeof(names) / sizeof(names[0]) == MIG_MAX_CHANNELS, "a name each");
+	return k < MIG_MAX_CHANNELS ? names[k] : "bulk?";
+}
+
 /* Latency samples and their summary. */
 struct mig_lat {
 	uint64_t *ns;

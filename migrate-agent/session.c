@@ -89,6 +89,8 @@ int mig_hs_send_hello(const struct mig_hs *hs, uint32_t flags, uint64_t ram_size
 		.ram_size = ram_size,
 		.features = features,
 		.attempt = attempt,
+		.nr_bulk = hs->nr_bulk,
+		.bulk_index = hs->bulk_index,
 	};
 	return send_frame(hs, MIG_MSG_HELLO, &h, sizeof(h), err, errlen);
 }
@@ -136,8 +138,8 @@ static int prove(const struct mig_hs *hs, const uint8_t *bind, char *err, size_t
 	int r = mig_hs_recv_auth(hs, MIG_AUTH_CHALLENGE, &in, err, errlen);
 	if (r)
 		return r;
-	if (mig_auth_proof(hs->secret, hs->role, in.data, hs->session, hs->channel, bind,
-			   out.data)) {
+	if (mig_auth_proof(hs->secret, hs->role, in.data, hs->session,
+			   mig_auth_channel(hs->channel, hs->bulk_index), bind, out.data)) {
 		say(hs, err, errlen,
 		    "cannot compute the proof of the session secret (HMAC failed)");
 		return -EIO;
@@ -168,8 +170,8 @@ static int check_proof(const struct mig_hs *hs, const uint8_t *nonce, const uint
 	int r = mig_hs_recv_auth(hs, MIG_AUTH_PROOF, &in, err, errlen);
 	if (r)
 		return r;
-	if (!mig_auth_check(hs->secret, peer_role(hs), nonce, hs->session, hs->channel, bind,
-			    in.data)) {
+	if (!mig_auth_check(hs->secret, peer_role(hs), nonce, hs->session,
+			    mig_auth_channel(hs->channel, hs->bulk_index), bind, in.data)) {
 		say(hs, err, errlen, "wrong proof of the session secret%s",
 		    hs->role == MIG_ROLE_SOURCE ? ": not our destination" : "");
 		return -EACCES;

@@ -32,6 +32,8 @@ struct mig_hs {
 	struct mig_conn *c;
 	int role;	       /* ours: MIG_ROLE_SOURCE or MIG_ROLE_DEST */
 	uint16_t channel;      /* MIG_CHAN_URGENT or MIG_CHAN_BULK */
+	uint16_t nr_bulk;      /* the attempt's bulk channels (HELLO.nr_bulk) */
+	uint16_t bulk_index;   /* this one's, 0 for urgent (HELLO.bulk_index) */
 	uint64_t session;      /* the session id */
 	const uint8_t *secret; /* the session's, MIG_SECRET_LEN bytes */
 	/*

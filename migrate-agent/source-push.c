@@ -58,6 +58,8 @@ int src_pusher_init(struct pusher *ps, struct src *s)
 {
 	memset(ps, 0, sizeof(*ps));
 	ps->s = s;
+	ps->c = &s->bulk; /* precopy's; a push thread takes its own */
+	ps->hi = s->nr_pages;
 	for (int i = 0; i < PUSH_NBUF; i++) {
 		ps->buf[i] = malloc(PUSH_BUF);
 		if (!ps->buf[i])
@@ -112,12 +114,12 @@ static int reap(struct pusher *ps)
 		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
 	}
-	mig_conn_sent(&ps->s->bulk, mig_now_ns());
+	mig_conn_sent(ps->c, mig_now_ns());
 	if ((size_t)res < ps->used[b]) {
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-		io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
+		io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b],
 				   MSG_NOSIGNAL);
 		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
 		io_uring_submit(&ps->ring);
@@ -146,10 +148,10 @@ static int flush(struct pusher *ps)
 	if (!ps->used[b])
 		return 0;
 	if (!ps->uring) {
-		int r = mig_conn_write(&ps->s->bulk, ps->buf[b], ps->used[b]);
+		int r = mig_conn_write(ps->c, ps->buf[b], ps->used[b]);
 		if (r)
 			return r;
-		mig_conn_sent(&ps->s->bulk, mig_now_ns());
+		mig_conn_sent(ps->c, mig_now_ns());
 		ps->used[b] = 0;
 		return 0;
 	}
@@ -157,8 +159,7 @@ static int flush(struct pusher *ps)
 	if (r)
 		return r;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-	io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
-			   MSG_NOSIGNAL);
+	io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b], MSG_NOSIGNAL);
 	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
 	io_uring_submit(&ps->ring);
 	ps->inflight[b] = 1;
@@ -184,7 +185,7 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 		int r = src_drain(ps);
 		if (r)
 			return r;
-		return mig_conn_send(&ps->s->bulk, type, p1, l1, p2, l2);
+		return mig_conn_send(ps->c, type, p1, l1, p2, l2);
 	}
 	if (PUSH_BUF - ps->used[ps->cur] < need) {
 		int r = flush(ps);
@@ -192,7 +193,7 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 			return r;
 	}
 	ps->used[ps->cur] +=
-	    mig_conn_put(&ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
+	    mig_conn_put(ps->c, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
 	return 0;
 }
 
@@ -241,7 +242,7 @@ int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 		if (r)
 			return r;
 	}
-	n = src_put_page(ps->s, &ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
+	n = src_put_page(ps->s, ps->c, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
 			 ps->s->o->compress ? &ps->cctx : NULL);
 	ps->used[ps->cur] += n;
 	return pace(ps, n);
@@ -263,15 +264,15 @@ static int64_t next_page(struct pusher *ps)
 				return (int64_t)i;
 		}
 		mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
-		if (s->nhints) {
-			uint64_t h = s->hints[--s->nhints];
+		if (s->nhints[ps->k]) {
+			uint64_t h = s->hints[ps->k][--s->nhints[ps->k]];
 			mig_unlock(&s->hint_lock);
 			ps->pre_next = h + 1;
 			ps->pre_left = s->o->prepage;
 			continue;
 		}
 		mig_unlock(&s->hint_lock);
-		while (ps->cursor < s->nr_pages) {
+		while (ps->cursor < ps->hi) {
 			uint64_t w = ~__atomic_load_n(&s->sent[ps->cursor / 64], __ATOMIC_ACQUIRE);
 			w &= ~0ull << (ps->cursor % 64);
 			if (!w) {
@@ -279,8 +280,8 @@ static int64_t next_page(struct pusher *ps)
 				continue;
 			}
 			uint64_t i = (ps->cursor / 64) * 64 + (uint64_t)__builtin_ctzll(w);
-			if (i >= s->nr_pages) {
-				ps->cursor = s->nr_pages;
+			if (i >= ps->hi) {
+				ps->cursor = ps->hi;
 				break;
 			}
 			ps->cursor = i + 1;
@@ -292,17 +293,22 @@ static int64_t next_page(struct pusher *ps)
 }
 
 /*
- * The push thread: every page nobody claimed yet, then DONE(1), until
- * COMPLETE, a break, or a send that failed (a break then).
+ * Bulk channel k's push thread: every page of its share nobody claimed
+ * yet (and the pre-paging after faults in its share), then DONE(1) on its
+ * channel, until COMPLETE, a break, or a send that failed (a break then).
  */
-void *src_push_thread(void *arg)
+void src_push_channel(struct src *s, unsigned k)
 {
-	struct src *s = arg;
 	struct pusher ps;
 	if (src_pusher_init(&ps, s)) {
 		src_set_break(s, 1, "push: out of memory");
-		return NULL;
+		src_pusher_free(&ps);
+		return;
 	}
+	ps.k = k;
+	ps.c = src_bulk(s, k);
+	src_share(s, k, &ps.lo, &ps.hi);
+	ps.cursor = ps.lo;
 	int r = 0;
 	for (;;) {
 		if (src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
@@ -323,21 +329,25 @@ void *src_push_thread(void *arg)
 		if (r)
 			break;
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
-		s->pages_pushed++;
+		__atomic_fetch_add(&s->pages_pushed, 1, __ATOMIC_RELAXED);
 		if ((i & 63) == 0) /* query-migrate's figures, fresh within 256 KiB */
 			src_publish(s);
 		if ((i & 1023) == 0)
 			src_progress(s, "postcopy");
 	}
 	if (!r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)) {
-		struct mig_done d = { .phase = 1, .pages = s->nr_pages };
+		struct mig_done d = { .phase = 1, .pages = ps.hi - ps.lo };
 		r = push_frame(&ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
 		if (!r)
 			r = src_drain(&ps);
-		s->t_push_end = mig_now_ns();
+		uint64_t now = mig_now_ns(),
+			 end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
+		while (end < now &&
+		       !__atomic_compare_exchange_n(&s->t_push_end, &end, now, false,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
 	}
 	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);
-	return NULL;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Connections at the source: the TLS client context, then per attempt two
- * TCP connections (urgent, bulk), each secured (TLS when asked for) and
+ * Connections at the source: the TLS client context, then per attempt the
+ * TCP connections (urgent, and --channels bulk ones), each secured (TLS when asked for) and
  * introduced (HELLO, then AUTH: the session's first urgent connection learns
  * the secret, every other one proves it and has the destination prove it;
  * the steps are session.c's, shared with the destination), retried until a
@@ -47,14 +47,16 @@ static int authenticate(struct src *s, const struct mig_hs *hs, char *err, size_
  * HELLO out and back on c, then AUTH.  -EBUSY: the destination serves
  * another session; -ECONNREFUSED: it refused; -EPROTO: a wrong answer.
  */
-static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
-		 size_t errlen)
+static int hello(struct src *s, struct mig_conn *c, int channel, unsigned index, int recover,
+		 char *err, size_t errlen)
 {
 	char tag[32];
 	struct mig_hs hs = { .c = c,
 			     .role = MIG_ROLE_SOURCE,
 			     .channel = (uint16_t)channel,
 			     .session = s->session,
+			     .nr_bulk = (uint16_t)s->nr_bulk,
+			     .bulk_index = (uint16_t)index,
 			     .secret = s->secret,
 			     .tag = tag };
 	struct mig_hello back;
@@ -65,7 +67,8 @@ static int hello(struct src *s, struct mig_conn *c, int channel, int recover, ch
 		r = mig_hs_recv_hello(&hs, &back, err, errlen);
 	if (r)
 		return r;
-	if (back.session_id != s->session || back.channel != channel) {
+	if (back.session_id != s->session || back.channel != channel ||
+	    back.nr_bulk != s->nr_bulk || back.bulk_index != index) {
 		snprintf(err, errlen, "%sdestination answered for another session", tag);
 		return -EPROTO;
 	}
@@ -85,8 +88,8 @@ static int permanent_refusal(int r)
 }
 
 /* One channel: TLS first when asked for, then HELLO and AUTH. */
-static int open_channel(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
-			size_t errlen)
+static int open_channel(struct src *s, struct mig_conn *c, int channel, unsigned index, int recover,
+			char *err, size_t errlen)
 {
 	char why[200];
 	int r = mig_tls_secure(s->tls, c, s->o->idle_ms, why, sizeof(why));
@@ -101,39 +104,65 @@ static int open_channel(struct src *s, struct mig_conn *c, int channel, int reco
 	 */
 	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
 	mig_conn_set_deadline(c, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
-	r = hello(s, c, channel, recover, err, errlen);
+	r = hello(s, c, channel, index, recover, err, errlen);
 	mig_conn_set_deadline(c, 0);
 	c->wire.frame_limit = 0;
 	return r;
 }
 
-/* Connect both channels, retrying until deadline (monotonic ns). */
+/* Connect the urgent channel and every bulk channel: 0, or -errno with err. */
+static int connect_all(struct src *s, char *err, size_t errlen)
+{
+	int fd = mig_connect(&s->sa, 1000, err, errlen);
+	if (fd < 0)
+		return fd;
+	mig_conn_init(&s->urg, fd, "urgent", MIG_ROLE_DEST, s->features);
+	s->urg.wire.ram_size = s->vm->ram_size;
+	for (unsigned k = 0; k < s->nr_bulk; k++) {
+		fd = mig_connect(&s->sa, 1000, err, errlen);
+		if (fd < 0) {
+			mig_conn_close(&s->urg);
+			src_close_bulk(s);
+			return fd;
+		}
+		struct mig_conn *c = src_bulk(s, k);
+		mig_conn_init(c, fd, mig_bulk_name(k), MIG_ROLE_DEST, s->features);
+		/*
+		 * A short bulk queue: a demand fault on a page already pushed
+		 * waits for whatever is queued before it (1 MiB ~ 1 ms here).
+		 */
+		int sb = BULK_SNDBUF;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+		c->wire.ram_size = s->vm->ram_size;
+	}
+	return 0;
+}
+
+/* TLS, HELLO and AUTH on every channel of the attempt, the urgent one first. */
+static int open_all(struct src *s, int recover, char *err, size_t errlen)
+{
+	int r = open_channel(s, &s->urg, MIG_CHAN_URGENT, 0, recover, err, errlen);
+	for (unsigned k = 0; !r && k < s->nr_bulk; k++)
+		r = open_channel(s, src_bulk(s, k), MIG_CHAN_BULK, k, recover, err, errlen);
+	if (r)
+		return r;
+	mig_conn_set_liveness(&s->urg, s->o->idle_ms);
+	for (unsigned k = 0; k < s->nr_bulk; k++)
+		mig_conn_set_liveness(src_bulk(s, k), s->o->idle_ms);
+	return 0;
+}
+
+/* Connect every channel (wire.h, Channels), retrying until deadline (monotonic ns). */
 int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
 {
 	for (;;) {
-		s->attempt++; /* both channels of this attempt carry it */
-		int ufd = mig_connect(&s->sa, 1000, err, errlen);
-		int bfd = ufd >= 0 ? mig_connect(&s->sa, 1000, err, errlen) : -1;
-		if (ufd >= 0 && bfd >= 0) {
-			mig_conn_init(&s->urg, ufd, "urgent", MIG_ROLE_DEST, s->features);
-			mig_conn_init(&s->bulk, bfd, "bulk", MIG_ROLE_DEST, s->features);
-			/*
-			 * A short bulk queue: a demand fault on a page already pushed
-			 * waits for whatever is queued before it (1 MiB ~ 1 ms here).
-			 */
-			int sb = BULK_SNDBUF;
-			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
-			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
-			int r = open_channel(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
+		s->attempt++; /* every channel of this attempt carries it */
+		if (!connect_all(s, err, errlen)) {
+			int r = open_all(s, recover, err, errlen);
 			if (!r)
-				r = open_channel(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
-			if (!r) {
-				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
-				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;
-			}
 			mig_conn_close(&s->urg);
-			mig_conn_close(&s->bulk);
+			src_close_bulk(s);
 			/*
 			 * While recovering, whoever answers at the address may be an
 			 * impostor, or a stranger's connection may have taken the
@@ -143,9 +172,6 @@ int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, s
 				return r;
 			if (recover)
 				pr_mig("reconnection refused (%s); trying again\n", err);
-		} else {
-			if (ufd >= 0)
-				close(ufd);
 		}
 		if (mig_now_ns() > deadline)
 			return -ETIMEDOUT;

@@ -14,12 +14,13 @@
 /* A fault at page: the pusher sends the pages after it next (newest first). */
 static void add_hint(struct src *s, uint64_t page)
 {
+	unsigned k = src_owner(s, page); /* the push thread whose share holds it */
 	mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
-	if (s->nhints == NHINTS) {
-		memmove(s->hints, s->hints + 1, (NHINTS - 1) * sizeof(s->hints[0]));
-		s->nhints--;
+	if (s->nhints[k] == NHINTS) {
+		memmove(s->hints[k], s->hints[k] + 1, (NHINTS - 1) * sizeof(s->hints[k][0]));
+		s->nhints[k]--;
 	}
-	s->hints[s->nhints++] = page;
+	s->hints[k][s->nhints[k]++] = page;
 	mig_unlock(&s->hint_lock);
 }
 
@@ -100,7 +101,7 @@ static int take_complete(struct src *s, const uint8_t *p)
 	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->complete = 1;
 	mig_unlock(&s->lock);
-	mig_conn_kick(&s->bulk);
+	src_kick_bulk(s);
 	return 1;
 }
 

@@ -40,7 +40,7 @@ static uint64_t heard_link(void *ctx)
 {
 	struct src *s = ctx;
 	uint64_t heard = mig_conn_heard(&s->urg);
-	uint64_t sent = __atomic_load_n(&s->bulk.last_tx_ns, __ATOMIC_RELAXED);
+	uint64_t sent = src_bulk_last_tx(s);
 	return sent > heard ? sent : heard;
 }
 

@@ -32,7 +32,7 @@ void src_set_break(struct src *s, int fatal, const char *why)
 		s->broken = 1;
 	mig_unlock(&s->lock);
 	mig_conn_kick(&s->urg);
-	mig_conn_kick(&s->bulk);
+	src_kick_bulk(s);
 }
 
 /* Whether the threads must stop: a break or a fatal error (lock-free, for their loops). */
@@ -118,11 +118,12 @@ int src_cancelled(struct src *s, char *err, size_t errlen)
 static int run_postcopy(struct src *s, char *err, size_t errlen)
 {
 	for (;;) {
-		pthread_t ut, pt;
+		pthread_t ut, pt[MIG_MAX_CHANNELS];
 		pthread_create(&ut, NULL, src_urgent_thread, s);
-		pthread_create(&pt, NULL, src_push_thread, s);
+		unsigned npush = src_start_push(s, pt);
 		pthread_join(ut, NULL);
-		pthread_join(pt, NULL);
+		for (unsigned k = 0; k < npush; k++)
+			pthread_join(pt[k], NULL);
 		if (s->complete)
 			return 0;
 		if (s->fatal) {
@@ -148,6 +149,10 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 			 (unsigned long long)vm->ram_size);
 		return NULL;
 	}
+	if (o->channels < 1 || o->channels > MIG_MAX_CHANNELS) {
+		snprintf(err, errlen, "%u bulk channels: 1 to %u", o->channels, MIG_MAX_CHANNELS);
+		return NULL;
+	}
 	if (o->precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
 		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
 		return NULL;
@@ -167,7 +172,10 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	s->stamps = mig_stamps_new(s->nr_pages); /* NULL: no stamps, nothing else lost */
 	s->features = o->compress ? MIG_FEAT_ZSTD : 0;
 	s->t_start = mig_now_ns();
-	s->urg.fd = s->bulk.fd = -1;
+	s->nr_bulk = o->channels;
+	s->urg.fd = -1;
+	for (unsigned k = 0; k < s->nr_bulk; k++)
+		src_bulk(s, k)->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
@@ -189,7 +197,7 @@ static void src_free(struct src *s)
 		s->vm->dirty_stop(s->vm->ctx);
 	src_stop_watch(s);
 	mig_conn_close(&s->urg);
-	mig_conn_close(&s->bulk);
+	src_close_bulk(s);
 	mig_tls_ctx_free(s->tls);
 	mig_auth_wipe(s->secret, sizeof(s->secret));
 	free(s->blob);

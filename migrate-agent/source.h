@@ -25,6 +25,8 @@
  *                     COMPLETE believed or not, hints for the pusher
  *   source-push.c     the pusher: page encoding, batches, io_uring, pacing,
  *                     which page next (hints first, then in order)
+ *   source-channels.c the bulk channels (--channels): each one's share of
+ *                     RAM and push thread
  *   source-recover.c  a link broken after the switch-over: reconnect, RESUME,
  *                     resend what the destination lacks
  *   source-report.c   progress out: struct mig_ctl's figures and phase, the
@@ -33,8 +35,9 @@
  * Threads after the switch-over:
  *   urgent  reads PAGE_REQUEST, answers each page not sent yet on the same
  *           channel, leaves a hint for the pusher (adaptive pre-paging);
- *   push    walks the pages (hints first: the k pages after each recent
- *           fault, then in order) and streams them on the bulk channel,
+ *   push    one per bulk channel: walks the pages of its channel's share
+ *           (hints first: the k pages after each recent fault in its
+ *           share, then in order) and streams them on its channel,
  *           batched, through io_uring when the kernel has it;
  *   watch   (from the first connection to the end) heartbeats, and a
  *           silent destination is a broken link.
@@ -71,7 +74,7 @@
  *   s->link_lock (link_up)
  *     -> s->lock (broken, fatal, complete, why)
  *     -> s->urg.tx_lock (a send, net.c) -> its TLS lock (tls.c)
- *   s->urg.tx_lock, s->bulk.tx_lock (a send) -> its TLS lock
+ *   s->urg.tx_lock, a bulk channel's tx_lock (a send) -> its TLS lock
  *   s->lock: a leaf (src_set_break() kicks the connections after dropping it)
  *   s->hint_lock (the hints): a leaf
  *
@@ -121,7 +124,9 @@ struct src {
 	uint32_t attempt; /* connection attempts so far (HELLO.attempt) */
 	uint64_t *sent;
 	struct mig_conn urg, bulk;
-	struct mig_tls_ctx *tls; /* NULL: plain TCP */
+	struct mig_conn bulk_more[MIG_MAX_CHANNELS - 1]; /* bulk channels 1.. */
+	unsigned nr_bulk;				 /* o->channels */
+	struct mig_tls_ctx *tls;			 /* NULL: plain TCP */
 
 	pthread_mutex_t lock;
 	int broken;   /* link lost: recoverable after the switch-over */
@@ -130,8 +135,8 @@ struct src {
 	char why[320];
 
 	pthread_mutex_t hint_lock;
-	uint64_t hints[NHINTS];
-	unsigned nhints;
+	uint64_t hints[MIG_MAX_CHANNELS][NHINTS]; /* per bulk channel: its share's */
+	unsigned nhints[MIG_MAX_CHANNELS];
 
 	struct mig_complete dest;
 	struct mig_running running;
@@ -173,6 +178,9 @@ struct src {
  */
 struct pusher {
 	struct src *s;
+	struct mig_conn *c; /* its bulk channel */
+	unsigned k;	    /* which one */
+	uint64_t lo, hi;    /* its share of RAM: pages [lo, hi) */
 	struct io_uring ring;
 	int uring;
 	uint8_t *buf[PUSH_NBUF];
@@ -234,7 +242,17 @@ int src_pusher_init(struct pusher *ps, struct src *s);
 void src_pusher_free(struct pusher *ps);
 int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags);
 int src_drain(struct pusher *ps);
-void *src_push_thread(void *arg);
+void src_push_channel(struct src *s, unsigned k);
+
+/* source-channels.c */
+struct mig_conn *src_bulk(struct src *s, unsigned k);
+void src_share(const struct src *s, unsigned k, uint64_t *lo, uint64_t *hi);
+unsigned src_owner(const struct src *s, uint64_t i);
+void src_kick_bulk(struct src *s);
+void src_close_bulk(struct src *s);
+uint64_t src_bulk_tx(struct src *s, int headers);
+uint64_t src_bulk_last_tx(struct src *s);
+unsigned src_start_push(struct src *s, pthread_t *t);
 
 /* source-recover.c */
 int src_recover_link(struct src *s, char *err, size_t errlen);

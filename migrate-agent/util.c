@@ -18,6 +18,8 @@ void mig_opts_defaults(struct mig_opts *o)
 		o->connect_ms = 10000;
 	if (!o->prepage)
 		o->prepage = 32;
+	if (!o->channels)
+		o->channels = 1;
 	if (o->progress < 0)
 		o->progress = 0;
 }

@@ -91,6 +91,8 @@ static int dst_answer(struct end *e)
 		return r;
 	e->hs.channel = m.channel;
 	e->hs.session = m.session_id;
+	e->hs.nr_bulk = m.nr_bulk;
+	e->hs.bulk_index = m.bulk_index;
 	return mig_hs_send_hello(&e->hs, m.flags, RAM_SIZE, 0, m.attempt, e->err, sizeof(e->err));
 }
 
@@ -188,7 +190,9 @@ static void end_init(struct end *e, int fd, int role, const struct hs_case *k, c
 	snprintf(tag, 32, "%s", src ? name : "");
 	if (src)
 		strcat(tag, " channel: ");
-	e->hs = (struct mig_hs){ .c = &e->c, .role = role, .secret = e->secret, .tag = tag };
+	e->hs = (struct mig_hs){
+		.c = &e->c, .role = role, .nr_bulk = 1, .secret = e->secret, .tag = tag
+	};
 	if (src) {
 		e->hs.channel = k->channel;
 		e->hs.session = SESSION_ID;

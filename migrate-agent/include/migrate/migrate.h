@@ -31,6 +31,7 @@ struct mig_opts {
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
+	unsigned channels;   /* source: bulk channels, 1..MIG_MAX_CHANNELS (default 1) */
 	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file
 	 * is set (never both): x509 credentials or a PSK file, as QEMU's
