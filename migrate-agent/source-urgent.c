@@ -100,6 +100,7 @@ static int take_complete(struct src *s, const uint8_t *p)
 	}
 	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->complete = 1;
+	pthread_cond_broadcast(&s->cond);
 	mig_unlock(&s->lock);
 	src_kick_bulk(s);
 	return 1;
@@ -117,7 +118,10 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 		if (!s->running_seen) {
 			memcpy(&s->running, p, sizeof(s->running));
 			s->t_running = mig_now_ns();
+			mig_lock(&s->lock, MIG_RANK_SRC);
 			__atomic_store_n(&s->running_seen, 1, __ATOMIC_RELEASE);
+			pthread_cond_broadcast(&s->cond);
+			mig_unlock(&s->lock);
 			src_publish(s);
 		}
 		return 0;

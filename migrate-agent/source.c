@@ -30,6 +30,7 @@ void src_set_break(struct src *s, int fatal, const char *why)
 		s->fatal = 1;
 	else
 		s->broken = 1;
+	pthread_cond_broadcast(&s->cond);
 	mig_unlock(&s->lock);
 	mig_conn_kick(&s->urg);
 	src_kick_bulk(s);
@@ -177,6 +178,11 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	for (unsigned k = 0; k < s->nr_bulk; k++)
 		src_bulk(s, k)->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
 	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||

@@ -133,6 +133,7 @@ struct src {
 	int fatal;    /* protocol error or peer ERROR: not recoverable */
 	int complete; /* COMPLETE received */
 	char why[320];
+	pthread_cond_t cond; /* with lock: RUNNING came, or the link broke */
 
 	pthread_mutex_t hint_lock;
 	uint64_t hints[MIG_MAX_CHANNELS][NHINTS]; /* per bulk channel: its share's */
@@ -236,6 +237,7 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 void *src_urgent_thread(void *arg);
 
 /* source-push.c */
+void src_wait_running(struct src *s);
 size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
 		    ZSTD_CCtx **cctx);
 int src_pusher_init(struct pusher *ps, struct src *s);

@@ -615,6 +615,8 @@ void vm_destroy(struct vm *vm)
 			munmap(vcpu->run, vcpu->run_size);
 		if (vcpu->fd >= 0)
 			close(vcpu->fd);
+		free(vcpu->cpuid);
+		vcpu->cpuid = NULL;
 	}
 	serial_exit(vm->serial);
 	if (vm->vm_fd >= 0)
