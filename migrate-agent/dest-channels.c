@@ -104,9 +104,12 @@ void dest_more_start_rx(struct mig_dest *d)
 	}
 }
 
-/* Wait for the receivers of channels 1.. (the links were kicked). */
-void dest_more_join(struct mig_dest *d)
+/* Wait for every bulk channel's receiver (the links were kicked). */
+void dest_join_receivers(struct mig_dest *d)
 {
+	if (d->rx_bulk_on)
+		pthread_join(d->rx_bulk, NULL);
+	d->rx_bulk_on = 0;
 	for (unsigned k = 0; k < MIG_MAX_CHANNELS - 1; k++) {
 		if (d->rx_more_on[k])
 			pthread_join(d->rx_more[k], NULL);

@@ -233,9 +233,6 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 fail:
 	d->stop = 1;
 	dest_kick_links(d);
-	if (d->rx_bulk_on)
-		pthread_join(d->rx_bulk, NULL);
-	d->rx_bulk_on = 0;
-	dest_more_join(d);
+	dest_join_receivers(d);
 	return r;
 }

@@ -41,10 +41,7 @@ static void retire_links(struct mig_dest *d)
 	mig_unlock(&d->req_lock);
 	dest_kick_links(d);
 	dest_loop_detach(d);
-	if (d->rx_bulk_on)
-		pthread_join(d->rx_bulk, NULL);
-	d->rx_bulk_on = 0;
-	dest_more_join(d);
+	dest_join_receivers(d);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	dest_free_conn(d->urg);
@@ -222,10 +219,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 {
 	char cause[sizeof(d->why)];
 	dest_kick_links(d);
-	if (d->rx_bulk_on)
-		pthread_join(d->rx_bulk, NULL);
-	d->rx_bulk_on = 0;
-	dest_more_join(d);
+	dest_join_receivers(d);
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	snprintf(cause, sizeof(cause), "%s", d->broken ? d->why : err);
 	mig_unlock(&d->lock);

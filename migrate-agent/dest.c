@@ -235,9 +235,7 @@ void mig_dest_free(struct mig_dest *d)
 	if (d->sup_on)
 		pthread_join(d->sup, NULL);
 	dest_loop_detach(d);
-	if (d->rx_bulk_on)
-		pthread_join(d->rx_bulk, NULL);
-	dest_more_join(d);
+	dest_join_receivers(d);
 	if (d->stager_on)
 		pthread_join(d->stager, NULL);
 	dest_free_conn(d->urg);

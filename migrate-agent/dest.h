@@ -190,7 +190,7 @@ void dest_more_kick(struct mig_dest *d);
 void dest_more_free(struct mig_dest *d);
 void dest_more_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work);
 void dest_more_start_rx(struct mig_dest *d);
-void dest_more_join(struct mig_dest *d);
+void dest_join_receivers(struct mig_dest *d);
 
 /* dest-incoming.c */
 int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen);
