@@ -83,7 +83,7 @@ static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct m
 	d->session_set = 1;
 	d->session = m->session_id;
 	d->session_claimed_ns = mig_now_ns();
-	d->features = MIG_FEAT_KNOWN & m->features;
+	d->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
 	drop[0] = d->pend_urg;
 	drop[1] = d->pend_bulk;
 	d->pend_urg = d->pend_bulk = NULL;
@@ -234,8 +234,9 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 	dest_free_conn(drop[0]);
 	dest_free_conn(drop[1]);
 	if (owner >= 0) {
-		c->wire.features = features;
-		r = answer_hello(d, c, &m, owner, secret, features, why, len);
+		/* The session's, less what this connection cannot have (plain TCP: the CRC). */
+		c->wire.features &= features;
+		r = answer_hello(d, c, &m, owner, secret, c->wire.features, why, len);
 	}
 	mig_auth_wipe(secret, sizeof(secret));
 	if (owner < 0 || r)

@@ -99,8 +99,9 @@
 #include "migrate/auth.h"
 #include "stamps.h"
 
-#define NHINTS	  16
-#define PUSH_BUF  (256u << 10)
+#define NHINTS 16
+/* Two full PAGE_RUN frames: 256 KiB of pages and their headers. */
+#define PUSH_BUF  (2 * MIG_RUN_FRAME_MAX)
 #define PUSH_NBUF 2
 
 /* Whether the caller asked for field (start_postcopy, manual_postcopy). */
@@ -181,7 +182,7 @@ struct pusher {
 	uint64_t pre_next;
 	unsigned pre_left;
 	uint64_t cursor;
-	unsigned frames;  /* in the current buffer */
+	unsigned frames;  /* pages in the current buffer */
 	uint64_t pace_ns; /* max_bandwidth: when what was pushed may have gone */
 	ZSTD_CCtx *cctx;  /* its own: one per pusher, never shared between threads */
 };
