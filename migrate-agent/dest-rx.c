@@ -146,9 +146,8 @@ static int rx_run(struct mig_dest *d, struct mig_conn *c, struct run *run, const
 			 run->direct ? "before the switch-over" : "on the urgent channel");
 		return -EPROTO;
 	}
+	/* mig_conn_recv_pages() received them there. */
 	uint8_t *data = pr.encoding == MIG_PAGE_RAW ? run->direct : NULL;
-	if (data)
-		memcpy(data, p + sizeof(pr), (size_t)pr.count * MIG_PAGE_SIZE);
 	uint64_t first = pr.addr / MIG_PAGE_SIZE;
 	int r = dest_flush_run(d, run); /* its old[] is ours next */
 	for (unsigned k = 0, a = 0; !r && k <= pr.count; k++) {
@@ -272,7 +271,8 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 	for (;;) {
 		struct mig_frame_hdr h;
 		const uint8_t *p;
-		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
+		int r = mig_conn_recv_pages(c, &h, &p, run->direct, RUN_MAX * MIG_PAGE_SIZE, err,
+					    sizeof(err));
 		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
 			return;
 		if (d->failed || d->stop || d->complete_sent)
