@@ -301,10 +301,12 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 	}
 	run.buf = buf;
 	run.direct = buf + RUN_MAX * MIG_PAGE_SIZE;
+	uint64_t cpu0 = mig_thread_cpu_ns();
 	rx_frames(d, c, &run);
 	if (!d->failed)
 		dest_flush_run(d, &run);
 	munmap(buf, 2 * RUN_MAX * MIG_PAGE_SIZE);
+	__atomic_fetch_add(&d->bulk_rx_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }
 
 static void *rx_thread(void *arg)

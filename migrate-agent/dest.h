@@ -153,6 +153,7 @@ struct mig_dest {
 	uint64_t t_state_rx, t_phase0;
 	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
 	uint64_t bytes_rx_prev;
+	uint64_t bulk_rx_cpu_ns; /* atomic: the bulk receivers' CPU time, over recoveries */
 };
 
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */

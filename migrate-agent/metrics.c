@@ -241,6 +241,7 @@ int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
 	json_object_object_add(o, "stamps", stamps(&m->stamps));
 	put_num(o, "push_MiB_per_s", m->push_MiB_per_s, 1);
 	put_num(o, "push_nonzero_MiB_per_s", m->push_nonzero_MiB_per_s, 1);
+	put_num(o, "push_cpu_ms", m->push_cpu_ms, 1);
 	json_object_object_add(o, "tls", tls_summary(m->tls));
 	return write_json(o, f);
 }
@@ -291,6 +292,7 @@ int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 	json_object_object_add(o, "stamps", stamps(&m->stamps));
 	put_u64(o, "recoveries", m->recoveries);
 	put_num(o, "link_down_ms", m->link_down_ms, 3);
+	put_num(o, "bulk_rx_cpu_ms", m->bulk_rx_cpu_ms, 1);
 	json_object_object_add(o, "tls", tls_summary(m->tls));
 	return write_json(o, f);
 }

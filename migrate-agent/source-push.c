@@ -353,6 +353,7 @@ void *src_push_thread(void *arg)
 		src_set_break(s, 1, "push: out of memory");
 		return NULL;
 	}
+	uint64_t cpu0 = mig_thread_cpu_ns();
 	/* Runs of raw pages, unless they are to be compressed page by page. */
 	int runs = (s->bulk.wire.features & MIG_FEAT_RUNS) && !s->o->compress;
 	int r = 0;
@@ -397,5 +398,6 @@ void *src_push_thread(void *arg)
 	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);
+	__atomic_fetch_add(&s->push_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 	return NULL;
 }

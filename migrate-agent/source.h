@@ -140,6 +140,7 @@ struct src {
 	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
 	    pages_precopy_resent, pages_resent;
 	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
+	uint64_t push_cpu_ns;	    /* the push threads' CPU time, over recoveries */
 	int precopy_rounds_done;
 	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
 	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
