@@ -268,7 +268,11 @@ int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run)
 static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 {
 	char err[320];
-	for (;;) {
+	uint64_t cpu0 = mig_thread_cpu_ns(), cpu_before = d->bulk_rx_cpu_ns;
+	for (unsigned frames = 0;; frames++) {
+		if (frames % 64 == 0) /* bulk_rx_cpu_ms, current when the report is written */
+			__atomic_store_n(&d->bulk_rx_cpu_ns,
+					 cpu_before + mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 		struct mig_frame_hdr h;
 		const uint8_t *p;
 		int r = mig_conn_recv_pages(c, &h, &p, run->direct, RUN_MAX * MIG_PAGE_SIZE, err,
@@ -301,12 +305,10 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 	}
 	run.buf = buf;
 	run.direct = buf + RUN_MAX * MIG_PAGE_SIZE;
-	uint64_t cpu0 = mig_thread_cpu_ns();
 	rx_frames(d, c, &run);
 	if (!d->failed)
 		dest_flush_run(d, &run);
 	munmap(buf, 2 * RUN_MAX * MIG_PAGE_SIZE);
-	__atomic_fetch_add(&d->bulk_rx_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }
 
 static void *rx_thread(void *arg)

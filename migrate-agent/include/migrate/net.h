@@ -188,9 +188,8 @@ int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **p
  * from the socket (or the TLS session) straight into pages[cap] (the
  * caller's page-aligned memory) instead of through c's buffer, and are
  * checked there; *payload then points to its struct mig_page_run only.
- * The header is read with at most the run's struct behind it, so the
- * pages are not read ahead into the buffer.  Other frames as
- * mig_conn_recv().  On an error pages[cap] may hold rejected bytes.
+ * What was read ahead into c's buffer is copied; what had not come yet
+ * is read in place.  Other frames as mig_conn_recv().  On an error pages[cap] may hold rejected bytes.
  */
 int mig_conn_recv_pages(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload,
 			uint8_t *pages, size_t cap, char *err, size_t errlen);
