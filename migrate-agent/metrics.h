@@ -56,6 +56,7 @@ struct mig_source_metrics {
 	const struct mig_complete *dest; /* the destination's COMPLETE */
 	double push_MiB_per_s, push_nonzero_MiB_per_s;
 	double push_cpu_ms; /* the push thread's CPU time (user + system) */
+	uint32_t features;  /* MIG_FEAT_* agreed for the push */
 	struct mig_stamps_view stamps;
 	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
 };

@@ -356,6 +356,7 @@ void *src_push_thread(void *arg)
 	uint64_t cpu0 = mig_thread_cpu_ns();
 	/* Runs of raw pages, unless they are to be compressed page by page. */
 	int runs = (s->bulk.wire.features & MIG_FEAT_RUNS) && !s->o->compress;
+	s->push_features = s->bulk.wire.features;
 	int r = 0;
 	for (;;) {
 		if (src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))

@@ -141,6 +141,7 @@ struct src {
 	    pages_precopy_resent, pages_resent;
 	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
 	uint64_t push_cpu_ns;	    /* the push threads' CPU time, over recoveries */
+	uint32_t push_features;	    /* agreed on the bulk channel when the push began */
 	int precopy_rounds_done;
 	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
 	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */

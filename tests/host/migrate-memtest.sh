@@ -40,10 +40,12 @@ check_json "$work/postcopy-s.json" '.pages_zero > 0' "postcopy: zero pages did n
 # not per page.
 check_json "$work/postcopy-s.json" '.bytes_sent.overhead < 24 * (.pages_demand + .pages_pushed / 2)' \
 	"postcopy: the push did not send runs"
+check_json "$work/postcopy-s.json" '.features == ["runs"]' \
+	"postcopy: runs not agreed, or the payload CRC dropped on plain TCP"
 # A peer without runs (--features-off 2: it does not announce MIG_FEAT_RUNS)
 # gets a PAGE frame per page, either way round.
 run runs-old-dest "" "--touch random --features-off 2"
-check_json "$work/runs-old-dest-s.json" '.bytes_sent.overhead >= 24 * .pages' \
+check_json "$work/runs-old-dest-s.json" '.bytes_sent.overhead >= 24 * .pages and .features == []' \
 	"runs-old-dest: runs sent to a destination without them"
 run runs-old-source "--features-off 2" "--touch random"
 check_json "$work/runs-old-source-s.json" '.bytes_sent.overhead >= 24 * .pages' \

@@ -101,6 +101,7 @@ enum mig_role {
 #define MIG_FEAT_RUNS		(1u << 1) /* the push may send PAGE_RUN frames */
 #define MIG_FEAT_NO_PAYLOAD_CRC (1u << 2) /* TLS only: page payloads without CRC */
 #define MIG_FEAT_KNOWN		(MIG_FEAT_ZSTD | MIG_FEAT_RUNS | MIG_FEAT_NO_PAYLOAD_CRC)
+/* (metrics.c names them, bit by bit: keep its list in step) */
 
 /* PAGE.encoding */
 enum mig_page_enc {
