@@ -12,10 +12,11 @@ BASE_CFLAGS += -Imigrate-agent/include
 # writes the page record, and the fuzzers and mig-memtest use lazy RAM
 # without a VM.
 MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
-	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c \
-	migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
+	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/link.c \
+	migrate-agent/session.c migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
 	migrate-agent/source-push.c migrate-agent/source-recover.c migrate-agent/source-report.c \
+	migrate-agent/source-channels.c migrate-agent/dest-channels.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
@@ -98,6 +99,10 @@ $(B)/fuzz/%-fuzz: $(B)/fuzz/obj/migrate-agent/fuzz/%-fuzz.o $(B)/fuzz/lib/libmig
 -include $(shell find $(B)/fuzz/obj -name '*.d' 2>/dev/null)
 $(eval $(call mig_program,mig-evil,migrate-agent/tests/evil.c,$(MIG_LIBS)))
 $(eval $(call mig_program,mig-cutproxy,migrate-agent/tests/cutproxy.c,$(MIG_LIBS)))
+
+# The handshake's steps (session.c), both roles against each other:
+# tests/host/migrate-session.sh.
+$(eval $(call mig_program,mig-hs-check,migrate-agent/tests/hs-check.c,$(MIG_LIBS)))
 
 # TLS (migrate/tls.h) against real OpenSSL handshakes: tests/host/migrate-tls.sh.
 $(eval $(call mig_program,mig-tls-check,migrate-agent/tests/tls-check.c,$(MIG_LIBS)))

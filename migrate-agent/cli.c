@@ -8,6 +8,7 @@
  *   migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT
  *                 [--precopy-rounds N] [--compress] [--metrics FILE]
  *                 [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]
+ *                 [--channels N]
  *                 [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *   migrate-agent status --vmm SOCKET     query-migrate, as JSON on stdout
  *   migrate-agent cancel --vmm SOCKET     migrate_cancel
@@ -47,7 +48,7 @@ static void usage(FILE *f)
 		"usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
 		"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
 		"                     [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]\n"
-		"                     [--postcopy-manual]\n"
+		"                     [--postcopy-manual] [--channels N]\n"
 		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n"
 		"       migrate-agent status --vmm SOCKET          (query-migrate)\n"
 		"       migrate-agent cancel --vmm SOCKET          (migrate_cancel)\n"

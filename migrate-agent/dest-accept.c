@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The destination's listening socket: every connection gets its own
- * handshake thread (TLS, HELLO, AUTH), a new session is claimed by the first
- * urgent HELLO, and authenticated channels wait as a pending pair until
+ * handshake thread (TLS, then HELLO and AUTH with session.c's steps, the
+ * same as the source's), a new session is claimed by the first urgent
+ * HELLO, and authenticated channels wait as a pending pair until
  * dest_accept_pair() takes them (the first pair, or a reconnection).
  */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "dest.h"
+#include "session.h"
 
 /*
  * Every accepted connection gets its own short-lived handshake thread: TLS
@@ -70,6 +72,38 @@ void dest_free_conn(struct mig_conn *c)
 	free(c);
 }
 
+/* Every pending channel into drop[MIG_MAX_CHANNELS + 1], none left (under d->lock). */
+static void take_pending(struct mig_dest *d, struct mig_conn **drop)
+{
+	drop[0] = d->pend_urg;
+	drop[1] = d->pend_bulk;
+	d->pend_urg = d->pend_bulk = NULL;
+	for (unsigned k = 0; k < MIG_MAX_CHANNELS - 1; k++) {
+		drop[k + 2] = d->pend_more[k];
+		d->pend_more[k] = NULL;
+	}
+	d->pend_nr_bulk = 0;
+}
+
+/* The pending channel slot for c's channel: urgent, bulk 0, or bulk index. */
+static struct mig_conn **pending_slot(struct mig_dest *d, uint16_t channel, uint16_t index)
+{
+	if (channel == MIG_CHAN_URGENT)
+		return &d->pend_urg;
+	return index ? &d->pend_more[index - 1] : &d->pend_bulk;
+}
+
+/* Whether the urgent channel and all bulk channels of one attempt are pending (under d->lock). */
+int dest_pending_complete(const struct mig_dest *d)
+{
+	if (!d->pend_urg || !d->pend_bulk)
+		return 0;
+	for (unsigned k = 0; k + 1 < d->pend_nr_bulk; k++)
+		if (!d->pend_more[k])
+			return 0;
+	return 1;
+}
+
 /*
  * A new session for an urgent HELLO without RECOVER (under d->lock): its
  * own secret; the channels pending for an earlier claim are dropped.
@@ -84,9 +118,7 @@ static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct m
 	d->session = m->session_id;
 	d->session_claimed_ns = mig_now_ns();
 	d->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
-	drop[0] = d->pend_urg;
-	drop[1] = d->pend_bulk;
-	d->pend_urg = d->pend_bulk = NULL;
+	take_pending(d, drop);
 	return 1;
 }
 
@@ -121,91 +153,25 @@ static int classify_hello(struct mig_dest *d, const struct mig_hello *m, struct 
 	return -EPROTO;
 }
 
-/* The next frame on c, which must be AUTH of this kind, into a. */
-static int recv_auth(struct mig_conn *c, uint32_t kind, struct mig_auth *a, char *why, size_t len)
-{
-	struct mig_frame_hdr h;
-	const uint8_t *p;
-	int r = mig_conn_recv(c, &h, &p, why, len);
-	if (r)
-		return r;
-	if (h.type == MIG_MSG_AUTH)
-		memcpy(a, p, sizeof(*a));
-	if (h.type != MIG_MSG_AUTH || a->kind != kind) {
-		snprintf(why, len, "expected AUTH %s, got %s",
-			 kind == MIG_AUTH_PROOF ? "PROOF" : "CHALLENGE", mig_msg_name(h.type));
-		return -EPROTO;
-	}
-	return 0;
-}
-
-/*
- * Both ways (wire.h, AUTH): c proves it holds the session's secret for our
- * nonce, then we prove it for the peer's.  0 when both proofs were made.
- */
-static int challenge(struct mig_conn *c, const uint8_t *secret, uint64_t session, uint16_t channel,
-		     char *why, size_t len)
-{
-	struct mig_auth out = { .kind = MIG_AUTH_CHALLENGE }, in;
-	uint8_t bind[MIG_SECRET_LEN], nonce[MIG_SECRET_LEN];
-	int r = mig_conn_binding(c, bind);
-	if (r)
-		snprintf(why, len, "cannot read the TLS session's exporter value");
-	if (!r)
-		r = mig_random_bytes(nonce, sizeof(nonce), why, len);
-	memcpy(out.data, nonce, sizeof(nonce));
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
-	if (!r)
-		r = recv_auth(c, MIG_AUTH_PROOF, &in, why, len);
-	if (!r &&
-	    !mig_auth_check(secret, MIG_ROLE_SOURCE, nonce, session, channel, bind, in.data)) {
-		snprintf(why, len, "wrong proof of the session secret");
-		r = -EACCES;
-	}
-	if (!r)
-		r = recv_auth(c, MIG_AUTH_CHALLENGE, &in, why, len);
-	out.kind = MIG_AUTH_PROOF;
-	if (!r &&
-	    mig_auth_proof(secret, MIG_ROLE_DEST, in.data, session, channel, bind, out.data)) {
-		snprintf(why, len, "cannot compute the proof of the session secret (HMAC failed)");
-		r = -EIO;
-	}
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &out, sizeof(out), NULL, 0);
-	return r;
-}
-
-/* What a connection's HELLO made it: its session and connection attempt. */
+/* What a connection's HELLO made it: its session, connection attempt and channel. */
 struct hs_result {
 	uint64_t session;
 	uint32_t attempt;
+	uint16_t channel, bulk_index, nr_bulk;
 };
 
-/* HELLO back, then the secret (a new session) or the challenge. */
-static int answer_hello(struct mig_dest *d, struct mig_conn *c, const struct mig_hello *m,
-			int owner, const uint8_t *secret, uint32_t features, char *why, size_t len)
+/* HELLO back, then the secret (a new session) or the proofs both ways. */
+static int answer_hello(struct mig_dest *d, struct mig_hs *hs, const struct mig_hello *m, int owner,
+			uint32_t features, char *why, size_t len)
 {
-	struct mig_hello back = {
-		.version = MIG_VERSION,
-		.role = MIG_ROLE_DEST,
-		.channel = m->channel,
-		.page_size = MIG_PAGE_SIZE,
-		.flags = m->flags & MIG_HELLO_RECOVER,
-		.session_id = m->session_id,
-		.ram_size = d->ram->size,
-		.features = features,
-		.attempt = m->attempt,
-	};
-	int r = mig_conn_send(c, MIG_MSG_HELLO, &back, sizeof(back), NULL, 0);
-	if (!r && owner) {
-		struct mig_auth a = { .kind = MIG_AUTH_SECRET };
-		memcpy(a.data, secret, sizeof(a.data));
-		r = mig_conn_send(c, MIG_MSG_AUTH, &a, sizeof(a), NULL, 0);
-		mig_auth_wipe(&a, sizeof(a));
-	} else if (!r) {
-		r = challenge(c, secret, m->session_id, m->channel, why, len);
-	}
+	hs->channel = m->channel;
+	hs->nr_bulk = m->nr_bulk;
+	hs->bulk_index = m->bulk_index;
+	hs->session = m->session_id;
+	int r = mig_hs_send_hello(hs, m->flags & MIG_HELLO_RECOVER, d->ram->size, features,
+				  m->attempt, why, len);
+	if (!r)
+		r = owner ? mig_hs_send_secret(hs, why, len) : mig_hs_mutual(hs, why, len);
 	return r;
 }
 
@@ -213,37 +179,34 @@ static int answer_hello(struct mig_dest *d, struct mig_conn *c, const struct mig
 static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *res, char *why,
 		     size_t len)
 {
-	struct mig_conn *drop[2] = { NULL, NULL };
+	struct mig_conn *drop[MIG_MAX_CHANNELS + 1] = { NULL };
 	uint8_t secret[MIG_SECRET_LEN];
-	struct mig_frame_hdr h;
-	const uint8_t *p;
+	struct mig_hs hs = { .c = c, .role = MIG_ROLE_DEST, .secret = secret, .tag = "" };
 	struct mig_hello m;
-	int r = mig_conn_recv(c, &h, &p, why, len);
+	int r = mig_hs_recv_hello(&hs, &m, why, len);
 	if (r)
 		return r;
-	if (h.type != MIG_MSG_HELLO) {
-		snprintf(why, len, "expected HELLO first, got %s", mig_msg_name(h.type));
-		return -EPROTO;
-	}
-	memcpy(&m, p, sizeof(m));
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	int owner = classify_hello(d, &m, drop, why, len);
 	uint32_t features = d->features;
 	memcpy(secret, d->secret, sizeof(secret));
 	mig_unlock(&d->lock);
-	dest_free_conn(drop[0]);
-	dest_free_conn(drop[1]);
+	dest_free_conns(drop, MIG_MAX_CHANNELS + 1);
 	if (owner >= 0) {
 		/* The session's, less what this connection cannot have (plain TCP: the CRC). */
 		c->wire.features &= features;
-		r = answer_hello(d, c, &m, owner, secret, c->wire.features, why, len);
+		r = answer_hello(d, &hs, &m, owner, c->wire.features, why, len);
 	}
 	mig_auth_wipe(secret, sizeof(secret));
 	if (owner < 0 || r)
 		return owner < 0 ? owner : r;
-	*res = (struct hs_result){ .session = m.session_id, .attempt = m.attempt };
+	*res = (struct hs_result){ .session = m.session_id,
+				   .attempt = m.attempt,
+				   .channel = m.channel,
+				   .bulk_index = m.bulk_index,
+				   .nr_bulk = m.nr_bulk };
 	c->wire.frame_limit = 0;
-	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
+	c->name = m.channel == MIG_CHAN_URGENT ? "urgent" : mig_bulk_name(m.bulk_index);
 	mig_conn_set_liveness(c, d->o.idle_ms);
 	mig_conn_set_deadline(c, 0);
 	mig_conn_set_rcvtimeo(c, 0);
@@ -252,37 +215,48 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 
 /*
  * An authenticated channel of the source's connection attempt: pending
- * until its partner of the same attempt arrives.  A later attempt replaces
- * whatever an earlier one left; a channel of an earlier attempt, or of a
- * session claim that gave way, is dropped.
+ * until the urgent channel and all HELLO.nr_bulk bulk channels of the same
+ * attempt arrived.  A later attempt replaces whatever an earlier one left;
+ * a channel of an earlier attempt, or of a session claim that gave way, is
+ * dropped, and one whose nr_bulk differs from its attempt's is refused.
  */
 static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result *res)
 {
-	struct mig_conn *drop[3] = { NULL, NULL, NULL };
+	struct mig_conn *drop[MIG_MAX_CHANNELS + 2] = { NULL };
+	struct mig_conn *refused = NULL;
 	uint32_t attempt = res->attempt;
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (res->session != d->session) {
-		drop[2] = c;
+		drop[0] = c;
 	} else {
-		if (attempt > d->pend_attempt || (!d->pend_urg && !d->pend_bulk)) {
-			drop[0] = d->pend_urg;
-			drop[1] = d->pend_bulk;
-			d->pend_urg = d->pend_bulk = NULL;
+		if (attempt > d->pend_attempt || !d->pend_nr_bulk) {
+			take_pending(d, drop);
 			d->pend_attempt = attempt;
+			d->pend_nr_bulk = res->nr_bulk;
 		}
-		if (attempt == d->pend_attempt) {
-			struct mig_conn **slot =
-			    !strcmp(c->name, "urgent") ? &d->pend_urg : &d->pend_bulk;
-			drop[2] = *slot;
+		if (attempt != d->pend_attempt) {
+			drop[MIG_MAX_CHANNELS + 1] = c; /* left over from an earlier attempt */
+		} else if (res->nr_bulk != d->pend_nr_bulk) {
+			refused = c;
+		} else {
+			struct mig_conn **slot = pending_slot(d, res->channel, res->bulk_index);
+			drop[MIG_MAX_CHANNELS + 1] = *slot;
 			*slot = c;
 			pthread_cond_broadcast(&d->cond);
-		} else {
-			drop[2] = c; /* left over from an earlier attempt */
 		}
 	}
+	unsigned want = d->pend_nr_bulk;
 	mig_unlock(&d->lock);
-	for (int k = 0; k < 3; k++)
-		dest_free_conn(drop[k]);
+	dest_free_conns(drop, MIG_MAX_CHANNELS + 2);
+	if (refused) {
+		char why[120];
+		snprintf(why, sizeof(why),
+			 "%s channel: %u bulk channels, its attempt's others said %u",
+			 refused->name, res->nr_bulk, want);
+		dest_send_error(refused, MIG_ERR_PROTOCOL, why);
+		pr_mig("refused a connection: %s\n", why);
+		dest_free_conn(refused);
+	}
 }
 
 struct hs_arg {
@@ -458,23 +432,25 @@ void dest_stop_accepting(struct mig_dest *d)
 			shutdown(d->hs[k].fd, SHUT_RDWR);
 	while (d->handshakes)
 		pthread_cond_wait(&d->cond, &d->lock);
-	dest_free_conn(d->pend_urg);
-	dest_free_conn(d->pend_bulk);
-	d->pend_urg = d->pend_bulk = NULL;
+	struct mig_conn *drop[MIG_MAX_CHANNELS + 1];
+	take_pending(d, drop);
+	dest_free_conns(drop, MIG_MAX_CHANNELS + 1);
 	mig_unlock(&d->lock);
 }
 
 /*
- * Take an authenticated pair of channels, waiting until deadline (0:
- * forever, until stopped).  0 with *urg and *bulk, or a negative errno
- * with a message.  The first pair fixes the session.
+ * Take an authenticated set of channels: the urgent one, bulk channel 0,
+ * and bulk channels 1.. into more[MIG_MAX_CHANNELS - 1] (*nr_bulk in all),
+ * waiting until deadline (0: forever, until stopped).  0, or a negative
+ * errno with a message.  The first set fixes the session.
  */
 int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
-		     struct mig_conn **bulk, char *err, size_t errlen)
+		     struct mig_conn **bulk, struct mig_conn **more, unsigned *nr_bulk, char *err,
+		     size_t errlen)
 {
 	int r = 0;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (!(d->pend_urg && d->pend_bulk) && !d->stop && !d->failed) {
+	while (!dest_pending_complete(d) && !d->stop && !d->failed) {
 		if (!deadline) {
 			pthread_cond_wait(&d->cond, &d->lock);
 			continue;
@@ -484,10 +460,14 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 		if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) == ETIMEDOUT)
 			break;
 	}
-	if (d->pend_urg && d->pend_bulk) {
-		*urg = d->pend_urg;
-		*bulk = d->pend_bulk;
-		d->pend_urg = d->pend_bulk = NULL;
+	if (dest_pending_complete(d)) {
+		struct mig_conn *all[MIG_MAX_CHANNELS + 1];
+		*nr_bulk = d->pend_nr_bulk;
+		take_pending(d, all);
+		*urg = all[0];
+		*bulk = all[1];
+		for (unsigned k = 0; k < MIG_MAX_CHANNELS - 1; k++)
+			more[k] = all[k + 2];
 		d->session_fixed = 1;
 	} else if (d->failed) {
 		snprintf(err, errlen, "%s", d->why);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * mig_dest_incoming(): the page record for the VM's RAM, the source's first
- * pair of channels, LAYOUT, the end of precopy (DONE(0) on the bulk channel),
+ * set of channels (urgent and every bulk one), LAYOUT, the end of precopy (DONE(0) on the bulk channel),
  * then STATE, loaded into the VM; a break before STATE is recovered
  * (dest-recover.c).
  */
@@ -43,9 +43,7 @@ static int expect_frame(struct mig_conn *c, uint16_t want, struct mig_frame_hdr 
 	if (r)
 		return r;
 	if (h->type == MIG_MSG_ERROR) {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(*p, text, sizeof(text));
-		snprintf(err, errlen, "source reported an error: %s", text);
+		mig_peer_error(err, errlen, *p, "source reported an error");
 		return -ECANCELED;
 	}
 	if (h->type != want) {
@@ -96,18 +94,21 @@ void dest_incoming_free(struct mig_dest *d)
 /* Accept connections; wait (until stopped) for the source's first pair. */
 static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 {
-	struct mig_conn *urg, *bulk;
+	struct mig_conn *urg, *bulk, *more[MIG_MAX_CHANNELS - 1];
+	unsigned nr_bulk;
 	int r = dest_start_accepting(d, err, errlen);
 	if (!r)
-		r = dest_accept_pair(d, 0, &urg, &bulk, err, errlen);
+		r = dest_accept_pair(d, 0, &urg, &bulk, more, &nr_bulk, err, errlen);
 	if (r)
 		return r;
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->urg = urg;
 	d->bulk = bulk;
+	dest_more_set(d, more, nr_bulk);
+	mig_unlock(&d->req_lock);
 	d->link_ok = 1;
 	d->t_link_ns = mig_now_ns();
-	d->watch_on = pthread_create(&d->watch, NULL, dest_watch_thread, d) == 0;
-	if (!d->watch_on) {
+	if (dest_start_watch(d)) {
 		snprintf(err, errlen, "cannot start the watchdog thread");
 		return -EAGAIN;
 	}
@@ -197,6 +198,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	for (;;) {
 		uint32_t code;
 		dest_start_rx(d, d->bulk, &d->rx_bulk, &d->rx_bulk_on);
+		dest_more_start_rx(d);
 		r = receive_switch_over(d, &p, &code, err, errlen);
 		if (!r)
 			break;
@@ -234,5 +236,6 @@ fail:
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_bulk_on = 0;
+	dest_more_join(d);
 	return r;
 }

@@ -21,27 +21,24 @@ uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st)
 	return n;
 }
 
-/* Every page present?  The RAM's counter says when to look; the record decides. */
-int dest_all_present(struct mig_dest *d)
+/* Whether COMPLETE may still go out: a live link, and not sent yet (before any scan). */
+static int complete_wanted(struct mig_dest *d)
 {
-	return ram_nr_present(d->ram) >= d->nr_pages &&
-	       dest_count_state(d, RAM_PAGE_PRESENT) == d->nr_pages;
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
+	int wanted = d->link_ok && !d->complete_sent;
+	mig_unlock(&d->req_lock);
+	return wanted;
 }
 
-/* Send COMPLETE if every page is here and it was not sent yet. */
-void dest_try_complete(struct mig_dest *d)
+/* Send m as COMPLETE unless another thread did first; then wake the waiters. */
+static void send_complete(struct mig_dest *d, const struct mig_complete *m)
 {
-	/* Not before RUNNING: the source measures the downtime with it. */
-	if (!__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) || !dest_all_present(d))
-		return;
-	struct mig_complete m;
-	dest_fill_complete(d, &m);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	int sent = 0;
 	if (d->link_ok && !d->complete_sent) {
 		/* Set first: the source may close the link as soon as it has it. */
 		__atomic_store_n(&d->complete_sent, 1, __ATOMIC_RELEASE);
-		sent = mig_conn_send(d->urg, MIG_MSG_COMPLETE, &m, sizeof(m), NULL, 0) == 0;
+		sent = mig_conn_send(d->urg, MIG_MSG_COMPLETE, m, sizeof(*m), NULL, 0) == 0;
 		if (!sent)
 			__atomic_store_n(&d->complete_sent, 0, __ATOMIC_RELEASE);
 	}
@@ -52,6 +49,23 @@ void dest_try_complete(struct mig_dest *d)
 		pthread_cond_broadcast(&d->cond);
 		mig_unlock(&d->lock);
 	}
+}
+
+/*
+ * Send COMPLETE if every page is here and it was not sent yet.  The RAM's
+ * counter says when to look, the record decides: one scan, which also
+ * counts COMPLETE's pages.
+ */
+void dest_try_complete(struct mig_dest *d)
+{
+	struct mig_complete m;
+
+	/* Not before RUNNING: the source measures the downtime with it. */
+	if (!__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) ||
+	    ram_nr_present(d->ram) < d->nr_pages || !complete_wanted(d))
+		return;
+	if (dest_fill_complete(d, &m))
+		send_complete(d, &m);
 }
 
 /*

@@ -44,27 +44,36 @@ static void retire_links(struct mig_dest *d)
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_bulk_on = 0;
+	dest_more_join(d);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	dest_free_conn(d->urg);
 	dest_free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
+	dest_more_free(d);
 	mig_unlock(&d->req_lock);
 }
+
+/* A reconnected set of channels (dest_accept_pair()). */
+struct link_set {
+	struct mig_conn *urg, *bulk, *more[MIG_MAX_CHANNELS - 1];
+	unsigned nr_bulk;
+};
 
 /*
  * Wait until deadline for a reconnection that takes RESUME (flags as for
  * send_resume()); a reconnection that fails before RESUME went out is
- * dropped and the wait goes on.  0 with the pair in urg and bulk, or
+ * dropped and the wait goes on.  0 with the channels in *l, or
  * -ETIMEDOUT.
  */
-static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct mig_conn **urg,
-		     struct mig_conn **bulk)
+static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct link_set *l)
 {
 	char err[320];
 	for (;;) {
-		if (dest_accept_pair(d, deadline, urg, bulk, err, sizeof(err)))
+		if (dest_accept_pair(d, deadline, &l->urg, &l->bulk, l->more, &l->nr_bulk, err,
+				     sizeof(err)))
 			return -ETIMEDOUT;
+		struct mig_conn **urg = &l->urg, **bulk = &l->bulk;
 		int r = send_resume(d, *urg, flags);
 		if (!r)
 			return 0;
@@ -72,14 +81,16 @@ static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, stru
 		       strerror(-r));
 		dest_free_conn(*urg);
 		dest_free_conn(*bulk);
+		dest_free_conns(l->more, MIG_MAX_CHANNELS - 1);
 	}
 }
 
-/* The reconnected pair becomes the link (under req_lock). */
-static void link_up(struct mig_dest *d, struct mig_conn *urg, struct mig_conn *bulk)
+/* The reconnected channels become the link (under req_lock). */
+static void link_up(struct mig_dest *d, struct link_set *l)
 {
-	d->urg = urg;
-	d->bulk = bulk;
+	d->urg = l->urg;
+	d->bulk = l->bulk;
+	dest_more_set(d, l->more, l->nr_bulk);
 	d->link_ok = 1;
 	d->t_link_ns = mig_now_ns();
 }
@@ -119,9 +130,9 @@ static int recover_postcopy(struct mig_dest *d)
 	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
 	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
 	retire_links(d);
-	struct mig_conn *urg, *bulk;
+	struct link_set l;
 	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (reconnect(d, deadline, 0, &urg, &bulk)) {
+	if (reconnect(d, deadline, 0, &l)) {
 		char cause[sizeof(d->why)];
 		mig_lock(&d->lock, MIG_RANK_DEST);
 		snprintf(cause, sizeof(cause), "%s", d->why);
@@ -134,16 +145,17 @@ static int recover_postcopy(struct mig_dest *d)
 		return -ETIMEDOUT;
 	}
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	link_up(d, urg, bulk);
-	uint64_t again = repeat_requests(d, urg);
+	link_up(d, &l);
+	uint64_t again = repeat_requests(d, l.urg);
 	mig_unlock(&d->req_lock);
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->broken = 0;
 	d->recoveries++;
 	d->t_broken_ns += mig_now_ns() - t0;
 	mig_unlock(&d->lock);
-	dest_loop_attach(d, urg);
-	dest_start_rx(d, bulk, &d->rx_bulk, &d->rx_bulk_on);
+	dest_loop_attach(d, l.urg);
+	dest_start_rx(d, l.bulk, &d->rx_bulk, &d->rx_bulk_on);
+	dest_more_start_rx(d);
 	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
 	       (double)(mig_now_ns() - t0) / 1e6, (unsigned long long)again);
 	dest_try_complete(d);
@@ -169,7 +181,7 @@ void *dest_supervisor_thread(void *arg)
 		 * the break: it knows the old link is dead.
 		 */
 		mig_lock(&d->lock, MIG_RANK_DEST);
-		if (d->pend_urg && d->pend_bulk && !d->broken && !d->failed && !d->complete_sent) {
+		if (dest_pending_complete(d) && !d->broken && !d->failed && !d->complete_sent) {
 			snprintf(d->why, sizeof(d->why), "the source reconnected");
 			d->broken = 1;
 		} else {
@@ -213,6 +225,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
 	d->rx_bulk_on = 0;
+	dest_more_join(d);
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	snprintf(cause, sizeof(cause), "%s", d->broken ? d->why : err);
 	mig_unlock(&d->lock);
@@ -221,21 +234,23 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	       cause, d->o.recover_ms, d->o.addr);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->link_ok = 0;
+	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
 	dest_free_conn(d->urg);
 	dest_free_conn(d->bulk);
 	d->urg = d->bulk = NULL;
+	dest_more_free(d);
 	mig_unlock(&d->req_lock);
 	dest_reset_before_state(d);
-	struct mig_conn *urg, *bulk;
+	struct link_set l;
 	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &urg, &bulk)) {
+	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &l)) {
 		snprintf(err, errlen,
 			 "source did not reconnect within %d ms after the link broke (%s)",
 			 d->o.recover_ms, cause);
 		return -ETIMEDOUT;
 	}
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	link_up(d, urg, bulk);
+	link_up(d, &l);
 	mig_unlock(&d->req_lock);
 	d->recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");

@@ -47,11 +47,14 @@ static void fill_complete(struct mig_dest *d, const struct page_counts *pc, stru
 	m->recoveries = d->recoveries;
 }
 
-void dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
+bool dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
 {
 	struct page_counts pc;
 	count_pages(d, &pc);
+	if (pc.present != d->nr_pages)
+		return false;
 	fill_complete(d, &pc, m);
+	return true;
 }
 
 #define TL_BUCKETS 500
@@ -162,7 +165,8 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 			    .map_base_ns = d->t_resumed },
 		.recoveries = d->recoveries,
 		.link_down_ms = (double)d->t_broken_ns / 1e6,
-		.bulk_rx_cpu_ms = (double)d->bulk_rx_cpu_ns / 1e6,
+		.bulk_rx_cpu_ms =
+		    (double)__atomic_load_n(&d->bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
 		.tls = d->tls,
 	};
 	struct mig_timeline tl;

@@ -204,9 +204,9 @@ int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 		rx_dirty(d, p);
 		return 0;
 	case MIG_MSG_ERROR: {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(p, text, sizeof(text));
-		dest_fail(d, "source reported an error: %s", text);
+		char why[300];
+		mig_peer_error(why, sizeof(why), p, "source reported an error");
+		dest_fail(d, "%s", why);
 		return 1;
 	}
 	}
@@ -268,11 +268,14 @@ int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run)
 static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 {
 	char err[320];
-	uint64_t cpu0 = mig_thread_cpu_ns(), cpu_before = d->bulk_rx_cpu_ns;
-	for (unsigned frames = 0;; frames++) {
-		if (frames % 64 == 0) /* bulk_rx_cpu_ms, current when the report is written */
-			__atomic_store_n(&d->bulk_rx_cpu_ns,
-					 cpu_before + mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
+	uint64_t cpu = mig_thread_cpu_ns();
+	for (unsigned frames = 1;; frames++) {
+		/* bulk_rx_cpu_ms, current when the report is written, summed over receivers */
+		if (frames % 64 == 0) {
+			uint64_t now = mig_thread_cpu_ns();
+			__atomic_fetch_add(&d->bulk_rx_cpu_ns, now - cpu, __ATOMIC_RELAXED);
+			cpu = now;
+		}
 		struct mig_frame_hdr h;
 		const uint8_t *p;
 		int r = mig_conn_recv_pages(c, &h, &p, run->direct, RUN_MAX * MIG_PAGE_SIZE, err,
@@ -292,7 +295,8 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 	}
 }
 
-static void rx_loop(struct mig_dest *d, struct mig_conn *c)
+/* A bulk channel's frames into runs of its own, until the channel ends. */
+void dest_rx_loop(struct mig_dest *d, struct mig_conn *c)
 {
 	struct run run = { 0 };
 	/* Two buffers: the pages of a run being gathered, a PAGE_RUN's. */
@@ -314,7 +318,7 @@ static void rx_loop(struct mig_dest *d, struct mig_conn *c)
 static void *rx_thread(void *arg)
 {
 	struct rx_arg *a = arg;
-	rx_loop(a->d, a->c);
+	dest_rx_loop(a->d, a->c);
 	mig_wire_thread_cleanup();
 	free(a);
 	return NULL;

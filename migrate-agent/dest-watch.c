@@ -1,23 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Liveness at the destination: the watchdog thread sends heartbeats and
- * declares the link broken when the source goes silent or makes no
- * progress.
+ * Liveness at the destination: its side of the link watchdog (link.h).
+ * Besides a silent source (SIGSTOP, a hung host, a half-open link, which
+ * TCP alone would not notice for minutes), one that makes no progress
+ * breaks the link.  The break then takes the usual way: recovery, within
+ * recover_ms, or a clear failure.
  */
 #include "dest.h"
 
 /*
- * The watchdog: every heartbeat interval (idle_ms / 4, at most 1 s) it
- * sends PING on the urgent channel if nothing else went out meanwhile, and
- * it declares the link broken when nothing at all came from the source for
- * idle_ms: a stalled source (SIGSTOP, a hung host) or a half-open link,
- * which TCP alone would not notice for minutes.  The break then takes the
- * usual way: recovery, within recover_ms, or a clear failure.
+ * The urgent channel, with req_lock held, while there is a live link to
+ * watch: not before or after the migration, nor while a break is being
+ * recovered.  (d->lock and req_lock are never held together: dest.h.)
  */
-static uint64_t heartbeat_ns(const struct mig_opts *o)
+static struct mig_conn *hold_link(void *ctx)
 {
-	uint64_t ms = (uint64_t)o->idle_ms / 4;
-	return (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000ull;
+	struct mig_dest *d = ctx;
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	int idle = d->broken || d->stop || d->failed || d->complete_sent;
+	mig_unlock(&d->lock);
+	if (idle)
+		return NULL;
+	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
+	if (d->link_ok && d->urg && d->bulk)
+		return d->urg;
+	mig_unlock(&d->req_lock);
+	return NULL;
+}
+
+/* Heard from the source, on any channel (heartbeats count). */
+static uint64_t heard_link(void *ctx)
+{
+	struct mig_dest *d = ctx;
+	uint64_t urg = mig_conn_heard(d->urg), bulk = mig_conn_heard(d->bulk), work = 0;
+	uint64_t heard = bulk > urg ? bulk : urg;
+	dest_more_heard(d, &heard, &work);
+	return heard;
 }
 
 /* The oldest fault still waiting for its page (mig_now_ns()), 0 when none waits. */
@@ -35,31 +53,23 @@ static uint64_t oldest_request(struct mig_dest *d)
 }
 
 /*
- * One look at the link (under req_lock): 1, with why, when the source has
- * gone silent or makes no progress.  Heartbeats keep a link from being
- * silent; only frames with work in them are progress: while pages are
- * missing, or the state has not come, the source must keep sending them,
- * and it must answer every page request, each within idle_ms.
+ * Whether the source makes no progress (under req_lock).  Heartbeats keep
+ * a link from being silent; only frames with work in them are progress:
+ * while pages are missing, or the state has not come, the source must keep
+ * sending them, and it must answer every page request, each within idle_ms.
  */
-static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb, char *why, size_t len)
+static int no_progress(void *ctx, uint64_t now, char *why, size_t len)
 {
-	uint64_t idle = (uint64_t)d->o.idle_ms * 1000000ull, heard, work, req;
-	if (!d->link_ok || !d->urg || !d->bulk)
-		return 0;
-	mig_conn_ping_if_quiet(d->urg, now, hb);
-	heard = mig_conn_heard(d->urg);
-	if (mig_conn_heard(d->bulk) > heard)
-		heard = mig_conn_heard(d->bulk);
+	struct mig_dest *d = ctx;
+	uint64_t idle = (uint64_t)d->o.idle_ms * 1000000ull, work, req, heard = 0;
 	work = mig_conn_progress(d->urg);
 	if (mig_conn_progress(d->bulk) > work)
 		work = mig_conn_progress(d->bulk);
+	dest_more_heard(d, &heard, &work);
 	req = oldest_request(d);
 	if (req && req < d->t_link_ns)
 		req = d->t_link_ns; /* requests repeated on a new link start anew */
-	if (now > heard && now - heard > idle)
-		snprintf(why, len, "source silent for %d ms: stalled, or the link is down",
-			 d->o.idle_ms);
-	else if (req && now > req && now - req > idle)
+	if (req && now > req && now - req > idle)
 		snprintf(why, len, "source left a page request unanswered for %d ms", d->o.idle_ms);
 	else if (ram_nr_present(d->ram) < d->nr_pages && now > work && now - work > idle)
 		snprintf(why, len, "source sent nothing but heartbeats for %d ms", d->o.idle_ms);
@@ -68,31 +78,33 @@ static int watch_link(struct mig_dest *d, uint64_t now, uint64_t hb, char *why, 
 	return 1;
 }
 
-void *dest_watch_thread(void *arg)
+/* A break is reported after req_lock goes: d->lock is never taken under it. */
+static void release_link(void *ctx, const char *why)
 {
-	struct mig_dest *d = arg;
-	uint64_t hb = heartbeat_ns(&d->o);
+	struct mig_dest *d = ctx;
+	mig_unlock(&d->req_lock);
+	if (!why)
+		return;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (!d->stop && !d->failed && !d->complete_sent) {
-		struct timespec ts = dest_mono_in_ms((unsigned)(hb / 1000000));
-		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
-		if (d->broken || d->stop)
-			continue;
-		mig_unlock(&d->lock);
-		char why[160];
-		mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-		int silent = watch_link(d, mig_now_ns(), hb, why, sizeof(why));
-		mig_unlock(&d->req_lock);
-		mig_lock(&d->lock, MIG_RANK_DEST);
-		if (silent && !d->broken && !d->failed) {
-			snprintf(d->why, sizeof(d->why), "%s", why);
-			d->broken = 1;
-			pthread_cond_broadcast(&d->cond);
-			mig_unlock(&d->lock);
-			dest_kick_links(d);
-			mig_lock(&d->lock, MIG_RANK_DEST);
-		}
+	int first = !d->broken && !d->failed;
+	if (first) {
+		snprintf(d->why, sizeof(d->why), "%s", why);
+		d->broken = 1;
+		pthread_cond_broadcast(&d->cond);
 	}
 	mig_unlock(&d->lock);
-	return NULL;
+	if (first)
+		dest_kick_links(d);
+}
+
+static const struct mig_link_ops dest_link_ops = {
+	.hold = hold_link,
+	.heard = heard_link,
+	.stalled = no_progress,
+	.release = release_link,
+};
+
+int dest_start_watch(struct mig_dest *d)
+{
+	return mig_link_watch_start(&d->watch, &dest_link_ops, d, "source", d->o.idle_ms);
 }

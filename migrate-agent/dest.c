@@ -55,6 +55,7 @@ void dest_kick_links(struct mig_dest *d)
 		mig_conn_kick(d->urg);
 	if (d->bulk)
 		mig_conn_kick(d->bulk);
+	dest_more_kick(d);
 	mig_unlock(&d->req_lock);
 }
 
@@ -230,17 +231,18 @@ void mig_dest_free(struct mig_dest *d)
 	mig_unlock(&d->lock);
 	dest_kick_links(d);
 	dest_stop_accepting(d);
-	if (d->watch_on)
-		pthread_join(d->watch, NULL);
+	mig_link_watch_stop(&d->watch);
 	if (d->sup_on)
 		pthread_join(d->sup, NULL);
 	dest_loop_detach(d);
 	if (d->rx_bulk_on)
 		pthread_join(d->rx_bulk, NULL);
+	dest_more_join(d);
 	if (d->stager_on)
 		pthread_join(d->stager, NULL);
 	dest_free_conn(d->urg);
 	dest_free_conn(d->bulk);
+	dest_more_free(d);
 	if (d->lfd >= 0)
 		close(d->lfd);
 	mig_tls_ctx_free(d->tls);

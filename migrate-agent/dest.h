@@ -9,6 +9,8 @@
  *                    HELLO, AUTH), the session claim, pairs of channels
  *   dest-incoming.c  mig_dest_incoming(): the staging buffer, LAYOUT, the
  *                    precopy's end, STATE
+ *   dest-channels.c  bulk channels 1.. (the source's --channels): their
+ *                    receiver threads, kicks, totals
  *   dest-rx.c        frames from the source: the bulk receiver thread, and
  *                    the urgent channel's frames on the fault thread;
  *                    precopy pages staged, postcopy pages batched into runs
@@ -17,7 +19,8 @@
  *   dest-install.c   the page record's use (it is the RAM's, vmm/ram.h):
  *                    claims, the stager, completion
  *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
- *   dest-watch.c     liveness: heartbeats out, silence in (the watchdog)
+ *   dest-watch.c     liveness: the destination's hooks for the link watchdog
+ *                    (link.c), and what counts as no progress
  *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
  *
  * Locking order (a lock on the right is only taken with the ones to its
@@ -27,9 +30,11 @@
  *     -> d->lock (flags, why, session, handshake slots, pending channels;
  *                 cond; a failure reported from a frame the loop read)
  *       -> a pending connection's TLS lock (closing it, tls.c)
- *     -> d->req_lock (which connections are live: urg, bulk, link_ok)
+ *     -> d->req_lock (which connections are live: urg, bulk, bulk_more,
+ *                     link_ok)
  *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *     -> d->lat_lock (the fault latencies): a leaf
+ *   the link watchdog's own lock (link.h): a leaf, never held while it looks
  *
  * The sanitizer build checks this order on every lock (lock-rank.h).
  * d->lock and d->req_lock are never held together: code that needs both
@@ -47,6 +52,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "link.h"
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
@@ -118,9 +124,11 @@ struct mig_dest {
 	struct mig_conn *loop_conn;
 	struct run loop_run;
 
-	/* req_lock guards which connections are live (urg/bulk/link_ok). */
+	/* req_lock guards which connections are live (urg/bulk/bulk_more/link_ok). */
 	pthread_mutex_t req_lock;
 	struct mig_conn *urg, *bulk;
+	struct mig_conn *bulk_more[MIG_MAX_CHANNELS - 1]; /* bulk channels 1.. */
+	unsigned nr_bulk;				  /* HELLO.nr_bulk of the link */
 	int link_ok;
 
 	pthread_mutex_t lock;
@@ -128,8 +136,11 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_bulk, sup, stager, watch;
-	int rx_bulk_on, sup_on, stager_on, watch_on;
+	pthread_t rx_bulk, sup, stager;
+	int rx_bulk_on, sup_on, stager_on;
+	pthread_t rx_more[MIG_MAX_CHANNELS - 1];
+	int rx_more_on[MIG_MAX_CHANNELS - 1];
+	struct mig_link_watch watch; /* link.h, dest-watch.c */
 
 	/*
 	 * The session and its secret; connections being authenticated; an
@@ -143,7 +154,9 @@ struct mig_dest {
 	struct hs_slot hs[MAX_HANDSHAKES_];
 	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
 	struct mig_conn *pend_urg, *pend_bulk;
+	struct mig_conn *pend_more[MIG_MAX_CHANNELS - 1]; /* bulk channels 1.. */
 	uint32_t pend_attempt; /* the source's connection attempt they belong to */
+	unsigned pend_nr_bulk; /* its HELLO.nr_bulk (0: no channel pending) */
 
 	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
 	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */
@@ -174,7 +187,18 @@ void dest_free_conn(struct mig_conn *c);
 int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen);
 void dest_stop_accepting(struct mig_dest *d);
 int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
-		     struct mig_conn **bulk, char *err, size_t errlen);
+		     struct mig_conn **bulk, struct mig_conn **more, unsigned *nr_bulk, char *err,
+		     size_t errlen);
+int dest_pending_complete(const struct mig_dest *d);
+
+/* dest-channels.c */
+void dest_free_conns(struct mig_conn **c, unsigned n);
+void dest_more_set(struct mig_dest *d, struct mig_conn **more, unsigned nr_bulk);
+void dest_more_kick(struct mig_dest *d);
+void dest_more_free(struct mig_dest *d);
+void dest_more_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work);
+void dest_more_start_rx(struct mig_dest *d);
+void dest_more_join(struct mig_dest *d);
 
 /* dest-incoming.c */
 int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, size_t errlen);
@@ -186,10 +210,10 @@ int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run);
 int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 		  const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen);
 void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on);
+void dest_rx_loop(struct mig_dest *d, struct mig_conn *c);
 
 /* dest-install.c */
 uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st);
-int dest_all_present(struct mig_dest *d);
 void dest_try_complete(struct mig_dest *d);
 bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
@@ -211,9 +235,10 @@ void dest_reset_before_state(struct mig_dest *d);
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen);
 
 /* dest-watch.c */
-void *dest_watch_thread(void *arg);
+int dest_start_watch(struct mig_dest *d);
 
 /* dest-report.c */
-void dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
+/* COMPLETE from one scan of the record: false (m untouched) unless every page is present. */
+bool dest_fill_complete(struct mig_dest *d, struct mig_complete *m);
 
 #endif /* MIGRATE_DEST_H */

@@ -50,6 +50,15 @@ static inline void wire_bit_set(uint8_t *bm, uint64_t i)
 	bm[i / 8] |= (uint8_t)(1u << (i % 8));
 }
 
+/* Bulk channel k's name in messages ("bulk", "bulk1", ... "bulk7"). */
+static inline const char *mig_bulk_name(unsigned k)
+{
+	static const char *const names[] = { "bulk",  "bulk1", "bulk2", "bulk3",
+					     "bulk4", "bulk5", "bulk6", "bulk7" };
+	_Static_assert(sizeof(names) / sizeof(names[0]) == MIG_MAX_CHANNELS, "a name each");
+	return k < MIG_MAX_CHANNELS ? names[k] : "bulk?";
+}
+
 /* Latency samples and their summary. */
 struct mig_lat {
 	uint64_t *ns;
@@ -71,6 +80,13 @@ void mig_escape(char *out, size_t outlen, const void *text, size_t len);
 
 /* The text of a checked ERROR payload, escaped into out. */
 void mig_error_text(const uint8_t *payload, char *out, size_t outlen);
+
+/*
+ * A peer's ERROR as our message, "<what>: <its escaped text>" into err,
+ * what formatted from fmt (e.g. "destination refused the %s channel").
+ */
+void mig_peer_error(char *err, size_t errlen, const uint8_t *payload, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /*
  * Raise the calling thread's priority to MIG_URGENT_NICE: for the threads

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The library's locking order, checked.  Every mutex of the destination,
- * of the source, of a connection and of a TLS session has a rank; a thread may take a
- * lock only when every lock it holds has a lower rank.  The order is the
- * one written at the top of dest.h and source.h; in the sanitizer
+ * of the source, of a connection, of a TLS session and of a link watchdog
+ * has a rank; a thread may take a lock only when every lock it holds has a
+ * lower rank.  The order is the one written at the top of dest.h, source.h
+ * and link.h; in the sanitizer
  * build (MIG_LOCK_RANKS) mig_lock() checks it on every call and aborts
  * with both ranks named when a path takes locks out of order, so a test
  * that runs the path fails at once instead of deadlocking one day.  In
@@ -30,6 +31,7 @@ enum mig_lock_rank {
 	MIG_RANK_TLS_SESSION,	/* t->lock: a TLS session's OpenSSL calls */
 	MIG_RANK_TLS_KTLS,	/* a TLS context's kTLS report */
 	MIG_RANK_DEST_LAT,	/* d->lat_lock: the fault latencies */
+	MIG_RANK_LINK_WATCH,	/* w->lock: a link watchdog's stop flag (link.h), a leaf */
 };
 
 #ifdef MIG_LOCK_RANKS

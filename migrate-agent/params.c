@@ -6,6 +6,7 @@
 
 #include "common/parse.h"
 #include "migrate/params.h"
+#include "migrate/wire.h"
 
 const struct mig_param_def mig_param_defs[MIG_P_NR] = {
 	[MIG_P_PRECOPY_ROUNDS] = { "--precopy-rounds", "x-precopy-rounds", 0, PARSE_PRECOPY_MAX },
@@ -14,6 +15,8 @@ const struct mig_param_def mig_param_defs[MIG_P_NR] = {
 	/* bytes/s; 1 TiB/s is beyond any link, and keeps the pacing arithmetic exact */
 	[MIG_P_MAX_BANDWIDTH] = { "--max-bandwidth", "max-bandwidth", 0, 1ull << 40 },
 	[MIG_P_POSTCOPY_MANUAL] = { "--postcopy-manual", "x-postcopy-manual", 0, 1, true },
+	/* bulk connections, each with its own push thread (not given: 1) */
+	[MIG_P_CHANNELS] = { "--channels", "multifd-channels", 1, MIG_MAX_CHANNELS },
 };
 
 int mig_param_by_flag(const char *flag)

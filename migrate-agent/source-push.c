@@ -58,6 +58,8 @@ int src_pusher_init(struct pusher *ps, struct src *s)
 {
 	memset(ps, 0, sizeof(*ps));
 	ps->s = s;
+	ps->c = &s->bulk; /* precopy's; a push thread takes its own */
+	ps->hi = s->nr_pages;
 	for (int i = 0; i < PUSH_NBUF; i++) {
 		ps->buf[i] = malloc(PUSH_BUF);
 		if (!ps->buf[i])
@@ -112,12 +114,12 @@ static int reap(struct pusher *ps)
 		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
 	}
-	mig_conn_sent(&ps->s->bulk, mig_now_ns());
+	mig_conn_sent(ps->c, mig_now_ns());
 	if ((size_t)res < ps->used[b]) {
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-		io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
+		io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b],
 				   MSG_NOSIGNAL);
 		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
 		io_uring_submit(&ps->ring);
@@ -146,10 +148,10 @@ static int flush(struct pusher *ps)
 	if (!ps->used[b])
 		return 0;
 	if (!ps->uring) {
-		int r = mig_conn_write(&ps->s->bulk, ps->buf[b], ps->used[b]);
+		int r = mig_conn_write(ps->c, ps->buf[b], ps->used[b]);
 		if (r)
 			return r;
-		mig_conn_sent(&ps->s->bulk, mig_now_ns());
+		mig_conn_sent(ps->c, mig_now_ns());
 		ps->used[b] = 0;
 		return 0;
 	}
@@ -157,8 +159,7 @@ static int flush(struct pusher *ps)
 	if (r)
 		return r;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-	io_uring_prep_send(sqe, mig_conn_raw_fd(&ps->s->bulk), ps->buf[b], ps->used[b],
-			   MSG_NOSIGNAL);
+	io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b], MSG_NOSIGNAL);
 	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
 	io_uring_submit(&ps->ring);
 	ps->inflight[b] = 1;
@@ -184,7 +185,7 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 		int r = src_drain(ps);
 		if (r)
 			return r;
-		return mig_conn_send(&ps->s->bulk, type, p1, l1, p2, l2);
+		return mig_conn_send(ps->c, type, p1, l1, p2, l2);
 	}
 	if (PUSH_BUF - ps->used[ps->cur] < need) {
 		int r = flush(ps);
@@ -192,7 +193,7 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 			return r;
 	}
 	ps->used[ps->cur] +=
-	    mig_conn_put(&ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
+	    mig_conn_put(ps->c, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
 	return 0;
 }
 
@@ -241,7 +242,7 @@ int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 		if (r)
 			return r;
 	}
-	n = src_put_page(ps->s, &ps->s->bulk, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
+	n = src_put_page(ps->s, ps->c, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
 			 ps->s->o->compress ? &ps->cctx : NULL);
 	ps->used[ps->cur] += n;
 	return pace(ps, n);
@@ -250,15 +251,18 @@ int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 /*
  * The run that starts at page i (claimed, of kind zero): i and the pages
  * after it of the same kind that nobody claimed yet, claimed now, at most
- * MIG_MAX_RUN_PAGES.  A page is looked at before it is claimed, so a page
- * of the other kind stays unclaimed for the next run (or a demand reply).
- * Short enough that a fault on a page it claimed waits for 128 KiB more at
- * most (and s->flush_now sends it at once).
+ * MIG_MAX_RUN_PAGES, not past the pusher's share (when i is in it).  A
+ * page is looked at before it is claimed, so a page of the other kind
+ * stays unclaimed for the next run (or a demand reply).  Short enough
+ * that a fault on a page it claimed waits for 128 KiB more at most (and
+ * s->flush_now sends it at once).
  */
-static unsigned gather_run(struct src *s, uint64_t i, int zero)
+static unsigned gather_run(const struct pusher *ps, uint64_t i, int zero)
 {
+	struct src *s = ps->s;
+	uint64_t end = i < ps->hi ? ps->hi : s->nr_pages;
 	unsigned n = 1;
-	while (n < MIG_MAX_RUN_PAGES && i + n < s->nr_pages && !bit_test(s->sent, i + n) &&
+	while (n < MIG_MAX_RUN_PAGES && i + n < end && !bit_test(s->sent, i + n) &&
 	       page_is_zero(s->vm->ram + (i + n) * MIG_PAGE_SIZE) == zero &&
 	       !bit_test_and_set(s->sent, i + n))
 		n++;
@@ -273,10 +277,10 @@ static unsigned gather_run(struct src *s, uint64_t i, int zero)
 static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 {
 	struct src *s = ps->s;
-	struct mig_conn *c = &s->bulk;
+	struct mig_conn *c = ps->c;
 	int zero = page_is_zero(s->vm->ram + i * MIG_PAGE_SIZE);
 	struct mig_page_run run = { .addr = i * MIG_PAGE_SIZE,
-				    .count = gather_run(s, i, zero),
+				    .count = gather_run(ps, i, zero),
 				    .encoding = zero ? MIG_PAGE_ZERO : MIG_PAGE_RAW };
 	size_t data = zero ? 0 : (size_t)run.count * MIG_PAGE_SIZE;
 	size_t need = sizeof(struct mig_frame_hdr) + sizeof(run) + data;
@@ -313,15 +317,15 @@ static int64_t next_page(struct pusher *ps)
 				return (int64_t)i;
 		}
 		mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
-		if (s->nhints) {
-			uint64_t h = s->hints[--s->nhints];
+		if (s->nhints[ps->k]) {
+			uint64_t h = s->hints[ps->k][--s->nhints[ps->k]];
 			mig_unlock(&s->hint_lock);
 			ps->pre_next = h + 1;
 			ps->pre_left = s->o->prepage;
 			continue;
 		}
 		mig_unlock(&s->hint_lock);
-		while (ps->cursor < s->nr_pages) {
+		while (ps->cursor < ps->hi) {
 			uint64_t w = ~__atomic_load_n(&s->sent[ps->cursor / 64], __ATOMIC_ACQUIRE);
 			w &= ~0ull << (ps->cursor % 64);
 			if (!w) {
@@ -329,8 +333,8 @@ static int64_t next_page(struct pusher *ps)
 				continue;
 			}
 			uint64_t i = (ps->cursor / 64) * 64 + (uint64_t)__builtin_ctzll(w);
-			if (i >= s->nr_pages) {
-				ps->cursor = s->nr_pages;
+			if (i >= ps->hi) {
+				ps->cursor = ps->hi;
 				break;
 			}
 			ps->cursor = i + 1;
@@ -342,22 +346,52 @@ static int64_t next_page(struct pusher *ps)
 }
 
 /*
- * The push thread: every page nobody claimed yet, then DONE(1), until
- * COMPLETE, a break, or a send that failed (a break then).
+ * The push waits for RUNNING: until the destination's vCPUs run, its main
+ * thread loads the state, and a push racing it for the CPUs and the
+ * destination's receive path made the downtime 1-1.6 ms longer on two
+ * cores (the load's wake-up waited behind the push's threads).  No vCPU
+ * needs a page before then, and nothing the destination does before it
+ * resumes waits for the push, so this only moves the push's start by the
+ * downtime.  The bound is there in case a peer never sends RUNNING.
  */
-void *src_push_thread(void *arg)
+#define RUNNING_WAIT_MS 200
+
+void src_wait_running(struct src *s)
 {
-	struct src *s = arg;
+	uint64_t deadline = mig_now_ns() + RUNNING_WAIT_MS * 1000000ull;
+	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+			       .tv_nsec = (long)(deadline % 1000000000ull) };
+
+	mig_lock(&s->lock, MIG_RANK_SRC);
+	while (!s->running_seen && !s->broken && !s->fatal && !s->complete)
+		if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
+			break;
+	mig_unlock(&s->lock);
+}
+
+/*
+ * Bulk channel k's push thread: every page of its share nobody claimed
+ * yet (and the pre-paging after faults in its share), then DONE(1) on its
+ * channel, until COMPLETE, a break, or a send that failed (a break then).
+ */
+void src_push_channel(struct src *s, unsigned k)
+{
 	struct pusher ps;
 	if (src_pusher_init(&ps, s)) {
 		src_set_break(s, 1, "push: out of memory");
-		return NULL;
+		src_pusher_free(&ps);
+		return;
 	}
 	uint64_t cpu0 = mig_thread_cpu_ns();
+	ps.k = k;
+	ps.c = src_bulk(s, k);
+	src_share(s, k, &ps.lo, &ps.hi);
+	ps.cursor = ps.lo;
 	/* Runs of raw pages, unless they are to be compressed page by page. */
-	int runs = (s->bulk.wire.features & MIG_FEAT_RUNS) && !s->o->compress;
-	s->push_features = s->bulk.wire.features;
+	int runs = (ps.c->wire.features & MIG_FEAT_RUNS) && !s->o->compress;
+	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);
 	int r = 0;
+	src_wait_running(s);
 	for (;;) {
 		if (src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 			break;
@@ -382,23 +416,27 @@ void *src_push_thread(void *arg)
 		if (r)
 			break;
 		__atomic_fetch_add(&s->sent_count, n, __ATOMIC_RELAXED);
-		s->pages_pushed += n;
+		uint64_t pushed = __atomic_add_fetch(&s->pages_pushed, n, __ATOMIC_RELAXED);
 		/* query-migrate's figures, fresh within 256 KiB; the progress line */
-		if ((s->pages_pushed & ~63ull) != ((s->pages_pushed - n) & ~63ull))
+		if ((pushed & ~63ull) != ((pushed - n) & ~63ull))
 			src_publish(s);
-		if ((s->pages_pushed & ~1023ull) != ((s->pages_pushed - n) & ~1023ull))
+		if ((pushed & ~1023ull) != ((pushed - n) & ~1023ull))
 			src_progress(s, "postcopy");
 	}
 	if (!r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)) {
-		struct mig_done d = { .phase = 1, .pages = s->nr_pages };
+		struct mig_done d = { .phase = 1, .pages = ps.hi - ps.lo };
 		r = push_frame(&ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
 		if (!r)
 			r = src_drain(&ps);
-		s->t_push_end = mig_now_ns();
+		uint64_t now = mig_now_ns(),
+			 end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
+		while (end < now &&
+		       !__atomic_compare_exchange_n(&s->t_push_end, &end, now, false,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
 	}
 	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);
 	__atomic_fetch_add(&s->push_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
-	return NULL;
 }

@@ -48,7 +48,7 @@ static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_fra
 			return 0;
 		src_set_link_up(s, 0);
 		mig_conn_close(&s->urg);
-		mig_conn_close(&s->bulk);
+		src_close_bulk(s);
 		if (mig_now_ns() > deadline)
 			return r;
 		pr_mig("reconnected, but no RESUME (%s); trying again\n", err);
@@ -62,10 +62,10 @@ static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_fra
 static void drop_link(struct src *s)
 {
 	src_set_link_up(s, 0);
-	s->bytes_total_prev += s->urg.tx_bytes + s->bulk.tx_bytes;
-	s->hdr_total_prev += s->urg.tx_hdr + s->bulk.tx_hdr;
+	s->bytes_total_prev += s->urg.tx_bytes + src_bulk_tx(s, 0);
+	s->hdr_total_prev += s->urg.tx_hdr + src_bulk_tx(s, 1);
 	mig_conn_close(&s->urg);
-	mig_conn_close(&s->bulk);
+	src_close_bulk(s);
 }
 
 /*
@@ -138,7 +138,7 @@ int src_recover_link(struct src *s, char *err, size_t errlen)
 	struct mig_resume rs;
 	memcpy(&rs, p, sizeof(rs));
 	uint64_t have = forget_lost(s, p + sizeof(struct mig_resume));
-	s->nhints = 0;
+	memset(s->nhints, 0, sizeof(s->nhints));
 	if (rs.flags & MIG_RESUME_NEED_STATE) {
 		r = resend_state(s, err, errlen);
 		if (r)
@@ -146,7 +146,10 @@ int src_recover_link(struct src *s, char *err, size_t errlen)
 	}
 	if (!s->running_seen)
 		s->recoveries_before_running = 1;
+	/* Under s->lock like every write of it (source.h); no other lock is held here. */
+	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->broken = 0;
+	mig_unlock(&s->lock);
 	s->recoveries++;
 	src_set_phase(s, MIG_PHASE_POSTCOPY);
 	pr_mig("link recovered: destination has %llu of %llu pages, %llu lost in flight will be "

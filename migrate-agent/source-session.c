@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Connections at the source: the TLS client context, then per attempt two
- * TCP connections (urgent, bulk), each secured (TLS when asked for) and
+ * Connections at the source: the TLS client context, then per attempt the
+ * TCP connections (urgent, and --channels bulk ones), each secured (TLS when asked for) and
  * introduced (HELLO, then AUTH: the session's first urgent connection learns
- * the secret, every other one proves it and has the destination prove it),
- * retried until a deadline unless the destination refused for good.
+ * the secret, every other one proves it and has the destination prove it;
+ * the steps are session.c's, shared with the destination), retried until a
+ * deadline unless the destination refused for good.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,146 +14,65 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "session.h"
 #include "source.h"
 
 #define BULK_SNDBUF (256 << 10)
-
-/* The next frame on c, which must be AUTH; the destination's ERROR is a refusal. */
-static int recv_auth(struct mig_conn *c, struct mig_auth *a, char *err, size_t errlen)
-{
-	struct mig_frame_hdr fh;
-	const uint8_t *p;
-	int r = mig_conn_recv(c, &fh, &p, err, errlen);
-	if (r)
-		return r;
-	if (fh.type == MIG_MSG_ERROR) {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(p, text, sizeof(text));
-		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
-		return -ECONNREFUSED;
-	}
-	if (fh.type != MIG_MSG_AUTH) {
-		snprintf(err, errlen, "%s channel: expected AUTH, got %s", c->name,
-			 mig_msg_name(fh.type));
-		return -EPROTO;
-	}
-	memcpy(a, p, sizeof(*a));
-	return 0;
-}
-
-/*
- * Both ways (wire.h, AUTH): our proof for the destination's nonce, then
- * the destination's for ours.  A destination that cannot prove the secret
- * is an impostor (-EACCES).
- */
-static int prove_both_ways(struct src *s, struct mig_conn *c, int channel,
-			   const struct mig_auth *challenge, char *err, size_t errlen)
-{
-	struct mig_auth proof = { .kind = MIG_AUTH_PROOF }, ours = { .kind = MIG_AUTH_CHALLENGE };
-	struct mig_auth back;
-	uint8_t bind[MIG_SECRET_LEN];
-	int r = mig_conn_binding(c, bind);
-	if (!r)
-		r = mig_auth_proof(s->secret, MIG_ROLE_SOURCE, challenge->data, s->session,
-				   (uint16_t)channel, bind, proof.data);
-	if (!r)
-		r = mig_random_bytes(ours.data, sizeof(ours.data), err, errlen);
-	else
-		snprintf(err, errlen, "%s channel: cannot compute the proof of the session secret",
-			 c->name);
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &proof, sizeof(proof), NULL, 0);
-	if (!r)
-		r = mig_conn_send(c, MIG_MSG_AUTH, &ours, sizeof(ours), NULL, 0);
-	if (!r)
-		r = recv_auth(c, &back, err, errlen);
-	if (r)
-		return r;
-	if (back.kind != MIG_AUTH_PROOF ||
-	    !mig_auth_check(s->secret, MIG_ROLE_DEST, ours.data, s->session, (uint16_t)channel,
-			    bind, back.data)) {
-		snprintf(err, errlen,
-			 "%s channel: the peer did not prove the session secret: not our "
-			 "destination",
-			 c->name);
-		return -EACCES;
-	}
-	return 0;
-}
 
 /*
  * AUTH after HELLO (wire.h): the session's first urgent connection learns
  * the secret; every other connection proves it, and has the destination
  * prove it.
  */
-static int authenticate(struct src *s, struct mig_conn *c, int channel, char *err, size_t errlen)
+static int authenticate(struct src *s, const struct mig_hs *hs, char *err, size_t errlen)
 {
 	struct mig_auth a;
-	int r = recv_auth(c, &a, err, errlen);
-	if (r)
-		return r;
-	if (!s->have_secret && channel == MIG_CHAN_URGENT && a.kind == MIG_AUTH_SECRET) {
-		memcpy(s->secret, a.data, sizeof(s->secret));
-		mig_auth_wipe(&a, sizeof(a));
-		s->have_secret = 1;
-		return 0;
-	}
-	if (!s->have_secret || a.kind != MIG_AUTH_CHALLENGE) {
-		snprintf(err, errlen, "%s channel: unexpected AUTH kind %u", c->name, a.kind);
+	if (s->have_secret)
+		return mig_hs_mutual(hs, err, errlen);
+	if (hs->channel != MIG_CHAN_URGENT) {
+		snprintf(err, errlen, "%sno session secret yet (the urgent channel brings it)",
+			 hs->tag);
 		return -EPROTO;
 	}
-	return prove_both_ways(s, c, channel, &a, err, errlen);
+	int r = mig_hs_recv_auth(hs, MIG_AUTH_SECRET, &a, err, errlen);
+	if (r)
+		return r;
+	memcpy(s->secret, a.data, sizeof(s->secret));
+	mig_auth_wipe(&a, sizeof(a));
+	s->have_secret = 1;
+	return 0;
 }
 
 /*
  * HELLO out and back on c, then AUTH.  -EBUSY: the destination serves
  * another session; -ECONNREFUSED: it refused; -EPROTO: a wrong answer.
  */
-static int hello(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
-		 size_t errlen)
+static int hello(struct src *s, struct mig_conn *c, int channel, unsigned index, int recover,
+		 char *err, size_t errlen)
 {
-	struct mig_hello h = {
-		.version = MIG_VERSION,
-		.role = MIG_ROLE_SOURCE,
-		.channel = channel,
-		.page_size = MIG_PAGE_SIZE,
-		.flags = recover ? MIG_HELLO_RECOVER : 0,
-		.session_id = s->session,
-		.ram_size = s->vm->ram_size,
-		.features = s->features,
-		.attempt = s->attempt,
-	};
-	int r = mig_conn_send(c, MIG_MSG_HELLO, &h, sizeof(h), NULL, 0);
-	if (r) {
-		snprintf(err, errlen, "%s channel: cannot send HELLO: %s", c->name, strerror(-r));
-		return r;
-	}
-	struct mig_frame_hdr fh;
-	const uint8_t *p;
-	r = mig_conn_recv(c, &fh, &p, err, errlen);
+	char tag[32];
+	struct mig_hs hs = { .c = c,
+			     .role = MIG_ROLE_SOURCE,
+			     .channel = (uint16_t)channel,
+			     .session = s->session,
+			     .nr_bulk = (uint16_t)s->nr_bulk,
+			     .bulk_index = (uint16_t)index,
+			     .secret = s->secret,
+			     .tag = tag };
+	struct mig_hello back;
+	snprintf(tag, sizeof(tag), "%s channel: ", c->name);
+	int r = mig_hs_send_hello(&hs, recover ? MIG_HELLO_RECOVER : 0, s->vm->ram_size,
+				  s->features, s->attempt, err, errlen);
+	if (!r)
+		r = mig_hs_recv_hello(&hs, &back, err, errlen);
 	if (r)
 		return r;
-	if (fh.type == MIG_MSG_ERROR) {
-		char text[200]; /* escaped, possibly cut short */
-		struct mig_error e;
-		memcpy(&e, p, sizeof(e));
-		mig_error_text(p, text, sizeof(text));
-		snprintf(err, errlen, "destination refused the %s channel: %s", c->name, text);
-		return e.code == MIG_ERR_BUSY ? -EBUSY : -ECONNREFUSED;
-	}
-	if (fh.type != MIG_MSG_HELLO) {
-		snprintf(err, errlen, "%s channel: expected HELLO, got %s", c->name,
-			 mig_msg_name(fh.type));
+	if (back.session_id != s->session || back.channel != channel ||
+	    back.nr_bulk != s->nr_bulk || back.bulk_index != index) {
+		snprintf(err, errlen, "%sdestination answered for another session", tag);
 		return -EPROTO;
 	}
-	struct mig_hello back;
-	memcpy(&back, p, sizeof(back));
-	if (back.session_id != s->session || back.channel != channel) {
-		snprintf(err, errlen, "%s channel: destination answered for another session",
-			 c->name);
-		return -EPROTO;
-	}
-	return authenticate(s, c, channel, err, errlen);
+	return authenticate(s, &hs, err, errlen);
 }
 
 /*
@@ -168,8 +88,8 @@ static int permanent_refusal(int r)
 }
 
 /* One channel: TLS first when asked for, then HELLO and AUTH. */
-static int open_channel(struct src *s, struct mig_conn *c, int channel, int recover, char *err,
-			size_t errlen)
+static int open_channel(struct src *s, struct mig_conn *c, int channel, unsigned index, int recover,
+			char *err, size_t errlen)
 {
 	char why[200];
 	int r = mig_tls_secure(s->tls, c, s->o->idle_ms, why, sizeof(why));
@@ -184,39 +104,65 @@ static int open_channel(struct src *s, struct mig_conn *c, int channel, int reco
 	 */
 	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
 	mig_conn_set_deadline(c, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
-	r = hello(s, c, channel, recover, err, errlen);
+	r = hello(s, c, channel, index, recover, err, errlen);
 	mig_conn_set_deadline(c, 0);
 	c->wire.frame_limit = 0;
 	return r;
 }
 
-/* Connect both channels, retrying until deadline (monotonic ns). */
+/* Connect the urgent channel and every bulk channel: 0, or -errno with err. */
+static int connect_all(struct src *s, char *err, size_t errlen)
+{
+	int fd = mig_connect(&s->sa, 1000, err, errlen);
+	if (fd < 0)
+		return fd;
+	mig_conn_init(&s->urg, fd, "urgent", MIG_ROLE_DEST, s->features);
+	s->urg.wire.ram_size = s->vm->ram_size;
+	for (unsigned k = 0; k < s->nr_bulk; k++) {
+		fd = mig_connect(&s->sa, 1000, err, errlen);
+		if (fd < 0) {
+			mig_conn_close(&s->urg);
+			src_close_bulk(s);
+			return fd;
+		}
+		struct mig_conn *c = src_bulk(s, k);
+		mig_conn_init(c, fd, mig_bulk_name(k), MIG_ROLE_DEST, s->features);
+		/*
+		 * A short bulk queue: a demand fault on a page already pushed
+		 * waits for whatever is queued before it (1 MiB ~ 1 ms here).
+		 */
+		int sb = BULK_SNDBUF;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+		c->wire.ram_size = s->vm->ram_size;
+	}
+	return 0;
+}
+
+/* TLS, HELLO and AUTH on every channel of the attempt, the urgent one first. */
+static int open_all(struct src *s, int recover, char *err, size_t errlen)
+{
+	int r = open_channel(s, &s->urg, MIG_CHAN_URGENT, 0, recover, err, errlen);
+	for (unsigned k = 0; !r && k < s->nr_bulk; k++)
+		r = open_channel(s, src_bulk(s, k), MIG_CHAN_BULK, k, recover, err, errlen);
+	if (r)
+		return r;
+	mig_conn_set_liveness(&s->urg, s->o->idle_ms);
+	for (unsigned k = 0; k < s->nr_bulk; k++)
+		mig_conn_set_liveness(src_bulk(s, k), s->o->idle_ms);
+	return 0;
+}
+
+/* Connect every channel (wire.h, Channels), retrying until deadline (monotonic ns). */
 int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
 {
 	for (;;) {
-		s->attempt++; /* both channels of this attempt carry it */
-		int ufd = mig_connect(&s->sa, 1000, err, errlen);
-		int bfd = ufd >= 0 ? mig_connect(&s->sa, 1000, err, errlen) : -1;
-		if (ufd >= 0 && bfd >= 0) {
-			mig_conn_init(&s->urg, ufd, "urgent", MIG_ROLE_DEST, s->features);
-			mig_conn_init(&s->bulk, bfd, "bulk", MIG_ROLE_DEST, s->features);
-			/*
-			 * A short bulk queue: a demand fault on a page already pushed
-			 * waits for whatever is queued before it (1 MiB ~ 1 ms here).
-			 */
-			int sb = BULK_SNDBUF;
-			setsockopt(bfd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
-			s->urg.wire.ram_size = s->bulk.wire.ram_size = s->vm->ram_size;
-			int r = open_channel(s, &s->urg, MIG_CHAN_URGENT, recover, err, errlen);
+		s->attempt++; /* every channel of this attempt carries it */
+		if (!connect_all(s, err, errlen)) {
+			int r = open_all(s, recover, err, errlen);
 			if (!r)
-				r = open_channel(s, &s->bulk, MIG_CHAN_BULK, recover, err, errlen);
-			if (!r) {
-				mig_conn_set_liveness(&s->urg, s->o->idle_ms);
-				mig_conn_set_liveness(&s->bulk, s->o->idle_ms);
 				return 0;
-			}
 			mig_conn_close(&s->urg);
-			mig_conn_close(&s->bulk);
+			src_close_bulk(s);
 			/*
 			 * While recovering, whoever answers at the address may be an
 			 * impostor, or a stranger's connection may have taken the
@@ -226,9 +172,6 @@ int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, s
 				return r;
 			if (recover)
 				pr_mig("reconnection refused (%s); trying again\n", err);
-		} else {
-			if (ufd >= 0)
-				close(ufd);
 		}
 		if (mig_now_ns() > deadline)
 			return -ETIMEDOUT;

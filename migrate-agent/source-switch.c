@@ -46,9 +46,7 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 		snprintf(err, errlen, "destination did not acknowledge LAYOUT within %d ms",
 			 s->o->idle_ms);
 	if (!r && h.type == MIG_MSG_ERROR) {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(p, text, sizeof(text));
-		snprintf(err, errlen, "destination refused the migration: %s", text);
+		mig_peer_error(err, errlen, p, "destination refused the migration");
 		r = -ECONNREFUSED;
 	} else if (!r && h.type != MIG_MSG_LAYOUT) {
 		snprintf(err, errlen, "urgent channel: expected the LAYOUT acknowledgement, got %s",

@@ -14,12 +14,13 @@
 /* A fault at page: the pusher sends the pages after it next (newest first). */
 static void add_hint(struct src *s, uint64_t page)
 {
+	unsigned k = src_owner(s, page); /* the push thread whose share holds it */
 	mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
-	if (s->nhints == NHINTS) {
-		memmove(s->hints, s->hints + 1, (NHINTS - 1) * sizeof(s->hints[0]));
-		s->nhints--;
+	if (s->nhints[k] == NHINTS) {
+		memmove(s->hints[k], s->hints[k] + 1, (NHINTS - 1) * sizeof(s->hints[k][0]));
+		s->nhints[k]--;
 	}
-	s->hints[s->nhints++] = page;
+	s->hints[k][s->nhints[k]++] = page;
 	mig_unlock(&s->hint_lock);
 }
 
@@ -99,8 +100,9 @@ static int take_complete(struct src *s, const uint8_t *p)
 	}
 	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->complete = 1;
+	pthread_cond_broadcast(&s->cond);
 	mig_unlock(&s->lock);
-	mig_conn_kick(&s->bulk);
+	src_kick_bulk(s);
 	return 1;
 }
 
@@ -116,7 +118,10 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 		if (!s->running_seen) {
 			memcpy(&s->running, p, sizeof(s->running));
 			s->t_running = mig_now_ns();
+			mig_lock(&s->lock, MIG_RANK_SRC);
 			__atomic_store_n(&s->running_seen, 1, __ATOMIC_RELEASE);
+			pthread_cond_broadcast(&s->cond);
+			mig_unlock(&s->lock);
 			src_publish(s);
 		}
 		return 0;
@@ -126,9 +131,7 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 		take_complete(s, p);
 		return 1;
 	case MIG_MSG_ERROR: {
-		char text[200]; /* escaped, possibly cut short */
-		mig_error_text(p, text, sizeof(text));
-		snprintf(err, sizeof(err), "destination reported an error: %s", text);
+		mig_peer_error(err, sizeof(err), p, "destination reported an error");
 		src_set_break(s, 1, err);
 		return 1;
 	}

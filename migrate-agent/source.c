@@ -30,9 +30,10 @@ void src_set_break(struct src *s, int fatal, const char *why)
 		s->fatal = 1;
 	else
 		s->broken = 1;
+	pthread_cond_broadcast(&s->cond);
 	mig_unlock(&s->lock);
 	mig_conn_kick(&s->urg);
-	mig_conn_kick(&s->bulk);
+	src_kick_bulk(s);
 }
 
 /* Whether the threads must stop: a break or a fatal error (lock-free, for their loops). */
@@ -118,11 +119,12 @@ int src_cancelled(struct src *s, char *err, size_t errlen)
 static int run_postcopy(struct src *s, char *err, size_t errlen)
 {
 	for (;;) {
-		pthread_t ut, pt;
+		pthread_t ut, pt[MIG_MAX_CHANNELS];
 		pthread_create(&ut, NULL, src_urgent_thread, s);
-		pthread_create(&pt, NULL, src_push_thread, s);
+		unsigned npush = src_start_push(s, pt);
 		pthread_join(ut, NULL);
-		pthread_join(pt, NULL);
+		for (unsigned k = 0; k < npush; k++)
+			pthread_join(pt[k], NULL);
 		if (s->complete)
 			return 0;
 		if (s->fatal) {
@@ -148,6 +150,10 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 			 (unsigned long long)vm->ram_size);
 		return NULL;
 	}
+	if (o->channels < 1 || o->channels > MIG_MAX_CHANNELS) {
+		snprintf(err, errlen, "%u bulk channels: 1 to %u", o->channels, MIG_MAX_CHANNELS);
+		return NULL;
+	}
 	if (o->precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
 		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
 		return NULL;
@@ -170,8 +176,16 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 		s->features |= MIG_FEAT_NO_PAYLOAD_CRC;
 	s->features &= ~o->features_off;
 	s->t_start = mig_now_ns();
-	s->urg.fd = s->bulk.fd = -1;
+	s->nr_bulk = o->channels;
+	s->urg.fd = -1;
+	for (unsigned k = 0; k < s->nr_bulk; k++)
+		src_bulk(s, k)->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
 	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
@@ -192,7 +206,7 @@ static void src_free(struct src *s)
 		s->vm->dirty_stop(s->vm->ctx);
 	src_stop_watch(s);
 	mig_conn_close(&s->urg);
-	mig_conn_close(&s->bulk);
+	src_close_bulk(s);
 	mig_tls_ctx_free(s->tls);
 	mig_auth_wipe(s->secret, sizeof(s->secret));
 	free(s->blob);

@@ -15,7 +15,8 @@
  *                     cancelling, giving up, failing
  *   source-session.c  connections: the TLS client, connect, HELLO, AUTH,
  *                     both channels of a pair
- *   source-watch.c    liveness: heartbeats out, silence in (the watchdog)
+ *   source-watch.c    liveness: the source's hooks for the link watchdog
+ *                     (link.c: heartbeats out, silence in)
  *   source-precopy.c  precopy rounds: the dirty log, convergence, the dirty
  *                     pages carried into PRECOPY_DIRTY
  *   source-switch.c   the switch-over: LAYOUT, DONE(0), the pause, STATE,
@@ -24,6 +25,8 @@
  *                     COMPLETE believed or not, hints for the pusher
  *   source-push.c     the pusher: page encoding, batches, io_uring, pacing,
  *                     which page next (hints first, then in order)
+ *   source-channels.c the bulk channels (--channels): each one's share of
+ *                     RAM and push thread
  *   source-recover.c  a link broken after the switch-over: reconnect, RESUME,
  *                     resend what the destination lacks
  *   source-report.c   progress out: struct mig_ctl's figures and phase, the
@@ -32,8 +35,9 @@
  * Threads after the switch-over:
  *   urgent  reads PAGE_REQUEST, answers each page not sent yet on the same
  *           channel, leaves a hint for the pusher (adaptive pre-paging);
- *   push    walks the pages (hints first: the k pages after each recent
- *           fault, then in order) and streams them on the bulk channel,
+ *   push    one per bulk channel: walks the pages of its channel's share
+ *           (hints first: the k pages after each recent fault in its
+ *           share, then in order) and streams them on its channel,
  *           batched, through io_uring when the kernel has it;
  *   watch   (from the first connection to the end) heartbeats, and a
  *           silent destination is a broken link.
@@ -67,10 +71,10 @@
  * left held, never the other way; the ranks of lock-rank.h, checked in
  * the sanitizer build):
  *
- *   s->link_lock (link_up, watch_stop; watch_cond)
+ *   s->link_lock (link_up)
  *     -> s->lock (broken, fatal, complete, why)
  *     -> s->urg.tx_lock (a send, net.c) -> its TLS lock (tls.c)
- *   s->urg.tx_lock, s->bulk.tx_lock (a send) -> its TLS lock
+ *   s->urg.tx_lock, a bulk channel's tx_lock (a send) -> its TLS lock
  *   s->lock: a leaf (src_set_break() kicks the connections after dropping it)
  *   s->hint_lock (the hints): a leaf
  *
@@ -78,9 +82,10 @@
  * breaks the link (src_set_break()), so that src_set_link_up(s, 0), taken
  * before the connections are closed or set up again, waits for a PING in
  * progress instead of racing it.  That send may wait for the socket, at
- * most idle_ms (mig_conn_set_liveness()).  Everything else takes one lock
- * at a time, and sends with none of s->lock, s->hint_lock, s->link_lock
- * held.  The bulk channel has one writer at a time (the main thread until
+ * most idle_ms (mig_conn_set_liveness()).  The watchdog's own lock
+ * (link.h) is a leaf, never held while it looks.  Everything else takes
+ * one lock at a time, and sends with none of s->lock, s->hint_lock,
+ * s->link_lock held.  The bulk channel has one writer at a time (the main thread until
  * the switch-over and during a recovery, the push thread in postcopy): the
  * pusher's batched writes (mig_conn_write(), io_uring) skip its tx_lock.
  */
@@ -94,6 +99,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "link.h"
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
@@ -119,17 +125,20 @@ struct src {
 	uint32_t attempt; /* connection attempts so far (HELLO.attempt) */
 	uint64_t *sent;
 	struct mig_conn urg, bulk;
-	struct mig_tls_ctx *tls; /* NULL: plain TCP */
+	struct mig_conn bulk_more[MIG_MAX_CHANNELS - 1]; /* bulk channels 1.. */
+	unsigned nr_bulk;				 /* o->channels */
+	struct mig_tls_ctx *tls;			 /* NULL: plain TCP */
 
 	pthread_mutex_t lock;
 	int broken;   /* link lost: recoverable after the switch-over */
 	int fatal;    /* protocol error or peer ERROR: not recoverable */
 	int complete; /* COMPLETE received */
 	char why[320];
+	pthread_cond_t cond; /* with lock: RUNNING came, or the link broke */
 
 	pthread_mutex_t hint_lock;
-	uint64_t hints[NHINTS];
-	unsigned nhints;
+	uint64_t hints[MIG_MAX_CHANNELS][NHINTS]; /* per bulk channel: its share's */
+	unsigned nhints[MIG_MAX_CHANNELS];
 
 	struct mig_complete dest;
 	struct mig_running running;
@@ -158,14 +167,13 @@ struct src {
 	uint64_t t_progress; /* when the progress line was last written */
 
 	/*
-	 * The watchdog (source-watch.c).  link_lock guards link_up and the
-	 * connections' set-up: the watchdog touches urg/bulk only while up.
+	 * The watchdog (link.h, source-watch.c).  link_lock guards link_up and
+	 * the connections' set-up: the watchdog touches urg/bulk only while up.
 	 */
 	pthread_mutex_t link_lock;
-	pthread_cond_t watch_cond;
-	int link_up, watch_stop, watch_on;
+	int link_up;
+	struct mig_link_watch watch;
 	int dirty_on; /* dirty logging is on (precopy) */
-	pthread_t watch;
 };
 
 /*
@@ -174,6 +182,9 @@ struct src {
  */
 struct pusher {
 	struct src *s;
+	struct mig_conn *c; /* its bulk channel */
+	unsigned k;	    /* which one */
+	uint64_t lo, hi;    /* its share of RAM: pages [lo, hi) */
 	struct io_uring ring;
 	int uring;
 	uint8_t *buf[PUSH_NBUF];
@@ -229,13 +240,24 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 void *src_urgent_thread(void *arg);
 
 /* source-push.c */
+void src_wait_running(struct src *s);
 size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
 		    ZSTD_CCtx **cctx);
 int src_pusher_init(struct pusher *ps, struct src *s);
 void src_pusher_free(struct pusher *ps);
 int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags);
 int src_drain(struct pusher *ps);
-void *src_push_thread(void *arg);
+void src_push_channel(struct src *s, unsigned k);
+
+/* source-channels.c */
+struct mig_conn *src_bulk(struct src *s, unsigned k);
+void src_share(const struct src *s, unsigned k, uint64_t *lo, uint64_t *hi);
+unsigned src_owner(const struct src *s, uint64_t i);
+void src_kick_bulk(struct src *s);
+void src_close_bulk(struct src *s);
+uint64_t src_bulk_tx(struct src *s, int headers);
+uint64_t src_bulk_last_tx(struct src *s);
+unsigned src_start_push(struct src *s, pthread_t *t);
 
 /* source-recover.c */
 int src_recover_link(struct src *s, char *err, size_t errlen);

@@ -101,12 +101,13 @@ static bool cert_alert(int reason)
 	return false;
 }
 
-/* Names why a handshake failed, from OpenSSL's error queue and the session. */
-static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c, int ssl_err,
-			   char *err, size_t errlen)
+/*
+ * A handshake refused over the credentials, as the session saw it (the
+ * PSK identity, a certificate where a key was due, the peer's certificate,
+ * an alert about ours): -EACCES with a message, or 0.
+ */
+static int credentials_error(const struct mig_tls *t, unsigned long e, char *err, size_t errlen)
 {
-	unsigned long e = ERR_peek_last_error();
-	const char *detail = e ? ERR_reason_error_string(e) : NULL;
 	long verify = SSL_get_verify_result(t->ssl);
 
 	if (t->unknown_identity) {
@@ -125,9 +126,20 @@ static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c,
 		return -EACCES;
 	}
 	if (e && cert_alert(ERR_GET_REASON(e))) {
-		snprintf(err, errlen, "TLS: the peer refused our certificate (%s)", detail);
+		snprintf(err, errlen, "TLS: the peer refused our certificate (%s)",
+			 ERR_reason_error_string(e));
 		return -EACCES;
 	}
+	return 0;
+}
+
+/*
+ * A handshake failure that OpenSSL's last error e names (a peer without TLS
+ * or TLS 1.3, another PSK, a close): -errno with a message, or 0.
+ */
+static int reason_error(const struct mig_tls_ctx *c, unsigned long e, int ssl_err, char *err,
+			size_t errlen)
+{
 	switch (e ? ERR_GET_REASON(e) : 0) {
 	case SSL_R_WRONG_VERSION_NUMBER:
 	case SSL_R_PACKET_LENGTH_TOO_LONG:
@@ -142,26 +154,37 @@ static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c,
 	case SSL_R_BINDER_DOES_NOT_VERIFY:
 	case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
 	case SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER: /* how OpenSSL answers a bad binder */
-		if (c->psk) {
-			snprintf(err, errlen, "TLS: PSK mismatch: the peer holds another key");
-			return -EACCES;
-		}
-		break;
+		if (!c->psk)
+			return 0;
+		snprintf(err, errlen, "TLS: PSK mismatch: the peer holds another key");
+		return -EACCES;
 	case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
-		if (c->psk && !c->server) {
-			snprintf(err, errlen, "TLS: the server refused our PSK identity");
-			return -EACCES;
-		}
-		break;
+		if (!c->psk || c->server)
+			return 0;
+		snprintf(err, errlen, "TLS: the server refused our PSK identity");
+		return -EACCES;
 	case SSL_R_UNEXPECTED_EOF_WHILE_READING:
 	case 0:
-		if (ssl_err == SSL_ERROR_SYSCALL || ssl_err == SSL_ERROR_SSL || !e) {
-			snprintf(err, errlen,
-				 "TLS: the peer closed the connection during the handshake");
-			return -ECONNRESET;
-		}
-		break;
+		if (!(ssl_err == SSL_ERROR_SYSCALL || ssl_err == SSL_ERROR_SSL || !e))
+			return 0;
+		snprintf(err, errlen, "TLS: the peer closed the connection during the handshake");
+		return -ECONNRESET;
 	}
+	return 0;
+}
+
+/* Names why a handshake failed, from OpenSSL's error queue and the session. */
+static int handshake_error(const struct mig_tls *t, const struct mig_tls_ctx *c, int ssl_err,
+			   char *err, size_t errlen)
+{
+	unsigned long e = ERR_peek_last_error();
+	const char *detail = e ? ERR_reason_error_string(e) : NULL;
+	int r = credentials_error(t, e, err, errlen);
+
+	if (!r)
+		r = reason_error(c, e, ssl_err, err, errlen);
+	if (r)
+		return r;
 	if (c->psk && c->server && !t->psk_offered) {
 		snprintf(err, errlen, "TLS: the client offered no PSK (x509 credentials?)");
 		return -EACCES;

@@ -18,6 +18,8 @@ void mig_opts_defaults(struct mig_opts *o)
 		o->connect_ms = 10000;
 	if (!o->prepage)
 		o->prepage = 32;
+	if (!o->channels)
+		o->channels = 1;
 	if (o->progress < 0)
 		o->progress = 0;
 }
@@ -106,6 +108,17 @@ void mig_error_text(const uint8_t *payload, char *out, size_t outlen)
 	struct mig_error e;
 	memcpy(&e, payload, sizeof(e));
 	mig_escape(out, outlen, payload + sizeof(e), e.msg_len);
+}
+
+void mig_peer_error(char *err, size_t errlen, const uint8_t *payload, const char *fmt, ...)
+{
+	char what[200], text[200]; /* the text escaped, possibly cut short */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	mig_error_text(payload, text, sizeof(text));
+	snprintf(err, errlen, "%s: %s", what, text);
 }
 
 static int progress_shown;

@@ -258,6 +258,15 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 		return fail(-EPROTO, err, errlen, "unknown channel %u", m->channel);
 	if (m->flags & ~MIG_HELLO_KNOWN)
 		return fail(-EPROTO, err, errlen, "unknown HELLO flags 0x%x", m->flags);
+	if (m->nr_bulk == 0 || m->nr_bulk > MIG_MAX_CHANNELS)
+		return fail(-EPROTO, err, errlen, "HELLO with %u bulk channels (1 to %u)",
+			    m->nr_bulk, MIG_MAX_CHANNELS);
+	if (m->bulk_index >= m->nr_bulk || (m->channel == MIG_CHAN_URGENT && m->bulk_index))
+		return fail(-EPROTO, err, errlen,
+			    "HELLO for bulk channel %u of %u on the %s channel", m->bulk_index,
+			    m->nr_bulk, m->channel == MIG_CHAN_URGENT ? "urgent" : "bulk");
+	if (m->reserved)
+		return fail(-EPROTO, err, errlen, "HELLO with reserved field 0x%x", m->reserved);
 	/* Both roles state the RAM size (the destination knows its own). */
 	if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE || m->ram_size > MIG_MAX_RAM_SIZE)
 		return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
@@ -546,6 +555,15 @@ int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, con
 	/* ERROR may come first: a peer refusing the connection says why. */
 	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO && h->type != MIG_MSG_ERROR)
 		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
+	/* Another version's HELLO may have another size: say which version. */
+	uint32_t version;
+	if (h->type == MIG_MSG_HELLO && len >= sizeof(version)) {
+		memcpy(&version, pl, sizeof(version));
+		if (version != MIG_VERSION)
+			return fail(-EPROTONOSUPPORT, err, errlen,
+				    "peer speaks protocol version %u, this side speaks %u", version,
+				    MIG_VERSION);
+	}
 	if (payload_len[h->type].fixed && len != payload_len[h->type].max)
 		return fail(-EPROTO, err, errlen, "%s length %u, expected %ld",
 			    mig_msg_name(h->type), len, (long)payload_len[h->type].max);

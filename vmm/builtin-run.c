@@ -33,58 +33,42 @@ static void usage(FILE *f)
 /* Migration options and hooks: vmm/include/vmm/migrate.h. */
 static struct migrate_vmm_opts mig;
 
-/*
- * 0: options parsed; 1: --help or -h in an option's place (not an option's
- * value: `--cmdline -h` is the guest's), as getopt would see it; -1: error.
- */
-static int parse(int argc, char **argv, struct run_opts *o)
+/* One of run's own options at argv[*i] (which has a value after it): 0, or -1 with the error said. */
+static int parse_run_opt(char **argv, int *i, struct run_opts *o)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		uint64_t n;
-		int r;
+	const char *a = argv[*i];
+	uint64_t n;
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-			return 1;
-		r = runner_parse_common(argc, argv, &i, o);
-		if (r < 0)
-			return -1;
-		if (r > 0)
-			continue;
-		r = migrate_parse_opt(argc, argv, &i, &mig);
-		if (r < 0)
-			return -1;
-		if (r > 0)
-			continue;
-		if (i + 1 >= argc || strncmp(a, "--", 2)) {
-			pr_err("unknown or incomplete argument '%s'", a);
+	if (!strcmp(a, "--image")) {
+		o->image = argv[++*i];
+	} else if (!strcmp(a, "--lazy-from")) {
+		o->restore_path = argv[++*i];
+	} else if (!strcmp(a, "--cmdline")) {
+		o->cmdline = argv[++*i];
+	} else if (!strcmp(a, "--mem")) {
+		if (parse_size(argv[++*i], &o->mem_size) < 0 || o->mem_size % PAGE_SIZE ||
+		    o->mem_size < (2 << 20) || o->mem_size > GUEST_MAX_MEM) {
+			pr_err("--mem: '%s' is not a page-aligned size from 2M to %lluG", argv[*i],
+			       (unsigned long long)(GUEST_MAX_MEM >> 30));
 			return -1;
 		}
-		if (!strcmp(a, "--image")) {
-			o->image = argv[++i];
-		} else if (!strcmp(a, "--lazy-from")) {
-			o->restore_path = argv[++i];
-		} else if (!strcmp(a, "--cmdline")) {
-			o->cmdline = argv[++i];
-		} else if (!strcmp(a, "--mem")) {
-			if (parse_size(argv[++i], &o->mem_size) < 0 || o->mem_size % PAGE_SIZE ||
-			    o->mem_size < (2 << 20) || o->mem_size > GUEST_MAX_MEM) {
-				pr_err("--mem: '%s' is not a page-aligned size from 2M to %lluG",
-				       argv[i], (unsigned long long)(GUEST_MAX_MEM >> 30));
-				return -1;
-			}
-		} else if (!strcmp(a, "--vcpus")) {
-			if (parse_u64(argv[++i], &n) < 0 || n < 1 || n > GUEST_MAX_CPUS) {
-				pr_err("--vcpus: '%s' is not a number from 1 to %d", argv[i],
-				       GUEST_MAX_CPUS);
-				return -1;
-			}
-			o->nr_vcpus = (unsigned int)n;
-		} else {
-			pr_err("unknown argument '%s'", a);
+	} else if (!strcmp(a, "--vcpus")) {
+		if (parse_u64(argv[++*i], &n) < 0 || n < 1 || n > GUEST_MAX_CPUS) {
+			pr_err("--vcpus: '%s' is not a number from 1 to %d", argv[*i],
+			       GUEST_MAX_CPUS);
 			return -1;
 		}
+		o->nr_vcpus = (unsigned int)n;
+	} else {
+		pr_err("unknown argument '%s'", a);
+		return -1;
 	}
+	return 0;
+}
+
+/* The options that go together, once all are parsed: 0, or -1 with the error said. */
+static int check_run_opts(struct run_opts *o)
+{
 	if (o->restore_path) {
 		/* --lazy-from SNAPSHOT: the snapshot's guest, RAM faulted in from it. */
 		if (o->image || migrate_is_incoming(&mig) || mig.control || mig.migrate_to) {
@@ -104,15 +88,102 @@ static int parse(int argc, char **argv, struct run_opts *o)
 	return 0;
 }
 
+/*
+ * 0: options parsed; 1: --help or -h in an option's place (not an option's
+ * value: `--cmdline -h` is the guest's), as getopt would see it; -1: error.
+ */
+static int parse(int argc, char **argv, struct run_opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int r;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+			return 1;
+		r = runner_parse_common(argc, argv, &i, o);
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			continue;
+		r = migrate_parse_opt(argc, argv, &i, &mig);
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			continue;
+		if (i + 1 >= argc || strncmp(a, "--", 2)) {
+			pr_err("unknown or incomplete argument '%s'", a);
+			return -1;
+		}
+		if (parse_run_opt(argv, &i, o) < 0)
+			return -1;
+	}
+	return check_run_opts(o);
+}
+
+/*
+ * The image into the VM: straight into RAM, or with lazy RAM into a
+ * staging buffer (*staging, the caller unmaps it) that serves the faults.
+ * 0, or -1 with the error said.
+ */
+static int load_image(struct vm *vm, const struct run_opts *o, void **staging)
+{
+	struct ram_source *src = NULL;
+	const char *why;
+	int r;
+
+	if (o->lazy) {
+		*staging = mmap(NULL, o->mem_size, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (*staging == MAP_FAILED) {
+			*staging = NULL;
+			pr_err("cannot reserve the staging buffer: %s", strerror(ENOMEM));
+			return -1;
+		}
+	}
+	r = vm_boot_image(vm, o->image, o->cmdline, *staging, &why);
+	if (r < 0) {
+		pr_err("%s: %s: %s", o->image, why, strerror(-r));
+		return -1;
+	}
+	if (!o->lazy)
+		return 0;
+	r = ram_source_buffer_create(*staging, o->mem_size, &src);
+	if (!r)
+		r = ram_start_faults(vm_ram(vm), src, o->busy_poll);
+	if (r < 0) {
+		/* Taken by the RAM, it is destroyed with it (vm_destroy()). */
+		if (src && src->destroy && !ram_owns_source(vm_ram(vm), src))
+			src->destroy(src);
+		pr_err("cannot start the fault thread: %s", strerror(-r));
+		return -1;
+	}
+	return 0;
+}
+
+/* The vCPUs and the migration, until the guest exits: its status. */
+static int run_vm(struct vm *vm, const struct run_opts *o)
+{
+	int status, r = vm_start(vm);
+
+	if (r < 0) {
+		pr_err("cannot start the vCPUs: %s", strerror(-r));
+		return VMM_EXIT_ERROR;
+	}
+	if (migrate_started(vm, &mig) < 0)
+		vm_stop(vm, -EINVAL);
+	status = runner_loop(vm, o);
+	if (migrate_finish(vm, &mig))
+		status = VMM_EXIT_ERROR;
+	return status;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = {
 		.mem_size = 32 << 20, .nr_vcpus = 1, .cmdline = "", .backend = "auto"
 	};
-	struct ram_source *src = NULL;
 	struct vm *vm = NULL;
 	void *staging = NULL;
-	const char *why;
 	int r, status = VMM_EXIT_ERROR;
 
 	r = parse(argc, argv, &o);
@@ -129,48 +200,10 @@ int cmd_run(int argc, char **argv)
 	if (runner_create_vm(&o, &vm) < 0)
 		return VMM_EXIT_ERROR;
 	mig.busy_poll = o.busy_poll;
-	if (migrate_prepare(vm, &mig) < 0)
-		goto out;
-	if (migrate_is_incoming(&mig))
-		goto start; /* no image: state and RAM come from the source */
-	if (o.lazy) {
-		staging = mmap(NULL, o.mem_size, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (staging == MAP_FAILED) {
-			staging = NULL;
-			pr_err("cannot reserve the staging buffer: %s", strerror(ENOMEM));
-			goto out;
-		}
-	}
-	r = vm_boot_image(vm, o.image, o.cmdline, staging, &why);
-	if (r < 0) {
-		pr_err("%s: %s: %s", o.image, why, strerror(-r));
-		goto out;
-	}
-	if (o.lazy) {
-		r = ram_source_buffer_create(staging, o.mem_size, &src);
-		if (!r)
-			r = ram_start_faults(vm_ram(vm), src, o.busy_poll);
-		if (r < 0) {
-			/* Taken by the RAM, it is destroyed with it (vm_destroy()). */
-			if (src && src->destroy && !ram_owns_source(vm_ram(vm), src))
-				src->destroy(src);
-			pr_err("cannot start the fault thread: %s", strerror(-r));
-			goto out;
-		}
-	}
-start:
-	r = vm_start(vm);
-	if (r < 0) {
-		pr_err("cannot start the vCPUs: %s", strerror(-r));
-		goto out;
-	}
-	if (migrate_started(vm, &mig) < 0)
-		vm_stop(vm, -EINVAL);
-	status = runner_loop(vm, &o);
-	if (migrate_finish(vm, &mig))
-		status = VMM_EXIT_ERROR;
-out:
+	/* An incoming VM has no image: state and RAM come from the source. */
+	if (migrate_prepare(vm, &mig) >= 0 &&
+	    (migrate_is_incoming(&mig) || load_image(vm, &o, &staging) == 0))
+		status = run_vm(vm, &o);
 	vm_destroy(vm);
 	if (staging)
 		munmap(staging, o.mem_size);

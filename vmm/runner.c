@@ -145,13 +145,11 @@ static void summary(struct vm *vm, int status, const struct run_opts *o)
 	}
 }
 
-int runner_loop(struct vm *vm, const struct run_opts *o)
+/* The signalfd that takes SIGINT and SIGTERM (blocked: block_signals()); without one the VM stops. */
+static int open_signalfd(struct vm *vm)
 {
-	struct signalfd_siginfo si;
-	struct pollfd pfd[2];
 	sigset_t set;
-	uint64_t deadline = o->save_after_ms ? now_ns() + o->save_after_ms * 1000000ULL : 0;
-	int sfd, status = 0, r;
+	int sfd;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -161,17 +159,68 @@ int runner_loop(struct vm *vm, const struct run_opts *o)
 		pr_err("signalfd: %s", strerror(errno));
 		vm_stop(vm, -errno);
 	}
+	return sfd;
+}
+
+/* --save-after's time came: pause, write the snapshot, stop the VM (not a guest exit). */
+static void save_and_stop(struct vm *vm, const struct run_opts *o)
+{
+	int r = vm_pause(vm);
+
+	if (r == 0)
+		r = snapshot_write(vm, o->save_path);
+	if (r < 0) {
+		pr_err("cannot save to %s: %s", o->save_path, strerror(-r));
+		vm_stop(vm, -r);
+	} else {
+		struct guest_report rep;
+
+		vm_last_report(vm, &rep, NULL);
+		pr_info("saved state and RAM to %s after %" PRIu64 " ms (guest at iter %" PRIu64
+			", checksum 0x%016" PRIx64 ")",
+			o->save_path, o->save_after_ms, rep.iter, rep.checksum);
+		vm_stop(vm, -EINTR); /* saved, not an exit of the guest */
+	}
+}
+
+/* poll()'s timeout until deadline (ns; 0: none): -1 for none, in ms rounded up. */
+static int ms_until(uint64_t deadline)
+{
+	uint64_t now;
+
+	if (!deadline)
+		return -1;
+	now = now_ns();
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* What the run exits with, for the VM's status (said, with the summary). */
+static int exit_status(struct vm *vm, int status, const struct run_opts *o)
+{
+	if (status == -EINTR) {
+		summary(vm, -1, o);
+		return 0;
+	}
+	if (status < 0) {
+		pr_err("VM failed: %s", strerror(-status));
+		summary(vm, -1, o);
+		return VMM_EXIT_ERROR;
+	}
+	summary(vm, status, o);
+	return status;
+}
+
+int runner_loop(struct vm *vm, const struct run_opts *o)
+{
+	struct signalfd_siginfo si;
+	struct pollfd pfd[2];
+	uint64_t deadline = o->save_after_ms ? now_ns() + o->save_after_ms * 1000000ULL : 0;
+	int sfd = open_signalfd(vm), status = 0, r;
+
 	pfd[0] = (struct pollfd){ .fd = vm_event_fd(vm), .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 	for (;;) {
-		int timeout = -1;
-
-		if (deadline) {
-			uint64_t now = now_ns();
-
-			timeout = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-		}
-		r = poll(pfd, 2, timeout);
+		r = poll(pfd, 2, ms_until(deadline));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (vm_wait(vm, 0, &status) == 1)
@@ -184,35 +233,10 @@ int runner_loop(struct vm *vm, const struct run_opts *o)
 		}
 		if (r == 0 && deadline) {
 			deadline = 0;
-			r = vm_pause(vm);
-			if (r == 0)
-				r = snapshot_write(vm, o->save_path);
-			if (r < 0) {
-				pr_err("cannot save to %s: %s", o->save_path, strerror(-r));
-				vm_stop(vm, -r);
-			} else {
-				struct guest_report rep;
-
-				vm_last_report(vm, &rep, NULL);
-				pr_info("saved state and RAM to %s after %" PRIu64
-					" ms (guest at iter %" PRIu64 ", checksum 0x%016" PRIx64
-					")",
-					o->save_path, o->save_after_ms, rep.iter, rep.checksum);
-				vm_stop(vm, -EINTR); /* saved, not an exit of the guest */
-			}
+			save_and_stop(vm, o);
 		}
 	}
 	if (sfd >= 0)
 		close(sfd);
-	if (status == -EINTR) {
-		summary(vm, -1, o);
-		return 0;
-	}
-	if (status < 0) {
-		pr_err("VM failed: %s", strerror(-status));
-		summary(vm, -1, o);
-		return VMM_EXIT_ERROR;
-	}
-	summary(vm, status, o);
-	return status;
+	return exit_status(vm, status, o);
 }

@@ -123,6 +123,42 @@ static void fail(struct vcpu *vcpu, int err, const char *what)
 	vm_stop(vcpu->vm, err);
 }
 
+/* What the vCPU's last KVM_RUN exited for; true when it was an I/O exit (now handled). */
+static bool handle_exit(struct vcpu *vcpu)
+{
+	struct kvm_run *run = vcpu->run;
+
+	switch (run->exit_reason) {
+	case KVM_EXIT_IO:
+		handle_io(vcpu);
+		return true;
+	case KVM_EXIT_HLT:
+		vcpu_park(vcpu);
+		break;
+	case KVM_EXIT_INTR:
+		break;
+	case KVM_EXIT_SHUTDOWN:
+		fail(vcpu, -EFAULT, "guest shut down (triple fault)");
+		break;
+	case KVM_EXIT_MMIO:
+		pr_err("vcpu %u: guest accessed %#llx, outside RAM", vcpu->id,
+		       (unsigned long long)run->mmio.phys_addr);
+		fail(vcpu, -EFAULT, "access outside RAM");
+		break;
+	case KVM_EXIT_FAIL_ENTRY:
+		fail(vcpu, -EIO, "VM entry failed");
+		break;
+	case KVM_EXIT_INTERNAL_ERROR:
+		fail(vcpu, -EIO, "KVM internal error");
+		break;
+	default:
+		pr_err("vcpu %u: unexpected exit reason %u", vcpu->id, run->exit_reason);
+		fail(vcpu, -EIO, "unexpected exit");
+		break;
+	}
+	return false;
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *vcpu = arg;
@@ -152,35 +188,7 @@ static void *vcpu_thread(void *arg)
 			fail(vcpu, -errno, "KVM_RUN failed");
 			break;
 		}
-		switch (run->exit_reason) {
-		case KVM_EXIT_IO:
-			handle_io(vcpu);
-			pending_io = true;
-			break;
-		case KVM_EXIT_HLT:
-			vcpu_park(vcpu);
-			break;
-		case KVM_EXIT_INTR:
-			break;
-		case KVM_EXIT_SHUTDOWN:
-			fail(vcpu, -EFAULT, "guest shut down (triple fault)");
-			break;
-		case KVM_EXIT_MMIO:
-			pr_err("vcpu %u: guest accessed %#llx, outside RAM", vcpu->id,
-			       (unsigned long long)run->mmio.phys_addr);
-			fail(vcpu, -EFAULT, "access outside RAM");
-			break;
-		case KVM_EXIT_FAIL_ENTRY:
-			fail(vcpu, -EIO, "VM entry failed");
-			break;
-		case KVM_EXIT_INTERNAL_ERROR:
-			fail(vcpu, -EIO, "KVM internal error");
-			break;
-		default:
-			pr_err("vcpu %u: unexpected exit reason %u", vcpu->id, run->exit_reason);
-			fail(vcpu, -EIO, "unexpected exit");
-			break;
-		}
+		pending_io = handle_exit(vcpu);
 	}
 	pthread_mutex_lock(&vcpu->vm->lock);
 	set_state(vcpu, VCPU_EXITED);
@@ -298,87 +306,119 @@ static unsigned int kvm_max_vcpus(int kvm_fd)
 	return n > 0 ? (unsigned int)n : 4;
 }
 
-int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
+/* A VM with nothing open yet (every fd -1), so that vm_destroy() takes it at any step. */
+static struct vm *vm_alloc(const struct vm_config *cfg)
 {
-	struct sigaction sa = { .sa_handler = kick_handler };
-	struct vm *vm;
-	int r, run_size;
+	struct vm *vm = calloc(1, sizeof(*vm));
 
-	*why = "invalid VM geometry";
-	if (!cfg->nr_vcpus || cfg->nr_vcpus > GUEST_MAX_CPUS || !cfg->mem_size ||
-	    cfg->mem_size % PAGE_SIZE || cfg->mem_size > GUEST_MAX_MEM)
-		return -EINVAL;
-	vm = calloc(1, sizeof(*vm));
 	if (!vm)
-		return -ENOMEM;
+		return NULL;
 	vm->cfg = *cfg;
 	vm->kvm_fd = vm->vm_fd = vm->event_fd = vm->ram.kick_fd = vm->ram.fd = -1;
 	for (int i = 0; i < GUEST_MAX_CPUS; i++)
 		vm->vcpus[i].fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->cond, NULL);
+	return vm;
+}
 
+/* /dev/kvm, checked for this VM's needs, the KVM VM and the event fd: 0 or -errno with *why. */
+static int open_kvm_vm(struct vm *vm, const char **why)
+{
+	*why = "cannot open /dev/kvm";
+	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (vm->kvm_fd < 0)
+		return -errno;
+	*why = "KVM API version mismatch";
+	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
+		return -EPROTO;
+	*why = "more vCPUs than this KVM supports (KVM_CAP_MAX_VCPUS)";
+	if (vm->cfg.nr_vcpus > kvm_max_vcpus(vm->kvm_fd))
+		return -EINVAL;
+	*why = "KVM_CREATE_VM failed";
+	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0)
+		return -errno;
+	vm->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (vm->event_fd < 0)
+		return -errno;
+	return 0;
+}
+
+/* Guest RAM, reserved (and armed when lazy) and given to KVM: 0 or -errno with *why. */
+static int create_ram(struct vm *vm, const char **why)
+{
+	int r;
+
+	*why = vm->cfg.lazy ? "cannot reserve and arm guest RAM" : "cannot reserve guest RAM";
+	r = ram_init(&vm->ram, vm->cfg.mem_size, vm->cfg.lazy);
+	if (r < 0)
+		return r;
+	vm->ram.on_error = ram_failed;
+	vm->ram.on_error_arg = vm;
+	*why = "KVM refused the guest RAM";
+	return ram_slot_set(vm, 0);
+}
+
+/* The vCPUs, their kvm_run mapped: 0 or -errno with *why. */
+static int create_vcpus(struct vm *vm, const char **why)
+{
+	int r, run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+
+	*why = "cannot create the vCPUs";
+	if (run_size < (int)sizeof(struct kvm_run))
+		return -EPROTO;
+	vm->nr_vcpus = vm->cfg.nr_vcpus;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		r = create_vcpu(vm, i, run_size);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The devices on the guest's ports: 0 or -errno with *why. */
+static int create_devices(struct vm *vm, const char **why)
+{
+	int r;
+
+	*why = "cannot create the devices";
+	r = serial_init(vm, vm->cfg.console_fd, &vm->serial);
+	if (r < 0)
+		return r;
+	return guest_port_init(vm);
+}
+
+int vm_create(const struct vm_config *cfg, struct vm **out, const char **why)
+{
+	struct sigaction sa = { .sa_handler = kick_handler };
+	struct vm *vm;
+	int r;
+
+	*why = "invalid VM geometry";
+	if (!cfg->nr_vcpus || cfg->nr_vcpus > GUEST_MAX_CPUS || !cfg->mem_size ||
+	    cfg->mem_size % PAGE_SIZE || cfg->mem_size > GUEST_MAX_MEM)
+		return -EINVAL;
+	vm = vm_alloc(cfg);
+	if (!vm)
+		return -ENOMEM;
 	sigemptyset(&sa.sa_mask);
 	sigaction(KICK_SIGNAL, &sa, NULL);
 
-	*why = "cannot open /dev/kvm";
-	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	if (vm->kvm_fd < 0) {
-		r = -errno;
+	r = open_kvm_vm(vm, why);
+	if (r < 0)
 		goto fail;
-	}
-	*why = "KVM API version mismatch";
-	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
-		r = -EPROTO;
-		goto fail;
-	}
-	*why = "more vCPUs than this KVM supports (KVM_CAP_MAX_VCPUS)";
-	if (cfg->nr_vcpus > kvm_max_vcpus(vm->kvm_fd)) {
-		r = -EINVAL;
-		goto fail;
-	}
-	*why = "KVM_CREATE_VM failed";
-	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
-	if (vm->vm_fd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	vm->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (vm->event_fd < 0) {
-		r = -errno;
-		goto fail;
-	}
 	*why = "cannot query KVM's CPUID, MSRs or XSAVE size";
 	r = x86_vm_init(vm);
 	if (r < 0)
 		goto fail;
-	*why = cfg->lazy ? "cannot reserve and arm guest RAM" : "cannot reserve guest RAM";
-	r = ram_init(&vm->ram, cfg->mem_size, cfg->lazy);
+	r = create_ram(vm, why);
 	if (r < 0)
 		goto fail;
-	vm->ram.on_error = ram_failed;
-	vm->ram.on_error_arg = vm;
-	*why = "KVM refused the guest RAM";
-	r = ram_slot_set(vm, 0);
+	r = create_vcpus(vm, why);
 	if (r < 0)
 		goto fail;
-	run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
-	if (run_size < (int)sizeof(struct kvm_run)) {
-		r = -EPROTO;
-		goto fail;
-	}
-	*why = "cannot create the vCPUs";
-	vm->nr_vcpus = cfg->nr_vcpus;
-	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
-		r = create_vcpu(vm, i, run_size);
-		if (r < 0)
-			goto fail;
-	}
-	*why = "cannot create the devices";
-	r = serial_init(vm, cfg->console_fd, &vm->serial);
-	if (r < 0)
-		goto fail;
-	r = guest_port_init(vm);
+	r = create_devices(vm, why);
 	if (r < 0)
 		goto fail;
 	*why = "";
@@ -575,6 +615,8 @@ void vm_destroy(struct vm *vm)
 			munmap(vcpu->run, vcpu->run_size);
 		if (vcpu->fd >= 0)
 			close(vcpu->fd);
+		free(vcpu->cpuid);
+		vcpu->cpuid = NULL;
 	}
 	serial_exit(vm->serial);
 	if (vm->vm_fd >= 0)

@@ -11,6 +11,9 @@
  *   bad-magic bad-hdr-crc unknown-type bad-version truncated out-of-ram
  *   unaligned length-mismatch bad-checksum bad-zstd bad-layout no-hello
  *   big-frame (a 16 MiB frame header before any handshake)
+ *   bulk-index bulk-count (HELLO: bulk channel 2 of 2, 9 bulk channels)
+ *   old-hello (a version 3 HELLO, 40 bytes)
+ *   count-mismatch (urgent says 2 bulk channels, its bulk channel 3)
  *   run-out-of-ram run-count-zero run-bad-len run-bad-flags (a PAGE_RUN
  *   breaking its contract), run-not-agreed (one although MIG_FEAT_RUNS was
  *   not agreed), run-precopy (a valid one before the switch-over),
@@ -83,6 +86,9 @@ static void send_raw(int fd, const void *buf, size_t len)
 	}
 }
 
+/* HELLO.nr_bulk of the next hello() (count-mismatch changes it). */
+static uint16_t hello_nr_bulk = 1;
+
 static struct mig_hello hello(int channel, uint32_t features)
 {
 	struct mig_hello h = {
@@ -94,6 +100,7 @@ static struct mig_hello hello(int channel, uint32_t features)
 		.ram_size = ram_size,
 		.features = features,
 		.attempt = attempt,
+		.nr_bulk = hello_nr_bulk,
 	};
 	return h;
 }
@@ -233,7 +240,8 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 		return 0;
 	}
 	if (!strcmp(cs, "bad-magic") || !strcmp(cs, "bad-hdr-crc") || !strcmp(cs, "unknown-type") ||
-	    !strcmp(cs, "bad-version") || !strcmp(cs, "no-hello")) {
+	    !strcmp(cs, "bad-version") || !strcmp(cs, "no-hello") || !strcmp(cs, "bulk-index") ||
+	    !strcmp(cs, "bulk-count") || !strcmp(cs, "old-hello")) {
 		int fd = mig_connect(sa, 3000, err, sizeof(err));
 		if (fd < 0) {
 			fprintf(stderr, "mig-evil: %s\n", err);
@@ -243,12 +251,22 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 		struct mig_hello h = hello(MIG_CHAN_URGENT, 0);
 		if (!strcmp(cs, "bad-version"))
 			h.version = 99;
+		if (!strcmp(cs, "bulk-index")) { /* bulk channel 2 of 2 */
+			h.channel = MIG_CHAN_BULK;
+			h.nr_bulk = 2;
+			h.bulk_index = 2;
+		}
+		if (!strcmp(cs, "bulk-count"))
+			h.nr_bulk = MIG_MAX_CHANNELS + 1;
+		if (!strcmp(cs, "old-hello"))
+			h.version = 3; /* and 40 bytes, version 3's HELLO */
 		size_t n;
 		if (!strcmp(cs, "no-hello")) {
 			struct mig_layout l = { .ram_size = ram_size, .page_size = MIG_PAGE_SIZE };
 			n = mig_conn_put(&u, buf, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 		} else {
-			n = mig_conn_put(&u, buf, MIG_MSG_HELLO, &h, sizeof(h), NULL, 0);
+			size_t len = !strcmp(cs, "old-hello") ? 40 : sizeof(h);
+			n = mig_conn_put(&u, buf, MIG_MSG_HELLO, &h, len, NULL, 0);
 		}
 		struct mig_frame_hdr fh;
 		memcpy(&fh, buf, sizeof(fh));
@@ -273,8 +291,17 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 		feats = MIG_FEAT_RUNS;
 	if (!strcmp(cs, "run-nocrc-plain")) /* announced on plain TCP: never agreed */
 		feats |= MIG_FEAT_NO_PAYLOAD_CRC;
-	if (open_channel(sa, MIG_CHAN_URGENT, feats, &u) ||
-	    open_channel(sa, MIG_CHAN_BULK, feats, &b))
+	if (!strcmp(cs, "count-mismatch"))
+		hello_nr_bulk = 2; /* the urgent channel says 2 bulk channels... */
+	if (open_channel(sa, MIG_CHAN_URGENT, feats, &u))
+		return 1;
+	if (!strcmp(cs, "count-mismatch")) {
+		hello_nr_bulk = 3; /* ...its bulk channel 3: authenticated, then refused */
+		if (!open_channel(sa, MIG_CHAN_BULK, feats, &b))
+			linger(b.fd);
+		return 0;
+	}
+	if (open_channel(sa, MIG_CHAN_BULK, feats, &b))
 		return 1;
 	struct mig_layout l = { .ram_size = ram_size, .page_size = MIG_PAGE_SIZE, .nr_regions = 1 };
 	l.regions[0].size = ram_size;

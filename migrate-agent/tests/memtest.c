@@ -11,6 +11,7 @@
  *
  *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
+ *                      [--channels N]
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
  *                    [--metrics FILE] [--recover-ms MS] [--busy-poll]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
@@ -42,6 +43,7 @@
 
 #include "migrate/migrate.h"
 #include "migrate/net.h"
+#include "migrate/params.h"
 #include "vmm/ram.h"
 
 #define STATE_MAGIC 0x54534d4dull
@@ -349,6 +351,19 @@ static int run_dest(struct mig_opts *o)
 	return 0;
 }
 
+/* --channels: the one table's range (migrate/params.h). */
+static bool parse_channels(const char *v, unsigned *out)
+{
+	char err[200];
+	uint64_t n;
+	if (mig_param_parse(MIG_P_CHANNELS, "--channels", v, &n, err, sizeof(err))) {
+		fprintf(stderr, "memtest: %s\n", err);
+		return false;
+	}
+	*out = (unsigned)n;
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	struct mig_opts o = { .progress = -1 };
@@ -385,7 +400,10 @@ int main(int argc, char **argv)
 			o.metrics = v;
 		else if (!strcmp(a, "--recover-ms"))
 			o.recover_ms = atoi(v);
-		else if (!strcmp(a, "--touch"))
+		else if (!strcmp(a, "--channels")) {
+			if (!parse_channels(v, &o.channels))
+				return 2;
+		} else if (!strcmp(a, "--touch"))
 			touch = v;
 		else if (!strcmp(a, "--tls-creds"))
 			o.tls.creds_dir = v;

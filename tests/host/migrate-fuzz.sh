@@ -29,7 +29,7 @@ def frame(t, payload, seq=0):
     h = struct.pack('<IHHIII', 0x474d4350, t, 0, len(payload), seq, crc32c(payload))
     return h + struct.pack('<I', crc32c(h)) + payload
 ram = 16 * 4096 * 2
-hello = struct.pack('<IHHIIQQII', 3, 1, 1, 4096, 0, 7, ram, 0, 0)
+hello = struct.pack('<IHHIIQQIIHHI', 4, 1, 1, 4096, 0, 7, ram, 0, 0, 1, 0, 0)
 layout = struct.pack('<QII', ram, 4096, 1) + struct.pack('<QQ', 0, ram) + bytes(16 * 7)
 page = struct.pack('<QHHI', 4096, 0, 2, 4096) + bytes(range(256)) * 16
 zero = struct.pack('<QHHI', 8192, 1, 0, 0)
@@ -44,7 +44,7 @@ seeds = {
   'raw-after-hello': bytes([0x03]) + frame(4, page) + frame(3, struct.pack('<QQ', 1, 4) + b'blob'),
   # A destination's HELLO with a RAM size that is no page multiple (issue 10,
   # defect 12: once accepted, the context's RAM size broke the target's check).
-  'dest-hello-bad-ram': bytes([0x20]) + frame(1, struct.pack('<IHHIIQQII', 3, 2, 1, 4096, 0, 7, 4097, 0, 0)),
+  'dest-hello-bad-ram': bytes([0x20]) + frame(1, struct.pack('<IHHIIQQIIHHI', 4, 2, 1, 4096, 0, 7, 4097, 0, 0, 1, 0, 0)),
 }
 for k, v in seeds.items():
     open(os.path.join(d, k), 'wb').write(v)

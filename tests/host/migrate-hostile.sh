@@ -58,6 +58,13 @@ refused bad-hdr-crc "header checksum mismatch"
 refused unknown-type "unknown message type"
 refused bad-version "protocol version 99"
 refused no-hello "expected HELLO first, got LAYOUT|LAYOUT before HELLO"
+# Parallel bulk channels (HELLO.nr_bulk, bulk_index): an index past the
+# count, too many channels, an old version's shorter HELLO, and channels of
+# one attempt that disagree on the count.
+refused bulk-index "bulk channel 2 of 2"
+refused bulk-count "HELLO with 9 bulk channels"
+refused old-hello "protocol version 3, this side speaks 4"
+refused count-mismatch "3 bulk channels, its attempt's others said 2"
 refused big-frame "frame of 16777216 bytes before the handshake completed"
 # A stranger who speaks the protocol claims the session (plain TCP: it gets
 # the secret) and stalls: the real source, told BUSY, tries again and gets

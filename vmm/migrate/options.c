@@ -139,6 +139,7 @@ struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr)
 		.precopy_rounds = (int)gl->o->param[MIG_P_PRECOPY_ROUNDS],
 		.compress = (int)gl->o->param[MIG_P_COMPRESS],
 		.recover_ms = (int)gl->o->param[MIG_P_RECOVER_MS],
+		.channels = (unsigned)gl->o->param[MIG_P_CHANNELS],
 		.metrics = gl->o->metrics,
 		.progress = isatty(2),
 		.tls = { .creds_dir = gl->o->tls_creds,

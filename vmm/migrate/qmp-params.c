@@ -128,11 +128,9 @@ void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_rep
 	struct migrate_glue *gl = ctx;
 	struct glue_params p;
 
-	if (args && (json_object_object_get_ex(args, "downtime-limit", NULL) ||
-		     json_object_object_get_ex(args, "multifd-channels", NULL))) {
-		qmp_fail(reply, "downtime-limit and multifd-channels are not supported: postcopy "
-				"here has one bulk channel, and its downtime does not depend on a "
-				"limit");
+	if (args && json_object_object_get_ex(args, "downtime-limit", NULL)) {
+		qmp_fail(reply, "downtime-limit is not supported: postcopy's downtime here does "
+				"not depend on a limit");
 		return;
 	}
 	pthread_mutex_lock(&gl->lock);
@@ -177,6 +175,7 @@ void glue_freeze_params(struct migrate_glue *gl)
 	gl->mig_opts.precopy_rounds = (int)p->param[MIG_P_PRECOPY_ROUNDS];
 	gl->mig_opts.compress = (int)p->param[MIG_P_COMPRESS];
 	gl->mig_opts.recover_ms = (int)p->param[MIG_P_RECOVER_MS];
+	gl->mig_opts.channels = (unsigned)p->param[MIG_P_CHANNELS];
 	gl->mig_opts.metrics = p->metrics[0] ? p->metrics : NULL;
 	gl->mig_opts.tls = (struct mig_tls_opts){
 		.creds_dir = p->tls_creds[0] ? p->tls_creds : NULL,

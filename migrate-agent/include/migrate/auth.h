@@ -39,6 +39,17 @@ int mig_auth_check(const uint8_t secret[MIG_SECRET_LEN], int prover,
 		   const uint8_t nonce[MIG_SECRET_LEN], uint64_t session_id, uint16_t channel,
 		   const uint8_t binding[MIG_SECRET_LEN], const uint8_t proof[MIG_SECRET_LEN]);
 
+/*
+ * The channel a proof binds (wire.h, AUTH): HELLO.channel and, for a bulk
+ * channel, its bulk_index, so that a proof made on one bulk channel cannot
+ * be replayed on another of the same attempt.  Bulk channel 0's value is
+ * version 3's MIG_CHAN_BULK.
+ */
+static inline uint16_t mig_auth_channel(uint16_t channel, uint16_t bulk_index)
+{
+	return (uint16_t)(channel | bulk_index << 8);
+}
+
 /* Wipe a secret from memory (OPENSSL_cleanse: not optimised away). */
 void mig_auth_wipe(void *p, size_t n);
 

@@ -31,6 +31,7 @@ struct mig_opts {
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
+	unsigned channels;   /* source: bulk channels, 1..MIG_MAX_CHANNELS (default 1) */
 	/*
 	 * HELLO features (MIG_FEAT_*, migrate/wire.h) this side does not
 	 * announce: for tests and benchmarks that play an older peer.

@@ -19,6 +19,14 @@
  *             carries bulk data, so a demand fault is never queued behind
  *             the background push (like QEMU's postcopy-preempt channel).
  *     bulk    (MIG_CHAN_BULK): HELLO, then the background push of pages.
+ *   The source may open several bulk channels (HELLO.nr_bulk, 1 to
+ *   MIG_MAX_CHANNELS; QEMU's multifd, here for postcopy): bulk channel k
+ *   (HELLO.bulk_index) pushes the pages of its own share of RAM,
+ *   [k * nr_pages / nr_bulk, (k + 1) * nr_pages / nr_bulk), in postcopy.
+ *   Precopy pages, PRECOPY_DIRTY and DONE(0) travel on bulk channel 0 only.
+ *   A connection attempt is the urgent channel and all nr_bulk bulk
+ *   channels; a break of any one breaks the link, and a recovery opens
+ *   them all again.
  *   The first frame on each connection, in each direction, must be HELLO;
  *   nothing else is accepted before it but an ERROR (the peer refuses the
  *   connection and says why).  Then AUTH (see struct mig_auth):
@@ -39,12 +47,13 @@
 /* ---- Constants ---- */
 
 #define MIG_MAGIC	  0x474d4350u /* "PCMG" read as little-endian bytes */
-#define MIG_VERSION	  3u	      /* 2: AUTH and PING; 3: mutual, TLS-bound proofs */
+#define MIG_VERSION	  4u /* 2: AUTH, PING; 3: mutual, TLS-bound proofs; 4: HELLO.nr_bulk */
 #define MIG_PAGE_SIZE	  4096u
 #define MIG_MAX_PAYLOAD	  (16u << 20) /* STATE and RESUME are the big ones */
 #define MIG_MAX_REQ_PAGES 512u	      /* addresses in one PAGE_REQUEST */
 #define MIG_MAX_REGIONS	  8u	      /* guest-physical regions in LAYOUT */
 #define MIG_MAX_ERROR_MSG 256u
+#define MIG_MAX_CHANNELS  8u /* bulk channels of one connection attempt (HELLO.nr_bulk) */
 #define MIG_MAX_RAM_SIZE  (1ull << 40)
 #define MIG_ZSTD_MAX_LEN  MIG_PAGE_SIZE /* compressed pages are smaller, or sent raw */
 /* The largest PAGE frame, header included. */
@@ -147,7 +156,14 @@ _Static_assert(sizeof(struct mig_frame_hdr) == 24, "frame header is 24 bytes");
  * (urgent and bulk of one attempt carry the same number, later attempts
  * higher ones); the destination pairs channels of one attempt only, the
  * latest, so a channel left over from a failed attempt is never paired
- * with one of the next.
+ * with one of the next.  nr_bulk: the number of bulk channels of every
+ * attempt (1 to MIG_MAX_CHANNELS, the same on every channel of an
+ * attempt: the destination refuses a channel whose nr_bulk differs from
+ * its attempt's); bulk_index: this bulk channel's number, below nr_bulk,
+ * 0 on the urgent channel.  The destination echoes both, and starts only
+ * with the urgent channel and all nr_bulk bulk channels of one attempt.
+ * reserved: zero.  A HELLO of another version is refused as such whatever
+ * its length (version 3's was 40 bytes, without the last three fields).
  */
 struct mig_hello {
 	uint32_t version;
@@ -159,8 +175,11 @@ struct mig_hello {
 	uint64_t ram_size;
 	uint32_t features;
 	uint32_t attempt;
+	uint16_t nr_bulk;    /* bulk channels per attempt, 1..MIG_MAX_CHANNELS */
+	uint16_t bulk_index; /* this bulk channel's, < nr_bulk; 0 on urgent */
+	uint32_t reserved;   /* zero */
 };
-_Static_assert(sizeof(struct mig_hello) == 40, "HELLO is 40 bytes");
+_Static_assert(sizeof(struct mig_hello) == 48, "HELLO is 48 bytes");
 
 /*
  * LAYOUT, source -> destination, urgent channel, once, before STATE.
@@ -330,8 +349,12 @@ _Static_assert(sizeof(struct mig_dirty) == 8, "PRECOPY_DIRTY header is 8 bytes")
 
 /*
  * DONE, source -> destination, bulk channel: the precopy phase is over
- * (phase 0) and the vCPUs are paused; STATE follows on the urgent channel.
- * Also sent with phase 1 when the push has sent every page.
+ * (phase 0, bulk channel 0 only) and the vCPUs are paused; STATE follows
+ * on the urgent channel.  Also sent with phase 1 on each bulk channel when
+ * its push has been through its share of RAM (pages: the share's size; a
+ * page of the share that a request or another channel's pre-paging took
+ * went elsewhere).  DONE(1) is informative: completion is the
+ * destination's page record.
  */
 struct mig_done {
 	uint32_t phase;
@@ -373,7 +396,9 @@ _Static_assert(sizeof(struct mig_error) == 8, "ERROR header is 8 bytes");
  *   source -> destination  PROOF of Nd, then CHALLENGE with its own nonce Ns
  *   destination -> source  PROOF of Ns, after it checked the source's
  * A PROOF is HMAC-SHA256(secret, label nonce session_id channel binding)
- * (mig_auth_proof(): the label names the prover, binding is the
+ * (mig_auth_proof(): channel is HELLO.channel | HELLO.bulk_index << 8, so
+ * a proof for one bulk channel is no proof for another; the label names
+ * the prover, binding is the
  * connection's TLS exporter value, zeroes on plain TCP), so a proof is good
  * for one TLS session only: a relay that forwards a challenge between two
  * sessions gets an answer it cannot use.  A wrong proof gets ERROR and the

@@ -142,6 +142,8 @@ int x86_vcpu_init(struct vcpu *vcpu)
 	if (ioctl(vcpu->fd, KVM_SET_CPUID2, c) < 0)
 		r = -errno;
 	free(c);
+	if (!r)
+		r = x86_cpuid_remember(vcpu);
 	khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ, 0);
 	if (khz > 0 && vcpu->id == 0)
 		vm->tsc_khz = (uint32_t)khz;

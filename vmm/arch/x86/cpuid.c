@@ -100,12 +100,22 @@ static struct kvm_cpuid2 *vcpu_cpuid(struct vcpu *vcpu, int *err)
 	return c;
 }
 
-/* The sizes-only pass asks KVM too: the section is as long as KVM's list. */
+/*
+ * The section is as long as KVM's list, which is known since the vCPU's
+ * creation (vcpu->cpuid): the sizes-only pass, inside the migration's
+ * downtime, needs no ioctl.  The entries themselves are read from KVM, with
+ * the dynamic bits as the guest has them now.
+ */
 int x86_cpuid_save(struct vcpu *vcpu, struct state_writer *w)
 {
 	struct kvm_cpuid2 *c;
 	int r;
 
+	if (!w->buf && vcpu->cpuid) {
+		state_put(w, VM_STATE_CPUID, vcpu->id, NULL,
+			  vcpu->cpuid->nent * sizeof(vcpu->cpuid->entries[0]));
+		return w->err;
+	}
 	c = vcpu_cpuid(vcpu, &r);
 	if (!c)
 		return r;
@@ -206,9 +216,67 @@ static int check_host(const struct kvm_cpuid2 *supported, const struct kvm_cpuid
 	return 0;
 }
 
+int x86_cpuid_remember(struct vcpu *vcpu)
+{
+	int r;
+
+	free(vcpu->cpuid);
+	vcpu->cpuid = vcpu_cpuid(vcpu, &r);
+	return r;
+}
+
+/* Entry e with the bits that mirror guest state cleared (KVM recomputes them). */
+static struct kvm_cpuid_entry2 static_part(const struct kvm_cpuid_entry2 *e)
+{
+	struct kvm_cpuid_entry2 c = *e;
+
+	for (size_t i = 0; i < sizeof(feature_words) / sizeof(feature_words[0]); i++) {
+		const struct feature_word *f = &feature_words[i];
+		uint32_t *regs[] = { &c.eax, &c.ebx, &c.ecx, &c.edx };
+
+		if (f->dynamic && c.function == f->function && c.index == f->index)
+			*regs[f->reg] &= ~f->dynamic;
+	}
+	return c;
+}
+
+/*
+ * Does KVM already hold the saved entries?  Then setting them again would
+ * change nothing the guest can see (KVM recomputes the dynamic bits from
+ * the registers loaded next), and KVM_SET_CPUID2 is the costliest step of
+ * a state load (~100-150 us here, inside the migration's downtime).
+ */
+static bool already_set(const struct kvm_cpuid2 *held, const struct kvm_cpuid2 *saved)
+{
+	if (held->nent != saved->nent)
+		return false;
+	for (uint32_t i = 0; i < held->nent; i++) {
+		struct kvm_cpuid_entry2 a = static_part(&held->entries[i]);
+		struct kvm_cpuid_entry2 b = static_part(&saved->entries[i]);
+
+		if (memcmp(&a, &b, sizeof(a)))
+			return false;
+	}
+	return true;
+}
+
+/* Set the checked entries, unless KVM holds them already; keep what it holds. */
+static int set_cpuid(struct vcpu *vcpu, const struct kvm_cpuid2 *saved, char *why, size_t why_len)
+{
+	if (already_set(vcpu->cpuid, saved))
+		return 0;
+	if (ioctl(vcpu->fd, KVM_SET_CPUID2, saved) < 0) {
+		int r = -errno;
+
+		snprintf(why, why_len, "vCPU %u: KVM refused the guest's CPUID", vcpu->id);
+		return r;
+	}
+	return x86_cpuid_remember(vcpu);
+}
+
 int x86_cpuid_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t why_len)
 {
-	struct kvm_cpuid2 *saved, *fresh;
+	struct kvm_cpuid2 *saved;
 	const void *p;
 	size_t size;
 	int r;
@@ -219,24 +287,19 @@ int x86_cpuid_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t
 		snprintf(why, why_len, "vCPU %u: CPUID section missing or malformed", vcpu->id);
 		return -EBADMSG;
 	}
-	fresh = vcpu_cpuid(vcpu, &r);
-	if (!fresh)
+	/* What this vCPU holds was read at its creation: no ioctl here. */
+	if (!vcpu->cpuid && (r = x86_cpuid_remember(vcpu)) < 0)
 		return r;
 	saved = calloc(1, sizeof(*saved) + size);
-	if (!saved) {
-		free(fresh);
+	if (!saved)
 		return -ENOMEM;
-	}
 	memcpy(saved->entries, p, size);
 	saved->nent = (uint32_t)(size / sizeof(saved->entries[0]));
-	r = check_entries(vcpu->vm->cpuid, fresh, saved, vcpu->id, why, why_len);
+	r = check_entries(vcpu->vm->cpuid, vcpu->cpuid, saved, vcpu->id, why, why_len);
 	if (!r)
-		r = check_host(vcpu->vm->cpuid, fresh, saved, why, why_len);
-	if (!r && ioctl(vcpu->fd, KVM_SET_CPUID2, saved) < 0) {
-		r = -errno;
-		snprintf(why, why_len, "vCPU %u: KVM refused the guest's CPUID", vcpu->id);
-	}
+		r = check_host(vcpu->vm->cpuid, vcpu->cpuid, saved, why, why_len);
+	if (!r)
+		r = set_cpuid(vcpu, saved, why, why_len);
 	free(saved);
-	free(fresh);
 	return r;
 }

@@ -83,6 +83,12 @@ struct vcpu {
 	pthread_t thread;
 	bool thread_started;
 	enum vcpu_state state; /* under vm->lock */
+	/*
+	 * The CPUID KVM holds for this vCPU, read back once it was set at
+	 * creation (x86_vcpu_init): KVM refuses a different one after the first
+	 * KVM_RUN, so it only changes by a state load, which updates it.
+	 */
+	struct kvm_cpuid2 *cpuid;
 };
 
 struct vm {

@@ -40,6 +40,7 @@ int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t w
  * fails with -EOPNOTSUPP and a sentence in why (may be NULL).
  */
 int x86_cpuid_save(struct vcpu *vcpu, struct state_writer *w);
+int x86_cpuid_remember(struct vcpu *vcpu);
 int x86_cpuid_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);
 int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w);
 int x86_tsc_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);

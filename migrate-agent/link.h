@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Liveness of a link, for both sides (docs/migration.md, "Deadlines and
+ * liveness"): a watchdog thread that, every heartbeat interval (idle_ms /
+ * 4, between 10 ms and 1 s), sends PING on the urgent channel when it was
+ * quiet for that long (migrate/wire.h: PING), and declares the link broken
+ * when nothing was heard from the peer for idle_ms, or when the side's own
+ * extra check says it stalls.  What "the link", "heard" and "a break" are
+ * is each side's: a small ops struct (source-watch.c, dest-watch.c).
+ *
+ * One look at the link, every interval:
+ *   urg = hold(ctx)              NULL: not now (down, broken, finished)
+ *   PING on urg if it was quiet
+ *   silent for idle_ms?  or  stalled(ctx)?  -> why
+ *   release(ctx, why or NULL)    why: the side reports the break
+ * hold() takes the side's lock that guards its connections and keeps it
+ * until release(): the PING is sent under it, and a side that tears the
+ * link down takes that lock first, so it waits for a PING in progress.
+ * release() reports the break where the side's locking order wants it
+ * (the source before it lets go, the destination after).
+ *
+ * The watch's own lock (MIG_RANK_LINK_WATCH) guards only its stop flag
+ * and cond; the thread never holds it during a look, so it is a leaf.
+ */
+#ifndef MIGRATE_LINK_H
+#define MIGRATE_LINK_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "migrate/net.h"
+
+struct mig_link_ops {
+	/* The urgent connection, with the side's link lock held; NULL (nothing held): not now. */
+	struct mig_conn *(*hold)(void *ctx);
+	/* When the peer was last heard from (mig_now_ns()), under hold(). */
+	uint64_t (*heard)(void *ctx);
+	/* Optional: 1, with why, when the link stalls in the side's own way (under hold()). */
+	int (*stalled)(void *ctx, uint64_t now, char *why, size_t len);
+	/* Let go of what hold() took; why non-NULL: the link is broken, report it. */
+	void (*release)(void *ctx, const char *why);
+};
+
+struct mig_link_watch {
+	const struct mig_link_ops *ops;
+	void *ctx;
+	const char *peer; /* who goes silent, in the break's message */
+	int idle_ms;
+	uint64_t heartbeat_ns;
+	pthread_mutex_t lock; /* stop, cond */
+	pthread_cond_t cond;
+	pthread_t thread;
+	int stop, on;
+};
+
+/*
+ * Start the watchdog of a link whose peer is named peer ("source",
+ * "destination"), silent after idle_ms.  0, or -errno when the thread
+ * cannot start (nothing to stop then).
+ */
+int mig_link_watch_start(struct mig_link_watch *w, const struct mig_link_ops *ops, void *ctx,
+			 const char *peer, int idle_ms);
+/* Stop and join it (nothing when it never started); call with no lock held. */
+void mig_link_watch_stop(struct mig_link_watch *w);
+
+#endif /* MIGRATE_LINK_H */
