@@ -117,7 +117,7 @@ static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct m
 	d->session_set = 1;
 	d->session = m->session_id;
 	d->session_claimed_ns = mig_now_ns();
-	d->features = MIG_FEAT_KNOWN & m->features;
+	d->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
 	take_pending(d, drop);
 	return 1;
 }
@@ -193,8 +193,9 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 	mig_unlock(&d->lock);
 	dest_free_conns(drop, MIG_MAX_CHANNELS + 1);
 	if (owner >= 0) {
-		c->wire.features = features;
-		r = answer_hello(d, &hs, &m, owner, features, why, len);
+		/* The session's, less what this connection cannot have (plain TCP: the CRC). */
+		c->wire.features &= features;
+		r = answer_hello(d, &hs, &m, owner, c->wire.features, why, len);
 	}
 	mig_auth_wipe(secret, sizeof(secret));
 	if (owner < 0 || r)

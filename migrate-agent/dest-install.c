@@ -111,6 +111,32 @@ void dest_after_installs(struct mig_dest *d)
 		dest_try_complete(d);
 }
 
+/*
+ * Pages first .. first + n - 1, every one claimed by the caller (the words
+ * the claims replaced in old[]), installed from data (page aligned, n
+ * pages; NULL: zero pages) with one call into the kernel: the one install
+ * path of every arrival.  On failure the claims are given back and the
+ * migration fails: -errno.
+ */
+int dest_install_run(struct mig_dest *d, uint64_t first, unsigned n, void *data,
+		     enum ram_arrival by, const uint64_t *old)
+{
+	int r = ram_install_claimed(d->ram, first, data, n, by);
+	if (r) {
+		for (unsigned k = 0; k < n; k++)
+			ram_unclaim(d->ram, first + k, old[k]);
+		dest_fail(d, "cannot install pages 0x%llx-0x%llx: %s",
+			  (unsigned long long)(first * MIG_PAGE_SIZE),
+			  (unsigned long long)((first + n) * MIG_PAGE_SIZE - 1), strerror(-r));
+		return r;
+	}
+	uint64_t now = mig_now_ns();
+	for (unsigned k = 0; k < n; k++)
+		dest_installed(d, first + k, old[k], now);
+	dest_after_installs(d);
+	return 0;
+}
+
 /* Install staged page i if it still is staged.  0, or -errno (fatal, already reported). */
 int dest_install_staged(struct mig_dest *d, uint64_t i)
 {
@@ -118,16 +144,7 @@ int dest_install_staged(struct mig_dest *d, uint64_t i)
 	if (!dest_claim(d, i, RAM_BY_PRECOPY, &old))
 		return 0;
 	void *copy = ram_word_zero(old) ? NULL : d->stage + i * MIG_PAGE_SIZE;
-	int r = ram_install_claimed(d->ram, i, copy, 1, RAM_BY_PRECOPY);
-	if (r) {
-		ram_unclaim(d->ram, i, old);
-		dest_fail(d, "cannot install page 0x%llx: %s",
-			  (unsigned long long)(i * MIG_PAGE_SIZE), strerror(-r));
-		return r;
-	}
-	dest_installed(d, i, old, mig_now_ns());
-	dest_after_installs(d);
-	return 0;
+	return dest_install_run(d, i, 1, copy, RAM_BY_PRECOPY, &old);
 }
 
 /*

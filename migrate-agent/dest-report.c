@@ -165,6 +165,8 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 			    .map_base_ns = d->t_resumed },
 		.recoveries = d->recoveries,
 		.link_down_ms = (double)d->t_broken_ns / 1e6,
+		.bulk_rx_cpu_ms =
+		    (double)__atomic_load_n(&d->bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
 		.tls = d->tls,
 	};
 	struct mig_timeline tl;

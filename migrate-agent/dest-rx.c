@@ -19,20 +19,7 @@ int dest_flush_run(struct mig_dest *d, struct run *run)
 	if (!n)
 		return 0;
 	run->n = 0;
-	int r = ram_install_claimed(d->ram, run->first, run->zero ? NULL : run->buf, n, run->by);
-	if (r) {
-		for (unsigned k = 0; k < n; k++)
-			ram_unclaim(d->ram, run->first + k, run->old[k]);
-		dest_fail(d, "cannot install pages 0x%llx-0x%llx: %s",
-			  (unsigned long long)(run->first * MIG_PAGE_SIZE),
-			  (unsigned long long)((run->first + n) * MIG_PAGE_SIZE - 1), strerror(-r));
-		return r;
-	}
-	uint64_t now = mig_now_ns();
-	for (unsigned k = 0; k < n; k++)
-		dest_installed(d, run->first + k, run->old[k], now);
-	dest_after_installs(d);
-	return 0;
+	return dest_install_run(d, run->first, n, run->zero ? NULL : run->buf, run->by, run->old);
 }
 
 /* Does page i (zero or not, arrived by) extend the run? */
@@ -142,6 +129,39 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 	return r;
 }
 
+/*
+ * A PAGE_RUN (the push, after the switch-over), its pages in run->direct
+ * (raw) or none (zero): each page claimed, every stretch of claimed pages
+ * installed with one call; a page already here (a demand reply won the
+ * race) is skipped.
+ */
+static int rx_run(struct mig_dest *d, struct mig_conn *c, struct run *run, const uint8_t *p,
+		  char *err, size_t errlen)
+{
+	struct mig_page_run pr;
+	memcpy(&pr, p, sizeof(pr));
+	if (!d->phase0_done || !run->direct) {
+		snprintf(err, errlen, "%s channel: PAGE_RUN 0x%llx %s", c->name,
+			 (unsigned long long)pr.addr,
+			 run->direct ? "before the switch-over" : "on the urgent channel");
+		return -EPROTO;
+	}
+	/* mig_conn_recv_pages() received them there. */
+	uint8_t *data = pr.encoding == MIG_PAGE_RAW ? run->direct : NULL;
+	uint64_t first = pr.addr / MIG_PAGE_SIZE;
+	int r = dest_flush_run(d, run); /* its old[] is ours next */
+	for (unsigned k = 0, a = 0; !r && k <= pr.count; k++) {
+		if (k < pr.count && dest_claim(d, first + k, RAM_BY_PUSH, &run->old[k - a]))
+			continue;
+		if (k > a)
+			r = dest_install_run(d, first + a, k - a,
+					     data ? data + (size_t)a * MIG_PAGE_SIZE : NULL,
+					     RAM_BY_PUSH, run->old);
+		a = k + 1;
+	}
+	return r;
+}
+
 static void rx_done(struct mig_dest *d, const uint8_t *p)
 {
 	struct mig_done dn;
@@ -175,6 +195,8 @@ int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 	switch (h->type) {
 	case MIG_MSG_PAGE:
 		return rx_page(d, c, run, p, err, errlen);
+	case MIG_MSG_PAGE_RUN:
+		return rx_run(d, c, run, p, err, errlen);
 	case MIG_MSG_DONE:
 		rx_done(d, p);
 		return 0;
@@ -246,10 +268,18 @@ int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run)
 static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 {
 	char err[320];
-	for (;;) {
+	uint64_t cpu = mig_thread_cpu_ns();
+	for (unsigned frames = 1;; frames++) {
+		/* bulk_rx_cpu_ms, current when the report is written, summed over receivers */
+		if (frames % 64 == 0) {
+			uint64_t now = mig_thread_cpu_ns();
+			__atomic_fetch_add(&d->bulk_rx_cpu_ns, now - cpu, __ATOMIC_RELAXED);
+			cpu = now;
+		}
 		struct mig_frame_hdr h;
 		const uint8_t *p;
-		int r = mig_conn_recv(c, &h, &p, err, sizeof(err));
+		int r = mig_conn_recv_pages(c, &h, &p, run->direct, RUN_MAX * MIG_PAGE_SIZE, err,
+					    sizeof(err));
 		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
 			return;
 		if (d->failed || d->stop || d->complete_sent)
@@ -269,18 +299,20 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 void dest_rx_loop(struct mig_dest *d, struct mig_conn *c)
 {
 	struct run run = { 0 };
-	void *buf = mmap(NULL, RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* Two buffers: the pages of a run being gathered, a PAGE_RUN's. */
+	uint8_t *buf = mmap(NULL, 2 * RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED) {
 		dest_fail(d, "%s channel: cannot map a receive buffer: %s", c->name,
 			  strerror(errno));
 		return;
 	}
 	run.buf = buf;
+	run.direct = buf + RUN_MAX * MIG_PAGE_SIZE;
 	rx_frames(d, c, &run);
 	if (!d->failed)
 		dest_flush_run(d, &run);
-	munmap(buf, RUN_MAX * MIG_PAGE_SIZE);
+	munmap(buf, 2 * RUN_MAX * MIG_PAGE_SIZE);
 }
 
 static void *rx_thread(void *arg)

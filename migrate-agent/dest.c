@@ -92,7 +92,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	d->o = *o;
 	mig_opts_defaults(&d->o);
 	d->t_start = mig_now_ns();
-	d->features = MIG_FEAT_KNOWN;
+	d->features = MIG_FEAT_KNOWN & ~d->o.features_off;
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->lat_lock, NULL);

@@ -76,9 +76,16 @@ struct hs_slot {
  * vCPU never waits on a run for more than the frames already received.
  */
 #define RUN_MAX 32
+_Static_assert(RUN_MAX >= MIG_MAX_RUN_PAGES, "a PAGE_RUN fits a run");
 
 struct run {
 	uint8_t *buf; /* RUN_MAX pages, private anonymous */
+	/*
+	 * The bulk receiver's: a PAGE_RUN's pages land here (RUN_MAX pages,
+	 * private anonymous) and are installed from here.  NULL on the urgent
+	 * channel, which carries no PAGE_RUN.
+	 */
+	uint8_t *direct;
 	uint64_t first;
 	unsigned n;
 	int zero;	       /* a run of zero pages (nothing in buf) */
@@ -159,6 +166,7 @@ struct mig_dest {
 	uint64_t t_state_rx, t_phase0;
 	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
 	uint64_t bytes_rx_prev;
+	uint64_t bulk_rx_cpu_ns; /* atomic: the bulk receivers' CPU time, over recoveries */
 };
 
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
@@ -210,6 +218,8 @@ void dest_try_complete(struct mig_dest *d);
 bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
 void dest_after_installs(struct mig_dest *d);
+int dest_install_run(struct mig_dest *d, uint64_t first, unsigned n, void *data,
+		     enum ram_arrival by, const uint64_t *old);
 int dest_install_staged(struct mig_dest *d, uint64_t i);
 void *dest_stager_thread(void *arg);
 

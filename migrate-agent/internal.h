@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "common/zero-page.h" /* page_is_zero() */
 #include "migrate/migrate.h"
@@ -13,6 +14,14 @@
 _Static_assert(MIG_PAGE_SIZE == ZERO_PAGE_TEST_SIZE, "page_is_zero() tests wire-size pages");
 
 #define pr_mig(...) fprintf(stderr, "migrate: " __VA_ARGS__)
+
+/* This thread's CPU time (user + system), ns. */
+static inline uint64_t mig_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static inline int bit_test_and_set(uint64_t *map, uint64_t i)
 {

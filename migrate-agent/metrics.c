@@ -57,6 +57,17 @@ static json *histogram(const uint64_t *hist)
  * kernel sealed (send) and opened (recv) the records of every session,
  * and why not when it did not (a sentence; null when it did both ways).
  */
+/* The HELLO features agreed, by name (wire.h MIG_FEAT_*). */
+static json *features(uint32_t f)
+{
+	static const char *const names[] = { "zstd", "runs", "no_payload_crc" };
+	json *a = json_object_new_array();
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (f & (1u << i))
+			json_object_array_add(a, json_object_new_string(names[i]));
+	return a;
+}
+
 static json *tls_summary(struct mig_tls_ctx *ctx)
 {
 	struct mig_tls_ktls k;
@@ -241,6 +252,8 @@ int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
 	json_object_object_add(o, "stamps", stamps(&m->stamps));
 	put_num(o, "push_MiB_per_s", m->push_MiB_per_s, 1);
 	put_num(o, "push_nonzero_MiB_per_s", m->push_nonzero_MiB_per_s, 1);
+	put_num(o, "push_cpu_ms", m->push_cpu_ms, 1);
+	json_object_object_add(o, "features", features(m->features));
 	json_object_object_add(o, "tls", tls_summary(m->tls));
 	return write_json(o, f);
 }
@@ -291,6 +304,7 @@ int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 	json_object_object_add(o, "stamps", stamps(&m->stamps));
 	put_u64(o, "recoveries", m->recoveries);
 	put_num(o, "link_down_ms", m->link_down_ms, 3);
+	put_num(o, "bulk_rx_cpu_ms", m->bulk_rx_cpu_ms, 1);
 	json_object_object_add(o, "tls", tls_summary(m->tls));
 	return write_json(o, f);
 }

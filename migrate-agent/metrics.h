@@ -55,6 +55,8 @@ struct mig_source_metrics {
 	uint64_t pages_zero, pages_zstd, requests_in_flight, pages_resent, recoveries;
 	const struct mig_complete *dest; /* the destination's COMPLETE */
 	double push_MiB_per_s, push_nonzero_MiB_per_s;
+	double push_cpu_ms; /* the push thread's CPU time (user + system) */
+	uint32_t features;  /* MIG_FEAT_* agreed for the push */
 	struct mig_stamps_view stamps;
 	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
 };
@@ -69,6 +71,7 @@ struct mig_dest_metrics {
 	struct mig_stamps_view stamps;
 	uint64_t recoveries;
 	double link_down_ms;
+	double bulk_rx_cpu_ms;	 /* the bulk receiver threads' CPU time (user + system) */
 	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
 };
 

@@ -14,7 +14,7 @@
 
 #include "source.h"
 
-#define PUSH_BATCH_FRAMES 64
+#define PUSH_BATCH_PAGES 64 /* 256 KiB: one send */
 
 /*
  * Append page i as a PAGE frame to buf; returns bytes written.  cctx: the
@@ -248,6 +248,59 @@ int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 	return pace(ps, n);
 }
 
+/*
+ * The run that starts at page i (claimed, of kind zero): i and the pages
+ * after it of the same kind that nobody claimed yet, claimed now, at most
+ * MIG_MAX_RUN_PAGES, not past the pusher's share (when i is in it).  A
+ * page is looked at before it is claimed, so a page of the other kind
+ * stays unclaimed for the next run (or a demand reply).  Short enough
+ * that a fault on a page it claimed waits for 128 KiB more at most (and
+ * s->flush_now sends it at once).
+ */
+static unsigned gather_run(const struct pusher *ps, uint64_t i, int zero)
+{
+	struct src *s = ps->s;
+	uint64_t end = i < ps->hi ? ps->hi : s->nr_pages;
+	unsigned n = 1;
+	while (n < MIG_MAX_RUN_PAGES && i + n < end && !bit_test(s->sent, i + n) &&
+	       page_is_zero(s->vm->ram + (i + n) * MIG_PAGE_SIZE) == zero &&
+	       !bit_test_and_set(s->sent, i + n))
+		n++;
+	return n;
+}
+
+/*
+ * Page i, claimed by the caller, and the run it starts into the batch as
+ * one PAGE_RUN frame (peers with MIG_FEAT_RUNS), then pacing.  *n: the
+ * pages sent.  0 or -errno.
+ */
+static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
+{
+	struct src *s = ps->s;
+	struct mig_conn *c = ps->c;
+	int zero = page_is_zero(s->vm->ram + i * MIG_PAGE_SIZE);
+	struct mig_page_run run = { .addr = i * MIG_PAGE_SIZE,
+				    .count = gather_run(ps, i, zero),
+				    .encoding = zero ? MIG_PAGE_ZERO : MIG_PAGE_RAW };
+	size_t data = zero ? 0 : (size_t)run.count * MIG_PAGE_SIZE;
+	size_t need = sizeof(struct mig_frame_hdr) + sizeof(run) + data;
+
+	if (PUSH_BUF - ps->used[ps->cur] < need) {
+		int r = flush(ps);
+		if (r)
+			return r;
+	}
+	ps->used[ps->cur] += mig_conn_put(c, ps->buf[ps->cur] + ps->used[ps->cur], MIG_MSG_PAGE_RUN,
+					  &run, sizeof(run), s->vm->ram + run.addr, data);
+	if (zero) {
+		__atomic_fetch_add(&s->pages_zero, run.count, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->pages_pushed_zero, run.count, __ATOMIC_RELAXED);
+	}
+	__atomic_fetch_add(&s->bytes_pages, sizeof(run) + data, __ATOMIC_RELAXED);
+	*n = run.count;
+	return pace(ps, need);
+}
+
 /* The next page to push, claimed; -1 when every page is sent. */
 static int64_t next_page(struct pusher *ps)
 {
@@ -329,35 +382,45 @@ void src_push_channel(struct src *s, unsigned k)
 		src_pusher_free(&ps);
 		return;
 	}
+	uint64_t cpu0 = mig_thread_cpu_ns();
 	ps.k = k;
 	ps.c = src_bulk(s, k);
 	src_share(s, k, &ps.lo, &ps.hi);
 	ps.cursor = ps.lo;
+	/* Runs of raw pages, unless they are to be compressed page by page. */
+	int runs = (ps.c->wire.features & MIG_FEAT_RUNS) && !s->o->compress;
+	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);
 	int r = 0;
 	src_wait_running(s);
 	for (;;) {
 		if (src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 			break;
 		int64_t i = next_page(&ps);
+		unsigned n = 1;
 		if (i < 0)
 			break;
-		r = src_push_page(&ps, (uint64_t)i, 0);
+		if (runs)
+			r = push_run(&ps, (uint64_t)i, &n);
+		else
+			r = src_push_page(&ps, (uint64_t)i, 0);
 		/*
 		 * Small batches while faults wait: a page claimed by the push may
 		 * be the one a vCPU is blocked on.
 		 */
+		ps.frames += n;
 		if (!r && (__atomic_exchange_n(&s->flush_now, 0, __ATOMIC_ACQ_REL) ||
-			   ++ps.frames >= PUSH_BATCH_FRAMES)) {
+			   ps.frames >= PUSH_BATCH_PAGES)) {
 			r = flush(&ps);
 			ps.frames = 0;
 		}
 		if (r)
 			break;
-		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->pages_pushed, 1, __ATOMIC_RELAXED);
-		if ((i & 63) == 0) /* query-migrate's figures, fresh within 256 KiB */
+		__atomic_fetch_add(&s->sent_count, n, __ATOMIC_RELAXED);
+		uint64_t pushed = __atomic_add_fetch(&s->pages_pushed, n, __ATOMIC_RELAXED);
+		/* query-migrate's figures, fresh within 256 KiB; the progress line */
+		if ((pushed & ~63ull) != ((pushed - n) & ~63ull))
 			src_publish(s);
-		if ((i & 1023) == 0)
+		if ((pushed & ~1023ull) != ((pushed - n) & ~1023ull))
 			src_progress(s, "postcopy");
 	}
 	if (!r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)) {
@@ -375,4 +438,5 @@ void src_push_channel(struct src *s, unsigned k)
 	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);
+	__atomic_fetch_add(&s->push_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }

@@ -124,6 +124,8 @@ static void report(struct src *s, FILE *f)
 		.dest = &s->dest,
 		.push_MiB_per_s = per_s(s->pages_pushed, push_s),
 		.push_nonzero_MiB_per_s = per_s(s->pages_pushed - s->pages_pushed_zero, push_s),
+		.push_cpu_ms = (double)s->push_cpu_ns / 1e6,
+		.features = s->push_features,
 		.stamps = { .stamps = s->stamps,
 			    .ev = { { "pause", s->t_pause },
 				    { "paused", s->t_paused },

@@ -105,8 +105,9 @@
 #include "migrate/auth.h"
 #include "stamps.h"
 
-#define NHINTS	  16
-#define PUSH_BUF  (256u << 10)
+#define NHINTS 16
+/* Two full PAGE_RUN frames: 256 KiB of pages and their headers. */
+#define PUSH_BUF  (2 * MIG_RUN_FRAME_MAX)
 #define PUSH_NBUF 2
 
 /* Whether the caller asked for field (start_postcopy, manual_postcopy). */
@@ -148,6 +149,8 @@ struct src {
 	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
 	    pages_precopy_resent, pages_resent;
 	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
+	uint64_t push_cpu_ns;	    /* the push threads' CPU time, over recoveries */
+	uint32_t push_features;	    /* agreed on the bulk channel when the push began */
 	int precopy_rounds_done;
 	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
 	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
@@ -192,7 +195,7 @@ struct pusher {
 	uint64_t pre_next;
 	unsigned pre_left;
 	uint64_t cursor;
-	unsigned frames;  /* in the current buffer */
+	unsigned frames;  /* pages in the current buffer */
 	uint64_t pace_ns; /* max_bandwidth: when what was pushed may have gone */
 	ZSTD_CCtx *cctx;  /* its own: one per pusher, never shared between threads */
 };

@@ -651,5 +651,6 @@ int mig_tls_secure(struct mig_tls_ctx *ctx, struct mig_conn *c, int timeout_ms, 
 		return r;
 	c->io = &tls_io;
 	c->io_ctx = t;
+	c->wire.aead = 1; /* every byte authenticated: page payloads may skip their CRC */
 	return 0;
 }

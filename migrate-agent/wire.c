@@ -159,6 +159,7 @@ static const char *const msg_names[] = {
 	[MIG_MSG_DONE] = "DONE",
 	[MIG_MSG_AUTH] = "AUTH",
 	[MIG_MSG_PING] = "PING",
+	[MIG_MSG_PAGE_RUN] = "PAGE_RUN",
 };
 
 const char *mig_msg_name(unsigned type)
@@ -202,6 +203,8 @@ static const struct {
 	[MIG_MSG_DONE] = { sizeof(struct mig_done), true },
 	[MIG_MSG_AUTH] = { sizeof(struct mig_auth), true },
 	[MIG_MSG_PING] = { 0, true },
+	[MIG_MSG_PAGE_RUN] = { sizeof(struct mig_page_run) + MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE,
+			       false },
 };
 
 int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
@@ -274,6 +277,8 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 	if (m->ram_size)
 		ctx->ram_size = m->ram_size;
 	ctx->features &= m->features;
+	if (!ctx->aead) /* on plain TCP the CRC is all there is: never without it */
+		ctx->features &= ~MIG_FEAT_NO_PAYLOAD_CRC;
 	ctx->hello_seen = 1;
 	return 0;
 }
@@ -392,6 +397,40 @@ static int check_page(const struct mig_wire_ctx *ctx, const uint8_t *payload, ui
 	return check_page_data(ctx, &p, err, errlen);
 }
 
+static int check_run(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
+		     char *err, size_t errlen)
+{
+	struct mig_page_run r;
+	if (!(ctx->features & MIG_FEAT_RUNS))
+		return fail(-EPROTO, err, errlen, "PAGE_RUN although runs were not agreed");
+	if (len < sizeof(r))
+		return fail(-EPROTO, err, errlen, "PAGE_RUN payload of %u bytes is truncated", len);
+	memcpy(&r, payload, sizeof(r));
+	if (r.count == 0 || r.count > MIG_MAX_RUN_PAGES)
+		return fail(-EPROTO, err, errlen, "PAGE_RUN 0x%llx of %u pages (1 to %u)",
+			    (unsigned long long)r.addr, r.count, MIG_MAX_RUN_PAGES);
+	if (r.addr % MIG_PAGE_SIZE)
+		return fail(-ERANGE, err, errlen, "PAGE_RUN address 0x%llx not page aligned",
+			    (unsigned long long)r.addr);
+	if (r.addr >= ctx->ram_size || (ctx->ram_size - r.addr) / MIG_PAGE_SIZE < (uint64_t)r.count)
+		return fail(-ERANGE, err, errlen,
+			    "PAGE_RUN 0x%llx of %u pages outside guest RAM (size 0x%llx)",
+			    (unsigned long long)r.addr, r.count, (unsigned long long)ctx->ram_size);
+	if (r.flags & ~MIG_RUNF_KNOWN)
+		return fail(-EPROTO, err, errlen, "PAGE_RUN with unknown flags 0x%x", r.flags);
+	if (r.encoding != MIG_PAGE_RAW && r.encoding != MIG_PAGE_ZERO)
+		return fail(-EPROTO, err, errlen, "PAGE_RUN with encoding %u", r.encoding);
+	uint64_t want =
+	    sizeof(r) + (r.encoding == MIG_PAGE_RAW ? (uint64_t)r.count * MIG_PAGE_SIZE : 0);
+	if (len != want)
+		return fail(-EPROTO, err, errlen,
+			    "PAGE_RUN 0x%llx of %u %s pages with %u payload bytes (expected %llu)",
+			    (unsigned long long)r.addr, r.count,
+			    r.encoding == MIG_PAGE_RAW ? "raw" : "zero", len,
+			    (unsigned long long)want);
+	return 0;
+}
+
 static int check_request(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
 			 char *err, size_t errlen)
 {
@@ -473,16 +512,46 @@ static int check_auth(const uint8_t *payload, char *err, size_t errlen)
 int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *payload,
 		      char *err, size_t errlen)
 {
-	const uint8_t *pl = payload;
-	uint32_t len = h->len;
-	if (h->type == 0 || h->type > MIG_MSG_MAX) /* mig_check_hdr() refuses it first */
-		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
-	uint32_t crc = mig_crc32c(0, payload, len);
+	return mig_check_parts(ctx, h, payload, h->len, NULL, err, errlen);
+}
+
+/* The payload's CRC (unless agreed away for page payloads): 0 or -EBADMSG. */
+static int check_crc(const struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h,
+		     const void *head, uint32_t head_len, const void *data, char *err,
+		     size_t errlen)
+{
+	if (mig_payload_crc_off(ctx, h->type)) {
+		if (h->payload_crc)
+			return fail(-EPROTO, err, errlen,
+				    "%s with a payload CRC although none was agreed",
+				    mig_msg_name(h->type));
+		return 0;
+	}
+	uint32_t crc = mig_crc32c(mig_crc32c(0, head, head_len), data, h->len - head_len);
 	if (crc != h->payload_crc)
 		return fail(-EBADMSG, err, errlen,
 			    "%s payload checksum mismatch (got 0x%08x, computed 0x%08x): "
 			    "corrupted data",
 			    mig_msg_name(h->type), h->payload_crc, crc);
+	return 0;
+}
+
+int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *head,
+		    uint32_t head_len, const void *data, char *err, size_t errlen)
+{
+	const uint8_t *pl = head;
+	const void *payload = head;
+	uint32_t len = h->len;
+	if (h->type == 0 || h->type > MIG_MSG_MAX) /* mig_check_hdr() refuses it first */
+		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
+	if (head_len > len ||
+	    (head_len < len && h->type != MIG_MSG_PAGE_RUN && h->type != MIG_MSG_PAGE) ||
+	    (head_len < len && head_len < sizeof(struct mig_page_run)))
+		return fail(-EINVAL, err, errlen, "%s checked in parts of %u of %u bytes",
+			    mig_msg_name(h->type), head_len, len);
+	int r = check_crc(ctx, h, head, head_len, data, err, errlen);
+	if (r)
+		return r;
 	/* ERROR may come first: a peer refusing the connection says why. */
 	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO && h->type != MIG_MSG_ERROR)
 		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
@@ -515,6 +584,8 @@ int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, c
 		return check_state(pl, len, err, errlen);
 	case MIG_MSG_PAGE:
 		return check_page(ctx, pl, len, err, errlen);
+	case MIG_MSG_PAGE_RUN:
+		return check_run(ctx, pl, len, err, errlen);
 	case MIG_MSG_PAGE_REQUEST:
 		return check_request(ctx, pl, len, err, errlen);
 	case MIG_MSG_RUNNING:

@@ -93,7 +93,7 @@ def summarize_builds(runs, variants, configs, figures):
     """{variant: {config: {"runs", "ok", figure: {median, min, max, n}}}}
     over the runs without error.  figures: names of common.FIGURES, or
     (name, getter) pairs."""
-    getters = dict(FIGURES)
+    getters = dict(FIGURES + CPU_FIGURES)
     figs = [(f, getters[f]) if isinstance(f, str) else f for f in figures]
     out = {}
     for v in variants:
@@ -123,8 +123,14 @@ def compare(a, b):
 
 # The figures bench/ab compares (common.FIGURES names); mig-memtest's source
 # metrics (the agent's report) carry all of them.
+# push_cpu_ms and bulk_rx_cpu_ms: the push's CPU (ms, user + system) at the
+# source and the destination, which load does not move as it moves the
+# rates (builds before issue 19 have neither).
+CPU_FIGURES = [("push_cpu_ms", lambda r: r.get("push_cpu_ms")),
+               ("bulk_rx_cpu_ms", lambda r: r.get("bulk_rx_cpu_ms"))]
 AB_FIGURES = ["fault_p50_us", "fault_p99_us", "downtime_us", "push_MiB_per_s",
-              "push_nonzero_MiB_per_s", "blocktime_ms", "pages_requested", "total_ms"]
+              "push_nonzero_MiB_per_s", "push_cpu_ms", "bulk_rx_cpu_ms", "blocktime_ms",
+              "pages_requested", "total_ms"]
 
 
 def memtest_one(bindir, size, wdir, dest_extra=(), touch="random", timeout=300):
@@ -170,8 +176,13 @@ def memtest_one(bindir, size, wdir, dest_extra=(), touch="random", timeout=300):
         res["error"] = f"no metrics JSON: {e}"
         return res
     for k in ("downtime_us", "total_ms", "blocktime_ms", "push_MiB_per_s",
-              "push_nonzero_MiB_per_s", "pages_requested", "faults"):
+              "push_nonzero_MiB_per_s", "push_cpu_ms", "pages_requested", "faults"):
         res[k] = s.get(k)
+    try:  # the destination's side of the push (builds before issue 19: none)
+        with open(d_json) as f:
+            res["bulk_rx_cpu_ms"] = json.load(f).get("bulk_rx_cpu_ms")
+    except (OSError, ValueError):
+        res["bulk_rx_cpu_ms"] = None
     res["fault_latency_us"] = {k: (s.get("fault_latency_us") or {}).get(k)
                                for k in ("p50", "p99", "max")}
     return res

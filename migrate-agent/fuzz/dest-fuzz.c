@@ -9,7 +9,8 @@
  * the receive threads do (header and payload checks, then dest_rx_frame()).
  *
  * Input: byte 0 picks the start (precopy phase or after the switch-over,
- * zstd agreed or not, RAM of 16..128 pages, CRC repair); then frames, each
+ * zstd agreed or not, RAM of 16..128 pages, CRC repair, PAGE_RUN agreed
+ * unless bit 0x40); then frames, each
  * preceded by a byte whose low bit picks the channel and whose bit 1 breaks
  * the link first (before STATE: the reconnection's
  * dest_reset_before_state()).  With CRC repair the fuzzer's mutations reach
@@ -141,7 +142,7 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 	pthread_mutex_init(&d->lat_lock, NULL);
 	pthread_mutex_init(&d->loop_lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
-	d->features = (mode & 2) ? MIG_FEAT_ZSTD : 0;
+	d->features = ((mode & 2) ? MIG_FEAT_ZSTD : 0) | ((mode & 0x40) ? 0 : MIG_FEAT_RUNS);
 	struct mig_conn *c[2];
 	for (int k = 0; k < 2; k++) {
 		/* No receive buffer: frames come from the input, not the fd. */
@@ -224,6 +225,9 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 			return; /* the stream ends inside this frame */
 		if (!r)
 			r = mig_check_payload(&c->wire, &h, s + off + sizeof(h), err, sizeof(err));
+		if (!r && h.type == MIG_MSG_PAGE_RUN && rn->direct) /* as mig_conn_recv_pages() */
+			memcpy(rn->direct, s + off + sizeof(h) + sizeof(struct mig_page_run),
+			       h.len - sizeof(struct mig_page_run));
 		if (!r)
 			r = dest_rx_frame(d, c, rn, &h, s + off + sizeof(h), err, sizeof(err));
 		if (r < 0 && !d->failed) {
@@ -241,10 +245,10 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static int devnull = -1;
-	static uint8_t *runbuf[2];
+	static uint8_t *runbuf[3];
 	if (devnull < 0) {
 		devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			runbuf[k] = aligned_alloc(MIG_PAGE_SIZE, RUN_MAX * MIG_PAGE_SIZE);
 			if (!runbuf[k])
 				abort();
@@ -266,7 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.load_state = fake_load_state,
 	};
 	struct mig_dest *d = fake_dest(&vm, mode, devnull);
-	struct run run[2] = { { .buf = runbuf[0] }, { .buf = runbuf[1] } };
+	struct run run[2] = { { .buf = runbuf[0] }, { .buf = runbuf[1], .direct = runbuf[2] } };
 	uint8_t *copy = malloc(size);
 	if (!copy)
 		abort();

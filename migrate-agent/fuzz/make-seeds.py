@@ -12,7 +12,7 @@ import struct
 import sys
 
 MAGIC = 0x474D4350
-PAGE, DIRTY, DONE, ERROR = 4, 10, 11, 9
+PAGE, DIRTY, DONE, ERROR, PAGE_RUN = 4, 10, 11, 9, 14
 RAW, ZERO = 0, 1
 F_DEMAND, F_PRECOPY = 1, 2
 PS = 4096
@@ -26,6 +26,12 @@ def frame(chan, typ, payload):
 def page(chan, i, enc=ZERO, flags=0):
     data = b"" if enc == ZERO else bytes([(i * 31 + 7) & 0xFF]) * PS
     return frame(chan, PAGE, struct.pack("<QHHI", i * PS, enc, flags, len(data)) + data)
+
+
+def run(chan, i, count, enc=RAW):
+    data = b"" if enc == ZERO else b"".join(bytes([((i + k) * 31 + 7) & 0xFF]) * PS
+                                            for k in range(count))
+    return frame(chan, PAGE_RUN, struct.pack("<QIHH", i * PS, count, enc, 0) + data)
 
 
 def seeds():
@@ -49,6 +55,10 @@ def seeds():
     # record must refuse to go back from PRESENT (a hostile source's trick).
     yield "staged-over-installed", (bytes([pre]) + done0 + b"".join(page(1, i) for i in range(4)) +
         bytes([3]) + page(1, 2, RAW, F_PRECOPY)[1:] + done0 + b"".join(page(1, i) for i in range(4, n)))
+    # The push in runs (PAGE_RUN): a demand reply inside a raw run (skipped
+    # there), a zero run, a run up to the last page.
+    yield "postcopy-runs", (bytes([post]) + page(0, 2, RAW, F_DEMAND) + run(1, 0, 5) +
+        run(1, 5, 3, ZERO) + run(1, 8, n - 8))
     msg = b"gave up"
     yield "error", bytes([post]) + page(1, 0) + frame(0, ERROR, struct.pack("<II", 5, len(msg)) + msg)
 

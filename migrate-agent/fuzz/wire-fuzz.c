@@ -29,7 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mig_wire_ctx ctx = {
 		.hello_seen = mode & 1,
 		.ram_size = (mode & 1) ? (uint64_t)(1 + ((mode >> 1) & 7)) * 16 * MIG_PAGE_SIZE : 0,
-		.features = (mode & 0x10) ? MIG_FEAT_ZSTD : 0,
+		.features =
+		    ((mode & 0x10) ? MIG_FEAT_ZSTD : 0) | ((mode & 0x80) ? MIG_FEAT_RUNS : 0),
 		.peer_role = (mode & 0x20) ? MIG_ROLE_DEST : MIG_ROLE_SOURCE,
 	};
 	char err[256];

@@ -14,6 +14,11 @@
  *   bulk-index bulk-count (HELLO: bulk channel 2 of 2, 9 bulk channels)
  *   old-hello (a version 3 HELLO, 40 bytes)
  *   count-mismatch (urgent says 2 bulk channels, its bulk channel 3)
+ *   run-out-of-ram run-count-zero run-bad-len run-bad-flags (a PAGE_RUN
+ *   breaking its contract), run-not-agreed (one although MIG_FEAT_RUNS was
+ *   not agreed), run-precopy (a valid one before the switch-over),
+ *   run-nocrc-plain (MIG_FEAT_NO_PAYLOAD_CRC announced on plain TCP, and
+ *   a PAGE_RUN without its CRC)
  * Scripted sessions (a source that follows the protocol, then misbehaves;
  * the peer under test is mig-memtest's destination, which checks the RAM):
  *   reset-installed      pages installed, link broken before STATE: recovery
@@ -175,6 +180,40 @@ static void linger(int fd)
 
 static struct mig_conn u, b;
 
+/*
+ * The run-* cases: one PAGE_RUN on the bulk channel after the handshake,
+ * each breaking one rule of its contract (wire.h).  -1: not a run case.
+ */
+static int evil_run(const char *cs)
+{
+	static uint8_t frame[MIG_RUN_FRAME_MAX], pages[MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE];
+	struct mig_page_run run = { .addr = 8 * MIG_PAGE_SIZE, .count = 4 };
+	size_t data = 4 * MIG_PAGE_SIZE;
+	memset(pages, 0x5a, sizeof(pages));
+	if (!strcmp(cs, "run-out-of-ram"))
+		run.addr = ram_size - 2 * MIG_PAGE_SIZE; /* two of its four pages past the end */
+	else if (!strcmp(cs, "run-count-zero"))
+		run.count = 0; /* with four pages of data */
+	else if (!strcmp(cs, "run-bad-len"))
+		data = 3 * MIG_PAGE_SIZE;
+	else if (!strcmp(cs, "run-bad-flags"))
+		run.flags = 0x8;
+	else if (strcmp(cs, "run-not-agreed") && strcmp(cs, "run-precopy") &&
+		 strcmp(cs, "run-nocrc-plain"))
+		return -1;
+	size_t n = mig_conn_put(&b, frame, MIG_MSG_PAGE_RUN, &run, sizeof(run), pages, data);
+	if (!strcmp(cs, "run-nocrc-plain")) {
+		/* No payload CRC, as if MIG_FEAT_NO_PAYLOAD_CRC held on plain TCP. */
+		struct mig_frame_hdr fh;
+		memcpy(&fh, frame, sizeof(fh));
+		mig_frame_hdr_init(&fh, fh.type, fh.len, fh.seq, 0);
+		memcpy(frame, &fh, sizeof(fh));
+	}
+	send_raw(b.fd, frame, n);
+	linger(b.fd);
+	return 0;
+}
+
 static int evil_source(const char *cs, struct sockaddr_in *sa)
 {
 	uint8_t buf[2 * MIG_PAGE_SIZE + 256];
@@ -248,6 +287,10 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 	}
 
 	uint32_t feats = !strcmp(cs, "bad-zstd") ? MIG_FEAT_ZSTD : 0;
+	if (!strncmp(cs, "run-", 4) && strcmp(cs, "run-not-agreed"))
+		feats = MIG_FEAT_RUNS;
+	if (!strcmp(cs, "run-nocrc-plain")) /* announced on plain TCP: never agreed */
+		feats |= MIG_FEAT_NO_PAYLOAD_CRC;
 	if (!strcmp(cs, "count-mismatch"))
 		hello_nr_bulk = 2; /* the urgent channel says 2 bulk channels... */
 	if (open_channel(sa, MIG_CHAN_URGENT, feats, &u))
@@ -269,6 +312,9 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 		return 0;
 	}
 	mig_conn_send(&u, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	int r = evil_run(cs);
+	if (r >= 0)
+		return r;
 
 	size_t n;
 	if (!strcmp(cs, "truncated")) {

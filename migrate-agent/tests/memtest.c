@@ -15,6 +15,8 @@
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
  *                    [--metrics FILE] [--recover-ms MS] [--busy-poll]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
+ *   either:        [--features-off MASK] (HELLO features not announced, as
+ *                  an older peer: 2 = no PAGE_RUN, 4 = payload CRCs kept)
  *
  * The source keeps a writer thread dirtying pages until the pause (so
  * precopy rounds have something to resend).  --lockstep replaces it by a
@@ -409,6 +411,8 @@ int main(int argc, char **argv)
 			o.tls.psk_file = v;
 		else if (!strcmp(a, "--tls-hostname"))
 			o.tls.hostname = v;
+		else if (!strcmp(a, "--features-off"))
+			o.features_off = (uint32_t)strtoul(v, NULL, 0);
 		else {
 			fprintf(stderr, "memtest: unknown option %s\n", a);
 			return 2;

@@ -89,6 +89,15 @@ expect unaligned "not page aligned"
 expect length-mismatch "does not match frame"
 expect bad-checksum "payload checksum mismatch.*corrupted"
 expect bad-zstd "does not decompress"
+# PAGE_RUN (MIG_FEAT_RUNS): every field of a run is checked
+expect run-out-of-ram "PAGE_RUN 0x[0-9a-f]+ of 4 pages outside guest RAM"
+expect run-count-zero "PAGE_RUN 0x[0-9a-f]+ of 0 pages"
+expect run-bad-len "PAGE_RUN 0x[0-9a-f]+ of 4 raw pages with [0-9]+ payload bytes \\(expected"
+expect run-bad-flags "PAGE_RUN with unknown flags 0x8"
+expect run-not-agreed "PAGE_RUN although runs were not agreed"
+expect run-precopy "PAGE_RUN 0x[0-9a-f]+ before the switch-over"
+# MIG_FEAT_NO_PAYLOAD_CRC is TLS only: on plain TCP the CRC is still checked
+expect run-nocrc-plain "PAGE_RUN payload checksum mismatch"
 
 # The same defence in the real destination, `vmm run --incoming`.
 if [ -x "$BIN/vmm" ] && kvm_part "the vmm --incoming cases"; then

@@ -152,7 +152,7 @@ pport=$(free_port)
 pids+=($!)
 wait_listen "$pport"
 timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M \
-	--tls-psk "$work/keys.psk" 2> "$work/relay-s.err" ||
+	--tls-psk "$work/keys.psk" --metrics "$work/relay-s.json" 2> "$work/relay-s.err" ||
 	{ cat "$work/relay-s.err" "$work/relay-d.err" "$work/relay-p.err" >&2; fail "relay: the source failed"; }
 wait_status "$dpid" "relay: the destination" 60
 rc=$?
@@ -164,5 +164,8 @@ grep -q "relayed proof refused" "$work/relay-p.err" ||
 grep -q "wrong proof of the session secret" "$work/relay-d.err" ||
 	fail "relay: the destination does not name the wrong proof"
 check_exactly_once "$work/relay-d.json"
+# Under TLS the page payloads go without CRC (the AEAD checks them), in runs.
+check_json "$work/relay-s.json" '.features == ["runs", "no_payload_crc"]' \
+	"relay: runs without payload CRC not agreed under TLS"
 echo "ok: a proof relayed onto another TLS session refused, the recovery completed"
 exit 0

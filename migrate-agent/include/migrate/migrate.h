@@ -33,6 +33,11 @@ struct mig_opts {
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
 	unsigned channels;   /* source: bulk channels, 1..MIG_MAX_CHANNELS (default 1) */
 	/*
+	 * HELLO features (MIG_FEAT_*, migrate/wire.h) this side does not
+	 * announce: for tests and benchmarks that play an older peer.
+	 */
+	uint32_t features_off;
+	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file
 	 * is set (never both): x509 credentials or a PSK file, as QEMU's
 	 * (docs/security.md).  The source checks the destination's certificate

@@ -184,6 +184,16 @@ bool mig_conn_next_is(const struct mig_conn *c, uint16_t type);
 int mig_conn_recv(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload, char *err,
 		  size_t errlen);
 /*
+ * mig_conn_recv() for the receiver of the push: a raw PAGE_RUN's pages go
+ * from the socket (or the TLS session) straight into pages[cap] (the
+ * caller's page-aligned memory) instead of through c's buffer, and are
+ * checked there; *payload then points to its struct mig_page_run only.
+ * What was read ahead into c's buffer is copied; what had not come yet
+ * is read in place.  Other frames as mig_conn_recv().  On an error pages[cap] may hold rejected bytes.
+ */
+int mig_conn_recv_pages(struct mig_conn *c, struct mig_frame_hdr *h, const uint8_t **payload,
+			uint8_t *pages, size_t cap, char *err, size_t errlen);
+/*
  * The same for a caller that polls the socket itself (the destination's
  * fault thread): -EAGAIN at once when no byte of a next frame is there,
  * neither buffered here or in the TLS session nor on the socket; once a

@@ -58,6 +58,9 @@
 #define MIG_ZSTD_MAX_LEN  MIG_PAGE_SIZE /* compressed pages are smaller, or sent raw */
 /* The largest PAGE frame, header included. */
 #define MIG_PAGE_FRAME_MAX (24u + 16u + MIG_PAGE_SIZE)
+#define MIG_MAX_RUN_PAGES  32u /* pages in one PAGE_RUN (128 KiB) */
+/* The largest PAGE_RUN frame, header included. */
+#define MIG_RUN_FRAME_MAX (24u + 16u + MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE)
 
 enum mig_msg_type {
 	MIG_MSG_HELLO = 1,
@@ -73,7 +76,8 @@ enum mig_msg_type {
 	MIG_MSG_DONE = 11,
 	MIG_MSG_AUTH = 12,
 	MIG_MSG_PING = 13,
-	MIG_MSG_MAX = 13,
+	MIG_MSG_PAGE_RUN = 14,
+	MIG_MSG_MAX = 14,
 };
 
 enum mig_channel {
@@ -91,9 +95,22 @@ enum mig_role {
 #define MIG_HELLO_RECOVER (1u << 0) /* reconnection of a broken session */
 #define MIG_HELLO_KNOWN	  (MIG_HELLO_RECOVER)
 
-/* HELLO.features */
-#define MIG_FEAT_ZSTD  (1u << 0) /* PAGE frames may carry MIG_PAGE_ZSTD */
-#define MIG_FEAT_KNOWN (MIG_FEAT_ZSTD)
+/*
+ * HELLO.features
+ * MIG_FEAT_NO_PAYLOAD_CRC: PAGE and PAGE_RUN frames carry payload_crc 0 and
+ * their payloads are not checksummed; every header still is.  Safe only
+ * because a TLS session's AEAD already authenticates every byte of the
+ * stream (a flipped or forged byte fails the record, and the session with
+ * it), so the CRC checks nothing the cipher did not.  A side announces it
+ * only on a TLS connection, and a receiver takes it from the peer only on
+ * one (mig_wire_ctx.aead): announced on plain TCP, it is never agreed, so
+ * the payload CRCs are checked and a page payload without one is refused.
+ */
+#define MIG_FEAT_ZSTD		(1u << 0) /* PAGE frames may carry MIG_PAGE_ZSTD */
+#define MIG_FEAT_RUNS		(1u << 1) /* the push may send PAGE_RUN frames */
+#define MIG_FEAT_NO_PAYLOAD_CRC (1u << 2) /* TLS only: page payloads without CRC */
+#define MIG_FEAT_KNOWN		(MIG_FEAT_ZSTD | MIG_FEAT_RUNS | MIG_FEAT_NO_PAYLOAD_CRC)
+/* (metrics.c names them, bit by bit: keep its list in step) */
 
 /* PAGE.encoding */
 enum mig_page_enc {
@@ -219,6 +236,32 @@ _Static_assert(sizeof(struct mig_page) == 16, "PAGE header is 16 bytes");
 _Static_assert(MIG_PAGE_FRAME_MAX ==
 		   sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE,
 	       "MIG_PAGE_FRAME_MAX");
+
+/*
+ * PAGE_RUN, source -> destination, bulk channel, the postcopy push only,
+ * only when both sides have MIG_FEAT_RUNS: count consecutive pages of one
+ * encoding in one frame, so the destination installs them with one call
+ * and receives their data straight into page-aligned memory.
+ * Payload: struct mig_page_run, then count * MIG_PAGE_SIZE raw bytes
+ * (RAW), or nothing (ZERO: every page is all zeroes).
+ * Contract: 1 <= count <= MIG_MAX_RUN_PAGES; addr page aligned and
+ * addr + count * MIG_PAGE_SIZE <= ram_size; encoding RAW or ZERO (never
+ * ZSTD); frame len == 16 + count * MIG_PAGE_SIZE (RAW) or 16 (ZERO);
+ * flags zero (none defined yet); never before the switch-over (postcopy
+ * pages only).  Like PAGE: no page twice (a page already installed, e.g.
+ * by a demand reply that won the race, is skipped).
+ */
+struct mig_page_run {
+	uint64_t addr;
+	uint32_t count;
+	uint16_t encoding; /* enum mig_page_enc: RAW or ZERO */
+	uint16_t flags;	   /* zero */
+};
+_Static_assert(sizeof(struct mig_page_run) == 16, "PAGE_RUN header is 16 bytes");
+#define MIG_RUNF_KNOWN 0u
+_Static_assert(MIG_RUN_FRAME_MAX == sizeof(struct mig_frame_hdr) + sizeof(struct mig_page_run) +
+					MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE,
+	       "MIG_RUN_FRAME_MAX");
 
 /*
  * PAGE_REQUEST, destination -> source, urgent channel.
@@ -407,6 +450,7 @@ struct mig_wire_ctx {
 	uint64_t ram_size;
 	uint32_t features;
 	int hello_seen;
+	int aead;	      /* a TLS session authenticates every byte (MIG_FEAT_NO_PAYLOAD_CRC) */
 	int peer_role;	      /* the role the peer must claim, enum mig_role */
 	uint32_t frame_limit; /* nonzero: no longer payload (before the handshake) */
 };
@@ -431,6 +475,23 @@ int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen);
  */
 int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *payload,
 		      char *err, size_t errlen);
+/*
+ * The same for a payload received in two parts: head[head_len] (at least
+ * the message's fixed part; everything but for PAGE and PAGE_RUN), then
+ * data, the rest (h->len - head_len bytes).
+ */
+int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *head,
+		    uint32_t head_len, const void *data, char *err, size_t errlen);
+/*
+ * Does a frame of this type go without a payload CRC on a connection with
+ * ctx's features (MIG_FEAT_NO_PAYLOAD_CRC agreed, a page payload)?  Then
+ * its sender puts payload_crc 0 and its receiver does not check it.
+ */
+static inline int mig_payload_crc_off(const struct mig_wire_ctx *ctx, uint16_t type)
+{
+	return (ctx->features & MIG_FEAT_NO_PAYLOAD_CRC) &&
+	       (type == MIG_MSG_PAGE || type == MIG_MSG_PAGE_RUN);
+}
 
 /* Human name of a message type ("PAGE"), or "?" */
 const char *mig_msg_name(unsigned type);
