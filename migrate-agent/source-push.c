@@ -369,6 +369,61 @@ void src_wait_running(struct src *s)
 	mig_unlock(&s->lock);
 }
 
+/* n more pages pushed: query-migrate's figures fresh within 256 KiB, the progress line. */
+static void pushed(struct src *s, unsigned n)
+{
+	__atomic_fetch_add(&s->sent_count, n, __ATOMIC_RELAXED);
+	uint64_t total = __atomic_add_fetch(&s->pages_pushed, n, __ATOMIC_RELAXED);
+	if ((total & ~63ull) != ((total - n) & ~63ull))
+		src_publish(s);
+	if ((total & ~1023ull) != ((total - n) & ~1023ull))
+		src_progress(s, "postcopy");
+}
+
+/* The share is sent: DONE(1), everything drained, and when the push ended. */
+static int push_done(struct pusher *ps)
+{
+	struct src *s = ps->s;
+	struct mig_done d = { .phase = 1, .pages = ps->hi - ps->lo };
+	int r = push_frame(ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
+	if (!r)
+		r = src_drain(ps);
+	uint64_t now = mig_now_ns(), end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
+	while (end < now && !__atomic_compare_exchange_n(&s->t_push_end, &end, now, false,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return r;
+}
+
+/* Every page of the share nobody claimed, in batches.  0, or -errno when a send failed. */
+static int push_share(struct pusher *ps)
+{
+	struct src *s = ps->s;
+	/* Runs of raw pages, unless they are to be compressed page by page. */
+	int runs = (ps->c->wire.features & MIG_FEAT_RUNS) && !s->o->compress;
+	int r = 0;
+	while (!r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)) {
+		int64_t i = next_page(ps);
+		unsigned n = 1;
+		if (i < 0)
+			return 1;
+		r = runs ? push_run(ps, (uint64_t)i, &n) : src_push_page(ps, (uint64_t)i, 0);
+		/*
+		 * Small batches while faults wait: a page claimed by the push may
+		 * be the one a vCPU is blocked on.
+		 */
+		ps->frames += n;
+		if (!r && (__atomic_exchange_n(&s->flush_now, 0, __ATOMIC_ACQ_REL) ||
+			   ps->frames >= PUSH_BATCH_PAGES)) {
+			r = flush(ps);
+			ps->frames = 0;
+		}
+		if (!r)
+			pushed(s, n);
+	}
+	return r;
+}
+
 /*
  * Bulk channel k's push thread: every page of its share nobody claimed
  * yet (and the pre-paging after faults in its share), then DONE(1) on its
@@ -387,54 +442,13 @@ void src_push_channel(struct src *s, unsigned k)
 	ps.c = src_bulk(s, k);
 	src_share(s, k, &ps.lo, &ps.hi);
 	ps.cursor = ps.lo;
-	/* Runs of raw pages, unless they are to be compressed page by page. */
-	int runs = (ps.c->wire.features & MIG_FEAT_RUNS) && !s->o->compress;
 	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);
-	int r = 0;
 	src_wait_running(s);
-	for (;;) {
-		if (src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
-			break;
-		int64_t i = next_page(&ps);
-		unsigned n = 1;
-		if (i < 0)
-			break;
-		if (runs)
-			r = push_run(&ps, (uint64_t)i, &n);
-		else
-			r = src_push_page(&ps, (uint64_t)i, 0);
-		/*
-		 * Small batches while faults wait: a page claimed by the push may
-		 * be the one a vCPU is blocked on.
-		 */
-		ps.frames += n;
-		if (!r && (__atomic_exchange_n(&s->flush_now, 0, __ATOMIC_ACQ_REL) ||
-			   ps.frames >= PUSH_BATCH_PAGES)) {
-			r = flush(&ps);
-			ps.frames = 0;
-		}
-		if (r)
-			break;
-		__atomic_fetch_add(&s->sent_count, n, __ATOMIC_RELAXED);
-		uint64_t pushed = __atomic_add_fetch(&s->pages_pushed, n, __ATOMIC_RELAXED);
-		/* query-migrate's figures, fresh within 256 KiB; the progress line */
-		if ((pushed & ~63ull) != ((pushed - n) & ~63ull))
-			src_publish(s);
-		if ((pushed & ~1023ull) != ((pushed - n) & ~1023ull))
-			src_progress(s, "postcopy");
-	}
-	if (!r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)) {
-		struct mig_done d = { .phase = 1, .pages = ps.hi - ps.lo };
-		r = push_frame(&ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
-		if (!r)
-			r = src_drain(&ps);
-		uint64_t now = mig_now_ns(),
-			 end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
-		while (end < now &&
-		       !__atomic_compare_exchange_n(&s->t_push_end, &end, now, false,
-						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-			;
-	}
+	int r = push_share(&ps); /* 1: every page of the share went */
+	if (r == 1)
+		r = src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)
+			? 0
+			: push_done(&ps);
 	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);

@@ -536,12 +536,11 @@ static int check_crc(const struct mig_wire_ctx *ctx, const struct mig_frame_hdr 
 	return 0;
 }
 
-int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *head,
-		    uint32_t head_len, const void *data, char *err, size_t errlen)
+/* Check what every frame must satisfy before its own contract: parts, CRC, order, length. */
+static int check_frame(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *head,
+		       uint32_t head_len, const void *data, char *err, size_t errlen)
 {
-	const uint8_t *pl = head;
-	const void *payload = head;
-	uint32_t len = h->len;
+	uint32_t len = h->len, version;
 	if (h->type == 0 || h->type > MIG_MSG_MAX) /* mig_check_hdr() refuses it first */
 		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
 	if (head_len > len ||
@@ -556,9 +555,8 @@ int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, con
 	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO && h->type != MIG_MSG_ERROR)
 		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
 	/* Another version's HELLO may have another size: say which version. */
-	uint32_t version;
 	if (h->type == MIG_MSG_HELLO && len >= sizeof(version)) {
-		memcpy(&version, pl, sizeof(version));
+		memcpy(&version, head, sizeof(version));
 		if (version != MIG_VERSION)
 			return fail(-EPROTONOSUPPORT, err, errlen,
 				    "peer speaks protocol version %u, this side speaks %u", version,
@@ -567,17 +565,28 @@ int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, con
 	if (payload_len[h->type].fixed && len != payload_len[h->type].max)
 		return fail(-EPROTO, err, errlen, "%s length %u, expected %ld",
 			    mig_msg_name(h->type), len, (long)payload_len[h->type].max);
+	return 0;
+}
+
+int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *head,
+		    uint32_t head_len, const void *data, char *err, size_t errlen)
+{
+	const uint8_t *pl = head;
+	uint32_t len = h->len;
+	int r = check_frame(ctx, h, head, head_len, data, err, errlen);
+	if (r)
+		return r;
 	switch (h->type) {
 	case MIG_MSG_HELLO: {
 		struct mig_hello m;
 		if (ctx->hello_seen)
 			return fail(-EPROTO, err, errlen, "second HELLO on a connection");
-		memcpy(&m, payload, sizeof(m));
+		memcpy(&m, pl, sizeof(m));
 		return check_hello(ctx, &m, err, errlen);
 	}
 	case MIG_MSG_LAYOUT: {
 		struct mig_layout l;
-		memcpy(&l, payload, sizeof(l));
+		memcpy(&l, pl, sizeof(l));
 		return check_layout(ctx, &l, err, errlen);
 	}
 	case MIG_MSG_STATE:
@@ -596,8 +605,8 @@ int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, con
 	case MIG_MSG_RESUME:
 		return check_resume(ctx, pl, len, err, errlen);
 	case MIG_MSG_PRECOPY_DIRTY:
-		return check_bitmap(ctx, payload, len, sizeof(struct mig_dirty), "PRECOPY_DIRTY",
-				    err, errlen);
+		return check_bitmap(ctx, pl, len, sizeof(struct mig_dirty), "PRECOPY_DIRTY", err,
+				    errlen);
 	case MIG_MSG_ERROR:
 		return check_error(pl, len, err, errlen);
 	case MIG_MSG_DONE:
