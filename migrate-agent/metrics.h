@@ -44,6 +44,8 @@ struct mig_timeline {
 	uint64_t before_demand, before_pushed, precopy_staged;
 };
 
+struct src_prepage;
+
 struct mig_source_metrics {
 	uint64_t ram_bytes, pages;
 	int precopy_rounds, precopy_rounds_done, compress;
@@ -56,7 +58,9 @@ struct mig_source_metrics {
 	const struct mig_complete *dest; /* the destination's COMPLETE */
 	double push_MiB_per_s, push_nonzero_MiB_per_s;
 	struct mig_stamps_view stamps;
-	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
+	struct mig_tls_ctx *tls;	   /* NULL: plain TCP, "tls": null */
+	const struct src_prepage *prepage; /* the pre-paging policy's counters */
+	uint64_t prepage_pages;		   /* pushed from its windows */
 };
 
 struct mig_dest_metrics {

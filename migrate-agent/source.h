@@ -97,6 +97,7 @@
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "source-prepage.h"
 #include "stamps.h"
 
 #define NHINTS	  16
@@ -127,8 +128,10 @@ struct src {
 	char why[320];
 
 	pthread_mutex_t hint_lock;
-	uint64_t hints[NHINTS];
+	struct src_window hints[NHINTS]; /* the windows of the last faults */
 	unsigned nhints;
+	struct src_prepage pp;	/* the fault history (hint_lock) */
+	uint64_t prepage_pages; /* pushed from a window (the push thread) */
 
 	struct mig_complete dest;
 	struct mig_running running;
@@ -180,6 +183,7 @@ struct pusher {
 	/* pre-paging window */
 	uint64_t pre_next;
 	unsigned pre_left;
+	int64_t pre_step;
 	uint64_t cursor;
 	unsigned frames;  /* in the current buffer */
 	uint64_t pace_ns; /* max_bandwidth: when what was pushed may have gone */

@@ -11,8 +11,9 @@
  *
  *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
- *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
- *                    [--metrics FILE] [--recover-ms MS] [--busy-poll]
+ *                      [--prepage-fixed] [--prepage N]
+ *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
+ *                    [--stride PAGES] [--touch-start PAGE] [--metrics FILE] [--recover-ms MS] [--busy-poll]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *
  * The source keeps a writer thread dirtying pages until the pause (so
@@ -20,7 +21,12 @@
  * guest that rewrites its hot eighth of RAM, whole, just before each dirty
  * log fetch until the pause, and nothing after: precopy always finds the
  * hot set dirty again (it cannot converge), and a page whose dirty bit was
- * fetched but not resent shows in the checksum.  The destination exits 0 only
+ * fetched but not resent shows in the checksum.  --touch stride reads every
+ * --stride'th page (default 16), then the same from the next page, until
+ * every page was read once.  --touch-start: seq and stride begin at that
+ * page (wrapping), not where the push begins (page 0), so that their
+ * faults are not all on pages the push is sending anyway.  --prepage-fixed: the fixed pre-paging window
+ * (the adaptive one's baseline).  The destination exits 0 only
  * if every page arrived and the checksum of its RAM equals the source's.
  */
 #include <errno.h>
@@ -245,7 +251,15 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 }
 
 static const char *touch = "random";
-static uint64_t touched;
+static uint64_t touched, stride = 16, touch_start;
+
+/* The k-th page --touch stride reads: k * stride, wrapping one page on. */
+static uint64_t stride_page(uint64_t k)
+{
+	uint64_t per = (nr_pages + stride - 1) / stride; /* pages per pass */
+	uint64_t i = (k % per) * stride + k / per;
+	return i < nr_pages ? i : (k * 7919) % nr_pages; /* the last pass's tail */
+}
 
 /* The "vCPU": reads pages while postcopy runs, so faults really happen. */
 static void *toucher_thread(void *arg)
@@ -257,7 +271,11 @@ static void *toucher_thread(void *arg)
 		if (strcmp(touch, "random") == 0) {
 			x = mix(x);
 			i = x % nr_pages;
+		} else if (strcmp(touch, "stride") == 0) {
+			i = stride_page(k);
 		}
+		if (strcmp(touch, "random"))
+			i = (i + touch_start) % nr_pages;
 		sink ^= ram[i * MIG_PAGE_SIZE + (k % MIG_PAGE_SIZE)];
 		touched++;
 	}
@@ -362,6 +380,10 @@ int main(int argc, char **argv)
 			lockstep = 1;
 			continue;
 		}
+		if (!strcmp(a, "--prepage-fixed")) {
+			o.prepage_fixed = 1;
+			continue;
+		}
 		if (!strcmp(a, "--busy-poll")) {
 			busy_poll = true;
 			continue;
@@ -385,6 +407,12 @@ int main(int argc, char **argv)
 			o.recover_ms = atoi(v);
 		else if (!strcmp(a, "--touch"))
 			touch = v;
+		else if (!strcmp(a, "--touch-start"))
+			touch_start = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--stride"))
+			stride = strtoull(v, NULL, 0) ? strtoull(v, NULL, 0) : 1;
+		else if (!strcmp(a, "--prepage"))
+			o.prepage = (unsigned)strtoul(v, NULL, 0);
 		else if (!strcmp(a, "--tls-creds"))
 			o.tls.creds_dir = v;
 		else if (!strcmp(a, "--tls-psk"))

@@ -31,6 +31,7 @@ struct mig_opts {
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
 	int progress;	     /* 1: progress line on stderr (default: if a terminal) */
 	unsigned prepage;    /* pages pushed after each demand fault (default 32) */
+	int prepage_fixed;   /* 1: always that window; 0: it adapts (source-prepage.h) */
 	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file
 	 * is set (never both): x509 credentials or a PSK file, as QEMU's
