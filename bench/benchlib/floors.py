@@ -100,6 +100,7 @@ def _target(figure, floor, target, op, unit, what, why=None, use_ratio=True):
     """One target: figure, floor, ratio (figure / floor), the target the
     ratio (or, without a floor, the figure) is held to, met.  met is None
     when a figure or floor is missing: not measured is not passed."""
+    figure = round(figure, 4) if figure is not None else None
     r = ratio(figure, floor) if use_ratio else None
     held = r if use_ratio else figure
     met = None
@@ -116,7 +117,7 @@ def targets(fl, ours, qemu, tls, source):
     """Issue 19's targets from the floors FL and the summary rows of ours
     (OURS), QEMU postcopy-preempt (QEMU, may be None) and ours with TLS
     (TLS, may be None) at one size; SOURCE says which runs."""
-    p50_floor = (fl["pingpong_p50_us"] + fl["install_p50_us"]
+    p50_floor = (round(fl["pingpong_p50_us"] + fl["install_p50_us"], 3)
                  if fl.get("pingpong_p50_us") is not None and
                  fl.get("install_p50_us") is not None else None)
     push = _m(ours, "push_nonzero_MiB_per_s")
@@ -167,7 +168,9 @@ def targets_markdown(doc):
         return []
 
     def f(v):
-        return "-" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))
+        if v is None:
+            return "-"
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
     lines = ["", "## Floors and targets (issue 19), measured in this run", "",
              "Floors: round trip p50 plain " + f(fl.get("pingpong_p50_us")) + " us, TLS " +
              f(fl.get("pingpong_tls_p50_us")) + " us; UFFDIO_COPY install p50 " +
