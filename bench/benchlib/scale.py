@@ -4,6 +4,10 @@ push rate, the downtime's spread over sizes (flat: max/min near 1) and the
 total time against the one a constant push rate predicts (linear: the
 marginal ms per MiB between consecutive sizes stays near the push's)."""
 
+import os
+import subprocess
+
+from .common import ROOT, step
 from .stats import ratio
 
 
@@ -53,3 +57,31 @@ def scale_markdown(sc):
                      f"{f(r.get('marginal_ms_per_MiB'))} | {f(r.get('push_ms_per_MiB'))} |")
     lines += [f"- {s['size_mib']} MiB not run: {s['why']}" for s in sc.get("skipped") or []]
     return lines
+
+
+def plot_scale(out, ddir, summary, sc):
+    """scale.png (bench/plot.gp which=scale) when the run had two sizes or
+    more; returns the PNG's name or None."""
+    rows = [r for r in sc["sizes"] if r["downtime_us"] is not None and r["total_ms"] is not None]
+    if len(rows) < 2:
+        return None
+    os.makedirs(ddir, exist_ok=True)
+    with open(os.path.join(ddir, "scale.dat"), "w") as f:
+        for r in rows:
+            s = next(x for x in summary if x["config"] == sc["config"] and
+                     x["size_mib"] == r["size_mib"])
+            dt, tt = s["downtime_us"], s["total_ms"]
+            push = r["push_MiB_per_s"]
+            f.write(f"{r['size_mib']} {dt['median'] / 1000:.4f} {dt['min'] / 1000:.4f} "
+                    f"{dt['max'] / 1000:.4f} {tt['median']} {tt['min']} {tt['max']} "
+                    f"{r['size_mib'] / push * 1000 if push else 'NaN'}\n")
+    png = os.path.join(out, "scale.png")
+    e = (f"which='scale'; datadir='{ddir}'; outfile='{png}'; configs='{sc['config']}'; "
+         "size='0'; ncols=2")
+    p = subprocess.run(["gnuplot", "-e", e, os.path.join(ROOT, "bench/plot.gp")],
+                       capture_output=True, text=True)
+    if p.returncode:
+        step(f"plot scale.png: gnuplot failed: {p.stderr.strip()[-300:]}")
+        return None
+    step("plot scale.png written")
+    return "scale.png"
