@@ -32,8 +32,8 @@
  * Threads after the switch-over:
  *   urgent  reads PAGE_REQUEST, answers each page not sent yet on the same
  *           channel, leaves a hint for the pusher (adaptive pre-paging);
- *   push    walks the pages (hints first: the k pages after each recent
- *           fault, then in order) and streams them on the bulk channel,
+ *   push    walks the pages (hints first: each recent fault's window,
+ *           source-prepage.h, then in order) and streams them on the bulk channel,
  *           batched, through io_uring when the kernel has it;
  *   watch   (from the first connection to the end) heartbeats, and a
  *           silent destination is a broken link.
