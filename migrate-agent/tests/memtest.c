@@ -13,7 +13,7 @@
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
  *                      [--prepage-fixed] [--prepage N]
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
- *                    [--stride PAGES] [--touch-start PAGE] [--metrics FILE] [--recover-ms MS] [--busy-poll]
+ *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--metrics FILE] [--recover-ms MS] [--busy-poll]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *
  * The source keeps a writer thread dirtying pages until the pause (so
@@ -25,7 +25,10 @@
  * --stride'th page (default 16), then the same from the next page, until
  * every page was read once.  --touch-start: seq and stride begin at that
  * page (wrapping), not where the push begins (page 0), so that their
- * faults are not all on pages the push is sending anyway.  --prepage-fixed: the fixed pre-paging window
+ * faults are not all on pages the push is sending anyway.  --touch-ns: the
+ * "vCPU" works NS nanoseconds per page it reads (a busy wait), as a guest
+ * computing between pages; without it, it reads a byte per page and
+ * outruns any push.  --prepage-fixed: the fixed pre-paging window
  * (the adaptive one's baseline).  The destination exits 0 only
  * if every page arrived and the checksum of its RAM equals the source's.
  */
@@ -251,7 +254,14 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 }
 
 static const char *touch = "random";
-static uint64_t touched, stride = 16, touch_start;
+static uint64_t touched, stride = 16, touch_start, touch_ns;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* The k-th page --touch stride reads: k * stride, wrapping one page on. */
 static uint64_t stride_page(uint64_t k)
@@ -278,6 +288,9 @@ static void *toucher_thread(void *arg)
 			i = (i + touch_start) % nr_pages;
 		sink ^= ram[i * MIG_PAGE_SIZE + (k % MIG_PAGE_SIZE)];
 		touched++;
+		/* --touch-ns: the work between pages (a fault's wait is not work) */
+		for (uint64_t t = now_ns(); touch_ns && now_ns() - t < touch_ns;)
+			;
 	}
 	(void)sink;
 	return arg;
@@ -407,6 +420,8 @@ int main(int argc, char **argv)
 			o.recover_ms = atoi(v);
 		else if (!strcmp(a, "--touch"))
 			touch = v;
+		else if (!strcmp(a, "--touch-ns"))
+			touch_ns = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--touch-start"))
 			touch_start = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--stride"))
