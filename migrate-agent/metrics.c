@@ -205,7 +205,8 @@ static json *source_bytes(const struct mig_source_metrics *m)
  * The pre-paging policy's counters: windows given out, pages pushed from
  * them, faults that landed on the last window's path (the accessor went
  * the way it guessed), of those on pages already claimed by the push
- * (late: pre-paged, but no fault saved), stride windows, shrinks.
+ * (late: pre-paged, but no fault saved), the window's pages such a fault
+ * lay beyond (passed: read without a fault), stride windows, shrinks.
  */
 static json *prepage_summary(const struct mig_source_metrics *m)
 {
@@ -220,6 +221,7 @@ static json *prepage_summary(const struct mig_source_metrics *m)
 	put_u64(o, "pages", m->prepage_pages);
 	put_u64(o, "followed", p->followed);
 	put_u64(o, "late", p->late);
+	put_u64(o, "passed", p->passed);
 	put_u64(o, "stride_windows", p->strided);
 	put_u64(o, "shrinks", p->shrunk);
 	put_u64(o, "max_window", p->max_win);

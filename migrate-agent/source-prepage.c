@@ -13,16 +13,17 @@ void src_prepage_init(struct src_prepage *p, uint32_t base, int adaptive)
 }
 
 /*
- * Whether page lies on window w's path or within `extra` more steps past
- * its end: the accessor went the way the window guessed.
+ * 1 + page's index on window w's path, when it lies on it or within
+ * `extra` more steps past its end (the accessor went the way the window
+ * guessed); 0 when not.
  */
-static int on_path(const struct src_window *w, uint64_t page, uint32_t extra)
+static int64_t on_path(const struct src_window *w, uint64_t page, uint32_t extra)
 {
 	int64_t off = (int64_t)(page - w->start);
 	if (!w->count || !w->step || off % w->step)
 		return 0;
 	int64_t k = off / w->step;
-	return k >= 0 && k < (int64_t)w->count + extra;
+	return k >= 0 && k < (int64_t)w->count + extra ? k + 1 : 0;
 }
 
 static uint32_t grow(const struct src_prepage *p)
@@ -74,11 +75,15 @@ struct src_window src_prepage_fault(struct src_prepage *p, uint64_t page, int se
 				    uint64_t nr_pages)
 {
 	struct src_window w = { .start = page + 1, .step = 1, .count = p->base };
-	int followed = p->windows && on_path(&p->w, page, p->base);
+	int64_t at = p->windows ? on_path(&p->w, page, p->base) : 0;
+	int followed = at > 0;
 
 	/* Counted under either policy, so that the two compare. */
 	p->followed += followed;
 	p->late += followed && sent; /* pre-paged, but the push was not there in time */
+	/* The window's pages before this fault were read without one. */
+	if (followed)
+		p->passed += (uint64_t)(at - 1 < p->w.count ? at - 1 : p->w.count);
 	if (p->adaptive)
 		w = adapt(p, page, followed);
 	p->have_last = 1;

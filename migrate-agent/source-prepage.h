@@ -43,7 +43,7 @@ struct src_prepage {
 	uint32_t win;	     /* the adaptive window's length now */
 	struct src_window w; /* the last window given out */
 	/* counters (the metrics' "prepage" object) */
-	uint64_t windows, followed, late, strided, shrunk, max_win;
+	uint64_t windows, followed, late, passed, strided, shrunk, max_win;
 };
 
 void src_prepage_init(struct src_prepage *p, uint32_t base, int adaptive);

@@ -50,6 +50,7 @@ static void check_seq(void)
 	expect(w.step == 1 && w.count == PREPAGE_MAX && w.start == page + 1,
 	       "sequential: the window grows to PREPAGE_MAX");
 	expect(p.followed == 12, "sequential: every later fault counted as followed");
+	expect(p.passed > 12 * 32, "sequential: the windows' pages counted as passed");
 }
 
 static void check_stride(int64_t d)
@@ -84,6 +85,7 @@ static void check_random(void)
 		w = src_prepage_fault(&p, (x >> 20) % NR, 0, NR);
 	}
 	expect(w.count == 4 && w.step == 1, "random: the window shrinks to base / 8");
+	expect(p.passed < 40, "random: (almost) nothing passed");
 }
 
 static void check_ends(void)
