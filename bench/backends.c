@@ -273,33 +273,52 @@ static void bench_memcpy(uint64_t mib)
 	       (unsigned long long)mib, fresh[1], fresh[0], fresh[2], warm[1]);
 }
 
-int main(int argc, char **argv)
+struct args {
+	const char *want[8];
+	int nwant;
+	uint64_t pages, memcpy_mib;
+};
+
+/* The command line into a; 0, or -1 after the usage line. */
+static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const char *const all[] = { "uffd", "uffd-move", "userfault" };
-	const char *want[8];
-	int nwant = 0, first = 1;
-	uint64_t pages = 4096, memcpy_mib = 256;
-	struct utsname u;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--pages") && i + 1 < argc &&
-		    !parse_u64(argv[i + 1], &pages) && pages >= 100 && pages <= (1 << 20)) {
+		    !parse_u64(argv[i + 1], &a->pages) && a->pages >= 100 &&
+		    a->pages <= (1 << 20)) {
 			i++;
-		} else if (!strcmp(argv[i], "--backend") && i + 1 < argc && nwant < 8) {
-			want[nwant++] = argv[++i];
+		} else if (!strcmp(argv[i], "--backend") && i + 1 < argc && a->nwant < 8) {
+			a->want[a->nwant++] = argv[++i];
 		} else if (!strcmp(argv[i], "--memcpy-mib") && i + 1 < argc &&
-			   !parse_u64(argv[i + 1], &memcpy_mib) && memcpy_mib <= 65536) {
+			   !parse_u64(argv[i + 1], &a->memcpy_mib) && a->memcpy_mib <= 65536) {
 			i++;
 		} else {
 			fprintf(stderr,
 				"usage: bench-backends [--pages 100..1048576] [--backend NAME]... "
 				"[--memcpy-mib MIB]\n");
-			return 2;
+			return -1;
 		}
 	}
-	if (!nwant)
+	if (!a->nwant)
 		for (size_t i = 0; i < ARRAY_SIZE(all); i++)
-			want[nwant++] = all[i];
+			a->want[a->nwant++] = all[i];
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .pages = 4096, .memcpy_mib = 256 };
+	const char *const *want = a.want;
+	int first = 1;
+	uint64_t pages, memcpy_mib;
+	struct utsname u;
+
+	if (parse_args(argc, argv, &a))
+		return 2;
+	pages = a.pages;
+	memcpy_mib = a.memcpy_mib;
 	uname(&u);
 	printf("{\n  \"bench\": \"backends\",\n  \"kernel\": \"%s\",\n  \"pages\": %llu,\n",
 	       u.release, (unsigned long long)pages);
@@ -308,7 +327,7 @@ int main(int argc, char **argv)
 	printf("  \"first_touch\": {\n");
 	print_stats("fault", bench_first_touch(pages), 1);
 	printf("  },\n  \"backends\": [\n");
-	for (int i = 0; i < nwant; i++) {
+	for (int i = 0; i < a.nwant; i++) {
 		const struct ram_backend_ops *ops;
 		struct stats inst, prep, fp, fb;
 		int r = ram_backend_find(want[i], &ops);

@@ -378,6 +378,42 @@ static int run_dest(struct mig_opts *o)
 	return 0;
 }
 
+/* An option with a value: 0, or -1 when unknown. */
+static int value_opt(struct mig_opts *o, const char *a, const char *v)
+{
+	if (!strcmp(a, "--to") || !strcmp(a, "--listen"))
+		o->addr = v;
+	else if (!strcmp(a, "--mem"))
+		ram_size = parse_size(v);
+	else if (!strcmp(a, "--seed"))
+		seed = strtoull(v, NULL, 0);
+	else if (!strcmp(a, "--precopy-rounds"))
+		o->precopy_rounds = atoi(v);
+	else if (!strcmp(a, "--metrics"))
+		o->metrics = v;
+	else if (!strcmp(a, "--recover-ms"))
+		o->recover_ms = atoi(v);
+	else if (!strcmp(a, "--touch"))
+		touch = v;
+	else if (!strcmp(a, "--touch-ns"))
+		touch_ns = strtoull(v, NULL, 0);
+	else if (!strcmp(a, "--touch-start"))
+		touch_start = strtoull(v, NULL, 0);
+	else if (!strcmp(a, "--stride"))
+		stride = strtoull(v, NULL, 0) ? strtoull(v, NULL, 0) : 1;
+	else if (!strcmp(a, "--prepage"))
+		o->prepage = (unsigned)strtoul(v, NULL, 0);
+	else if (!strcmp(a, "--tls-creds"))
+		o->tls.creds_dir = v;
+	else if (!strcmp(a, "--tls-psk"))
+		o->tls.psk_file = v;
+	else if (!strcmp(a, "--tls-hostname"))
+		o->tls.hostname = v;
+	else
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct mig_opts o = { .progress = -1 };
@@ -406,35 +442,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		i++;
-		if (!strcmp(a, "--to") || !strcmp(a, "--listen"))
-			o.addr = v;
-		else if (!strcmp(a, "--mem"))
-			ram_size = parse_size(v);
-		else if (!strcmp(a, "--seed"))
-			seed = strtoull(v, NULL, 0);
-		else if (!strcmp(a, "--precopy-rounds"))
-			o.precopy_rounds = atoi(v);
-		else if (!strcmp(a, "--metrics"))
-			o.metrics = v;
-		else if (!strcmp(a, "--recover-ms"))
-			o.recover_ms = atoi(v);
-		else if (!strcmp(a, "--touch"))
-			touch = v;
-		else if (!strcmp(a, "--touch-ns"))
-			touch_ns = strtoull(v, NULL, 0);
-		else if (!strcmp(a, "--touch-start"))
-			touch_start = strtoull(v, NULL, 0);
-		else if (!strcmp(a, "--stride"))
-			stride = strtoull(v, NULL, 0) ? strtoull(v, NULL, 0) : 1;
-		else if (!strcmp(a, "--prepage"))
-			o.prepage = (unsigned)strtoul(v, NULL, 0);
-		else if (!strcmp(a, "--tls-creds"))
-			o.tls.creds_dir = v;
-		else if (!strcmp(a, "--tls-psk"))
-			o.tls.psk_file = v;
-		else if (!strcmp(a, "--tls-hostname"))
-			o.tls.hostname = v;
-		else {
+		if (value_opt(&o, a, v)) {
 			fprintf(stderr, "memtest: unknown option %s\n", a);
 			return 2;
 		}
