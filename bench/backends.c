@@ -11,8 +11,13 @@
  *   fault_poll     a thread writes to a missing page; the VMM's fault thread
  *                  (sleeping in poll()) serves it from a buffer source
  *   fault_busy     the same with a busy-polling fault thread
+ *   memcpy         the push's floor (docs/bench.md, "Floors"): MIB of
+ *                  non-zero pages copied into fresh anonymous memory (its
+ *                  first-touch faults included, as a destination pays them),
+ *                  median of 3, GiB/s; "warm": into memory already faulted
  *
- * usage: bench-backends [--pages N] [--backend NAME]...   (default 4096, all)
+ * usage: bench-backends [--pages N] [--backend NAME]... [--memcpy-mib MIB]
+ *        (default 4096 pages, all back ends, 256 MiB; --memcpy-mib 0: none)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -200,37 +205,129 @@ static struct stats bench_first_touch(size_t n)
 	return s;
 }
 
-int main(int argc, char **argv)
+static double gib_per_s(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (1 << 30) / (ns / 1e9) : 0;
+}
+
+/*
+ * One copy of n bytes of src into fresh anonymous memory (fresh) and then
+ * again into the same, now faulted, memory (warm): GiB/s each.  Page by
+ * page, as a destination installs them.  -1 when out of memory.
+ */
+static int memcpy_once(const uint8_t *src, size_t n, double *fresh, double *warm)
+{
+	uint8_t *d = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t t;
+
+	if (d == MAP_FAILED)
+		return -1;
+	/* Base pages, as lazy RAM's installs: no THP would fill 2 MiB per fault. */
+	madvise(d, n, MADV_NOHUGEPAGE);
+	t = now_ns();
+	for (size_t off = 0; off < n; off += PAGE_SIZE)
+		memcpy(d + off, src + off, PAGE_SIZE);
+	*fresh = gib_per_s(n, now_ns() - t);
+	t = now_ns();
+	for (size_t off = 0; off < n; off += PAGE_SIZE)
+		memcpy(d + off, src + off, PAGE_SIZE);
+	*warm = gib_per_s(n, now_ns() - t);
+	if (d[n - 1] != src[n - 1]) /* keeps the copies from being optimised out */
+		*fresh = 0;
+	munmap(d, n);
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The memcpy floor: median of 3 copies of mib MiB of non-zero pages. */
+static void bench_memcpy(uint64_t mib)
+{
+	size_t n = (size_t)mib << 20;
+	uint8_t *src = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	double fresh[3], warm[3];
+
+	if (src == MAP_FAILED) {
+		printf("  \"memcpy\": {\"error\": \"%s\"},\n", strerror(errno));
+		return;
+	}
+	for (size_t i = 0; i < n; i += 8) /* no zero page: each has data */
+		*(uint64_t *)(src + i) = (i * 0x9e3779b97f4a7c15ull) | 1;
+	for (int k = 0; k < 3; k++) {
+		if (memcpy_once(src, n, &fresh[k], &warm[k])) {
+			printf("  \"memcpy\": {\"error\": \"out of memory\"},\n");
+			munmap(src, n);
+			return;
+		}
+	}
+	munmap(src, n);
+	qsort(fresh, 3, sizeof(double), cmp_double);
+	qsort(warm, 3, sizeof(double), cmp_double);
+	printf("  \"memcpy\": {\"mib\": %llu, \"runs\": 3, \"fresh_GiB_per_s\": %.3f, "
+	       "\"fresh_min\": %.3f, \"fresh_max\": %.3f, \"warm_GiB_per_s\": %.3f},\n",
+	       (unsigned long long)mib, fresh[1], fresh[0], fresh[2], warm[1]);
+}
+
+struct args {
+	const char *want[8];
+	int nwant;
+	uint64_t pages, memcpy_mib;
+};
+
+/* The command line into a; 0, or -1 after the usage line. */
+static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const char *const all[] = { "uffd", "uffd-move", "userfault" };
-	const char *want[8];
-	int nwant = 0, first = 1;
-	uint64_t pages = 4096;
-	struct utsname u;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--pages") && i + 1 < argc &&
-		    !parse_u64(argv[i + 1], &pages) && pages >= 100 && pages <= (1 << 20)) {
+		    !parse_u64(argv[i + 1], &a->pages) && a->pages >= 100 &&
+		    a->pages <= (1 << 20)) {
 			i++;
-		} else if (!strcmp(argv[i], "--backend") && i + 1 < argc && nwant < 8) {
-			want[nwant++] = argv[++i];
+		} else if (!strcmp(argv[i], "--backend") && i + 1 < argc && a->nwant < 8) {
+			a->want[a->nwant++] = argv[++i];
+		} else if (!strcmp(argv[i], "--memcpy-mib") && i + 1 < argc &&
+			   !parse_u64(argv[i + 1], &a->memcpy_mib) && a->memcpy_mib <= 65536) {
+			i++;
 		} else {
-			fprintf(
-			    stderr,
-			    "usage: bench-backends [--pages 100..1048576] [--backend NAME]...\n");
-			return 2;
+			fprintf(stderr,
+				"usage: bench-backends [--pages 100..1048576] [--backend NAME]... "
+				"[--memcpy-mib MIB]\n");
+			return -1;
 		}
 	}
-	if (!nwant)
+	if (!a->nwant)
 		for (size_t i = 0; i < ARRAY_SIZE(all); i++)
-			want[nwant++] = all[i];
+			a->want[a->nwant++] = all[i];
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .pages = 4096, .memcpy_mib = 256 };
+	const char *const *want = a.want;
+	int first = 1;
+	uint64_t pages, memcpy_mib;
+	struct utsname u;
+
+	if (parse_args(argc, argv, &a))
+		return 2;
+	pages = a.pages;
+	memcpy_mib = a.memcpy_mib;
 	uname(&u);
 	printf("{\n  \"bench\": \"backends\",\n  \"kernel\": \"%s\",\n  \"pages\": %llu,\n",
 	       u.release, (unsigned long long)pages);
+	if (memcpy_mib)
+		bench_memcpy(memcpy_mib);
 	printf("  \"first_touch\": {\n");
 	print_stats("fault", bench_first_touch(pages), 1);
 	printf("  },\n  \"backends\": [\n");
-	for (int i = 0; i < nwant; i++) {
+	for (int i = 0; i < a.nwant; i++) {
 		const struct ram_backend_ops *ops;
 		struct stats inst, prep, fp, fb;
 		int r = ram_backend_find(want[i], &ops);

@@ -5,7 +5,9 @@
 # which: cdf (fault-latency CDF at one size), arrivals (pages arrived over
 # time at one size), downtime (per configuration and size), bysize (every
 # figure against guest size), pagemap (one configuration's page map at one
-# size), steps (median and p99 of each step of a demand fault, stacked).
+# size), steps (median and p99 of each step of a demand fault, stacked),
+# scale (bench/run --full: downtime and total time against guest size, and
+# the total a constant push rate predicts).
 
 set terminal pngcairo size 1100,700 font "DejaVu Sans,10" noenhanced
 set output outfile
@@ -126,5 +128,25 @@ if (which eq 'steps') {
 	set title "p99 of each step (their sum is not the p99 of the total)"
 	unset key
 	plot for [i=2:6] datadir.'/fault_steps_p99.dat' using i:xtic(1) title columnheader(i)
+	unset multiplot
+}
+
+if (which eq 'scale') {
+	# data (scale.dat): MiB, downtime ms median min max, total ms median
+	# min max, MiB / push rate (ms, the total the push alone would take)
+	set offsets graph 0.04, graph 0.04, 0, 0  # the end points' bars inside the frame
+	set multiplot layout 1,2 title sprintf("%s against guest size: median of the runs, bars min to max (x: MiB, log2)", configs)
+	set logscale x 2
+	set xlabel "guest MiB"
+	set key inside left top font ",9"
+	set title "downtime (flat is the aim)"
+	set ylabel "ms"
+	set yrange [0:*]
+	plot datadir.'/scale.dat' using 1:2:3:4 with yerrorlines lw 2 lc rgb colour(1) title "downtime"
+	set title "total migration time (linear in the push rate is the aim)"
+	set logscale y 10
+	set yrange [*:*]
+	plot datadir.'/scale.dat' using 1:5:6:7 with yerrorlines lw 2 lc rgb colour(1) title "total", \
+		datadir.'/scale.dat' using 1:8 with linespoints dt 2 lw 2 lc rgb colour(2) title "size / push rate"
 	unset multiplot
 }

@@ -15,7 +15,7 @@ MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-
 	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/link.c \
 	migrate-agent/session.c migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
-	migrate-agent/source-push.c migrate-agent/source-recover.c migrate-agent/source-report.c \
+	migrate-agent/source-push.c migrate-agent/source-prepage.c migrate-agent/source-recover.c migrate-agent/source-report.c \
 	migrate-agent/source-channels.c migrate-agent/dest-channels.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
@@ -112,3 +112,6 @@ $(eval $(call mig_program,mig-tls-pingpong,migrate-agent/tools/tls-pingpong.c,$(
 
 # What the per-page CRC32C costs against a copy (migrate-agent/tools/crc-cost.c).
 $(eval $(call mig_program,mig-crc-cost,migrate-agent/tools/crc-cost.c,$(MIG_LIBS)))
+
+# The pre-paging policy on made-up fault sequences (tests/host/migrate-prepage.sh).
+$(eval $(call mig_program,mig-prepage-check,migrate-agent/tests/prepage-check.c,$(MIG_LIBS)))

@@ -9,6 +9,7 @@
 
 #include "metrics.h"
 #include "migrate/tls.h"
+#include "source-prepage.h"
 #include "stamps.h"
 #include "vmm/ram.h"
 
@@ -211,6 +212,33 @@ static json *source_bytes(const struct mig_source_metrics *m)
 	return o;
 }
 
+/*
+ * The pre-paging policy's counters: windows given out, pages pushed from
+ * them, faults that landed on the last window's path (the accessor went
+ * the way it guessed), of those on pages already claimed by the push
+ * (late: pre-paged, but no fault saved), the window's pages such a fault
+ * lay beyond (passed: read without a fault), stride windows, shrinks.
+ */
+static json *prepage_summary(const struct mig_source_metrics *m)
+{
+	const struct src_prepage *p = m->prepage;
+	if (!p)
+		return NULL;
+	json *o = json_object_new_object();
+	json_object_object_add(o, "policy",
+			       json_object_new_string(p->adaptive ? "adaptive" : "fixed"));
+	put_u64(o, "base", p->base);
+	put_u64(o, "windows", p->windows);
+	put_u64(o, "pages", m->prepage_pages);
+	put_u64(o, "followed", p->followed);
+	put_u64(o, "late", p->late);
+	put_u64(o, "passed", p->passed);
+	put_u64(o, "stride_windows", p->strided);
+	put_u64(o, "shrinks", p->shrunk);
+	put_u64(o, "max_window", p->max_win);
+	return o;
+}
+
 int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
 {
 	const struct mig_complete *d = m->dest;
@@ -255,6 +283,7 @@ int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
 	put_num(o, "push_cpu_ms", m->push_cpu_ms, 1);
 	json_object_object_add(o, "features", features(m->features));
 	json_object_object_add(o, "tls", tls_summary(m->tls));
+	json_object_object_add(o, "prepage", prepage_summary(m));
 	return write_json(o, f);
 }
 

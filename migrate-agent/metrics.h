@@ -44,6 +44,8 @@ struct mig_timeline {
 	uint64_t before_demand, before_pushed, precopy_staged;
 };
 
+struct src_prepage;
+
 struct mig_source_metrics {
 	uint64_t ram_bytes, pages;
 	int precopy_rounds, precopy_rounds_done, compress;
@@ -58,7 +60,9 @@ struct mig_source_metrics {
 	double push_cpu_ms; /* the push thread's CPU time (user + system) */
 	uint32_t features;  /* MIG_FEAT_* agreed for the push */
 	struct mig_stamps_view stamps;
-	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
+	struct mig_tls_ctx *tls;	   /* NULL: plain TCP, "tls": null */
+	const struct src_prepage *prepage; /* the pre-paging policy's counters */
+	uint64_t prepage_pages;		   /* pushed from its windows */
 };
 
 struct mig_dest_metrics {

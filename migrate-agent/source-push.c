@@ -307,21 +307,32 @@ static int64_t next_page(struct pusher *ps)
 	struct src *s = ps->s;
 	for (;;) {
 		while (ps->pre_left) {
-			uint64_t i = ps->pre_next++;
+			/*
+			 * Adaptive windows run long (PREPAGE_MAX): a newer fault's
+			 * window goes first, the vCPU has moved on.  A racy peek:
+			 * the hint is taken under the lock below.
+			 */
+			if (s->pp.adaptive && __atomic_load_n(&s->nhints[ps->k], __ATOMIC_RELAXED))
+				break;
+			uint64_t i = ps->pre_next;
+			ps->pre_next += (uint64_t)ps->pre_step;
 			ps->pre_left--;
 			if (i >= s->nr_pages) {
 				ps->pre_left = 0;
 				break;
 			}
-			if (!bit_test_and_set(s->sent, i))
+			if (!bit_test_and_set(s->sent, i)) {
+				__atomic_fetch_add(&s->prepage_pages, 1, __ATOMIC_RELAXED);
 				return (int64_t)i;
+			}
 		}
 		mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
 		if (s->nhints[ps->k]) {
-			uint64_t h = s->hints[ps->k][--s->nhints[ps->k]];
+			struct src_window w = s->hints[ps->k][--s->nhints[ps->k]];
 			mig_unlock(&s->hint_lock);
-			ps->pre_next = h + 1;
-			ps->pre_left = s->o->prepage;
+			ps->pre_next = w.start;
+			ps->pre_step = w.step;
+			ps->pre_left = w.count;
 			continue;
 		}
 		mig_unlock(&s->hint_lock);

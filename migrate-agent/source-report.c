@@ -132,6 +132,8 @@ static void report(struct src *s, FILE *f)
 				    { "state_saved", s->t_saved },
 				    { "state_sent", s->t_state_sent } } },
 		.tls = s->tls,
+		.prepage = &s->pp,
+		.prepage_pages = s->prepage_pages,
 	};
 	int r = mig_metrics_write_source(&m, f);
 	if (r)

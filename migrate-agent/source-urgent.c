@@ -11,16 +11,24 @@
 
 #include "source.h"
 
-/* A fault at page: the pusher sends the pages after it next (newest first). */
-static void add_hint(struct src *s, uint64_t page)
+/*
+ * A request for page (sent: the push had claimed it already) into the
+ * fault history; for a page served here, its pre-paging window becomes a
+ * hint: the pusher walks it next (newest first).
+ */
+static void add_hint(struct src *s, uint64_t page, int sent)
 {
 	unsigned k = src_owner(s, page); /* the push thread whose share holds it */
 	mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
-	if (s->nhints[k] == NHINTS) {
-		memmove(s->hints[k], s->hints[k] + 1, (NHINTS - 1) * sizeof(s->hints[k][0]));
-		s->nhints[k]--;
+	struct src_window w = src_prepage_fault(&s->pp, page, sent, s->nr_pages);
+	if (!sent && w.count) {
+		if (s->nhints[k] == NHINTS) {
+			memmove(s->hints[k], s->hints[k] + 1,
+				(NHINTS - 1) * sizeof(s->hints[k][0]));
+			s->nhints[k]--;
+		}
+		s->hints[k][s->nhints[k]++] = w;
 	}
-	s->hints[k][s->nhints[k]++] = page;
 	mig_unlock(&s->hint_lock);
 }
 
@@ -57,6 +65,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 		if (bit_test_and_set(s->sent, i)) {
 			s->req_in_flight++;
 			__atomic_store_n(&s->flush_now, 1, __ATOMIC_RELEASE);
+			add_hint(s, i, 1);
 			continue;
 		}
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
@@ -70,7 +79,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 			return -1;
 		}
 		s->pages_demand++;
-		add_hint(s, i);
+		add_hint(s, i, 0);
 	}
 	return 0;
 }

@@ -188,6 +188,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
+	src_prepage_init(&s->pp, o->prepage, !o->prepage_fixed);
 	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
 	    mig_addr_parse(o->addr, &s->sa, err, errlen) || src_tls_client(s, err, errlen)) {
 		mig_tls_ctx_free(s->tls);

@@ -36,8 +36,8 @@
  *   urgent  reads PAGE_REQUEST, answers each page not sent yet on the same
  *           channel, leaves a hint for the pusher (adaptive pre-paging);
  *   push    one per bulk channel: walks the pages of its channel's share
- *           (hints first: the k pages after each recent fault in its
- *           share, then in order) and streams them on its channel,
+ *           (hints first: each recent fault's window in its share,
+ *           source-prepage.h, then in order) and streams them on its channel,
  *           batched, through io_uring when the kernel has it;
  *   watch   (from the first connection to the end) heartbeats, and a
  *           silent destination is a broken link.
@@ -103,6 +103,7 @@
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "source-prepage.h"
 #include "stamps.h"
 
 #define NHINTS 16
@@ -137,8 +138,11 @@ struct src {
 	pthread_cond_t cond; /* with lock: RUNNING came, or the link broke */
 
 	pthread_mutex_t hint_lock;
-	uint64_t hints[MIG_MAX_CHANNELS][NHINTS]; /* per bulk channel: its share's */
+	/* per bulk channel: the windows of the last faults in its share */
+	struct src_window hints[MIG_MAX_CHANNELS][NHINTS];
 	unsigned nhints[MIG_MAX_CHANNELS];
+	struct src_prepage pp;	/* the fault history (hint_lock) */
+	uint64_t prepage_pages; /* pushed from a window (the push threads, atomic) */
 
 	struct mig_complete dest;
 	struct mig_running running;
@@ -194,6 +198,7 @@ struct pusher {
 	/* pre-paging window */
 	uint64_t pre_next;
 	unsigned pre_left;
+	int64_t pre_step;
 	uint64_t cursor;
 	unsigned frames;  /* pages in the current buffer */
 	uint64_t pace_ns; /* max_bandwidth: when what was pushed may have gone */

@@ -133,7 +133,7 @@ AB_FIGURES = ["fault_p50_us", "fault_p99_us", "downtime_us", "push_MiB_per_s",
               "pages_requested", "total_ms"]
 
 
-def memtest_one(bindir, size, wdir, dest_extra=(), touch="random", timeout=300):
+def memtest_one(bindir, size, wdir, dest_extra=(), touch="random", timeout=300, src_extra=()):
     """One library-level migration with one build's mig-memtest on plain
     memory: dest --touch TOUCH, source, both --metrics.  Returns the
     figures of the source's metrics (the agent's report), or "error"."""
@@ -154,7 +154,7 @@ def memtest_one(bindir, size, wdir, dest_extra=(), touch="random", timeout=300):
                 time.sleep(0.025)
             t = time.monotonic()
             src = subprocess.run([prog, "source", "--to", f"tcp:127.0.0.1:{port}", "--mem",
-                                  f"{size}M", "--metrics", s_json], stdout=subprocess.DEVNULL,
+                                  f"{size}M", "--metrics", s_json] + list(src_extra), stdout=subprocess.DEVNULL,
                                  stderr=s_err, timeout=timeout)
             dest.wait(timeout)
             res["wall_s"] = round(time.monotonic() - t, 2)
@@ -176,7 +176,7 @@ def memtest_one(bindir, size, wdir, dest_extra=(), touch="random", timeout=300):
         res["error"] = f"no metrics JSON: {e}"
         return res
     for k in ("downtime_us", "total_ms", "blocktime_ms", "push_MiB_per_s",
-              "push_nonzero_MiB_per_s", "push_cpu_ms", "pages_requested", "faults"):
+              "push_nonzero_MiB_per_s", "push_cpu_ms", "pages_requested", "faults", "prepage"):
         res[k] = s.get(k)
     try:  # the destination's side of the push (builds before issue 19: none)
         with open(d_json) as f:

@@ -1,6 +1,8 @@
 """bench/benchlib/report.py: results.md: the Markdown report of results.json."""
 
 from .common import FAULT_STEPS
+from .floors import targets_markdown
+from .scale import scale_markdown
 
 
 def tls_markdown(doc):
@@ -170,6 +172,10 @@ def write_markdown(doc, path):
                      f"{f(q['downtime_us'], '.3f')} | {f(q['total_ms'], '.2f')} | "
                      f"{f(q['bytes_sent'], '.2f')} | {f(q['fault_p50_us'], '.3f')} | "
                      f"{f(q['fault_p99_us'], '.3f')} | {f(q['blocktime_ms'], '.2f')} |")
+    lines += targets_markdown(doc)
+    lines += scale_markdown(doc.get("scale"))
+    for c in doc.get("cannot_run") or []:
+        lines.append(f"- not run: {c['config']}: {c['why']}")
     lines += tls_markdown(doc)
     lines += steps_markdown(doc)
     if doc.get("backends"):

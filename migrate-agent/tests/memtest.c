@@ -11,9 +11,10 @@
  *
  *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
- *                      [--channels N]
- *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|none]
- *                    [--metrics FILE] [--recover-ms MS] [--busy-poll]
+ *                      [--channels N] [--prepage-fixed] [--prepage N]
+ *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
+ *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--metrics FILE]
+ *                    [--recover-ms MS] [--busy-poll]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *   either:        [--features-off MASK] (HELLO features not announced, as
  *                  an older peer: 2 = no PAGE_RUN, 4 = payload CRCs kept)
@@ -23,7 +24,15 @@
  * guest that rewrites its hot eighth of RAM, whole, just before each dirty
  * log fetch until the pause, and nothing after: precopy always finds the
  * hot set dirty again (it cannot converge), and a page whose dirty bit was
- * fetched but not resent shows in the checksum.  The destination exits 0 only
+ * fetched but not resent shows in the checksum.  --touch stride reads every
+ * --stride'th page (default 16), then the same from the next page, until
+ * every page was read once.  --touch-start: seq and stride begin at that
+ * page (wrapping), not where the push begins (page 0), so that their
+ * faults are not all on pages the push is sending anyway.  --touch-ns: the
+ * "vCPU" works NS nanoseconds per page it reads (a busy wait), as a guest
+ * computing between pages; without it, it reads a byte per page and
+ * outruns any push.  --prepage-fixed: the fixed pre-paging window
+ * (the adaptive one's baseline).  The destination exits 0 only
  * if every page arrived and the checksum of its RAM equals the source's.
  */
 #include <errno.h>
@@ -249,7 +258,22 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 }
 
 static const char *touch = "random";
-static uint64_t touched;
+static uint64_t touched, stride = 16, touch_start, touch_ns;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The k-th page --touch stride reads: k * stride, wrapping one page on. */
+static uint64_t stride_page(uint64_t k)
+{
+	uint64_t per = (nr_pages + stride - 1) / stride; /* pages per pass */
+	uint64_t i = (k % per) * stride + k / per;
+	return i < nr_pages ? i : (k * 7919) % nr_pages; /* the last pass's tail */
+}
 
 /* The "vCPU": reads pages while postcopy runs, so faults really happen. */
 static void *toucher_thread(void *arg)
@@ -261,9 +285,16 @@ static void *toucher_thread(void *arg)
 		if (strcmp(touch, "random") == 0) {
 			x = mix(x);
 			i = x % nr_pages;
+		} else if (strcmp(touch, "stride") == 0) {
+			i = stride_page(k);
 		}
+		if (strcmp(touch, "random"))
+			i = (i + touch_start) % nr_pages;
 		sink ^= ram[i * MIG_PAGE_SIZE + (k % MIG_PAGE_SIZE)];
 		touched++;
+		/* --touch-ns: the work between pages (a fault's wait is not work) */
+		for (uint64_t t = now_ns(); touch_ns && now_ns() - t < touch_ns;)
+			;
 	}
 	(void)sink;
 	return arg;
@@ -364,6 +395,46 @@ static bool parse_channels(const char *v, unsigned *out)
 	return true;
 }
 
+/* An option with a value: 0, -1 when unknown, -2 when its value is refused (said). */
+static int value_opt(struct mig_opts *o, const char *a, const char *v)
+{
+	if (!strcmp(a, "--to") || !strcmp(a, "--listen"))
+		o->addr = v;
+	else if (!strcmp(a, "--mem"))
+		ram_size = parse_size(v);
+	else if (!strcmp(a, "--seed"))
+		seed = strtoull(v, NULL, 0);
+	else if (!strcmp(a, "--precopy-rounds"))
+		o->precopy_rounds = atoi(v);
+	else if (!strcmp(a, "--metrics"))
+		o->metrics = v;
+	else if (!strcmp(a, "--recover-ms"))
+		o->recover_ms = atoi(v);
+	else if (!strcmp(a, "--channels"))
+		return parse_channels(v, &o->channels) ? 0 : -2;
+	else if (!strcmp(a, "--features-off"))
+		o->features_off = (uint32_t)strtoul(v, NULL, 0);
+	else if (!strcmp(a, "--touch"))
+		touch = v;
+	else if (!strcmp(a, "--touch-ns"))
+		touch_ns = strtoull(v, NULL, 0);
+	else if (!strcmp(a, "--touch-start"))
+		touch_start = strtoull(v, NULL, 0);
+	else if (!strcmp(a, "--stride"))
+		stride = strtoull(v, NULL, 0) ? strtoull(v, NULL, 0) : 1;
+	else if (!strcmp(a, "--prepage"))
+		o->prepage = (unsigned)strtoul(v, NULL, 0);
+	else if (!strcmp(a, "--tls-creds"))
+		o->tls.creds_dir = v;
+	else if (!strcmp(a, "--tls-psk"))
+		o->tls.psk_file = v;
+	else if (!strcmp(a, "--tls-hostname"))
+		o->tls.hostname = v;
+	else
+		return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct mig_opts o = { .progress = -1 };
@@ -379,6 +450,10 @@ int main(int argc, char **argv)
 			lockstep = 1;
 			continue;
 		}
+		if (!strcmp(a, "--prepage-fixed")) {
+			o.prepage_fixed = 1;
+			continue;
+		}
 		if (!strcmp(a, "--busy-poll")) {
 			busy_poll = true;
 			continue;
@@ -388,32 +463,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		i++;
-		if (!strcmp(a, "--to") || !strcmp(a, "--listen"))
-			o.addr = v;
-		else if (!strcmp(a, "--mem"))
-			ram_size = parse_size(v);
-		else if (!strcmp(a, "--seed"))
-			seed = strtoull(v, NULL, 0);
-		else if (!strcmp(a, "--precopy-rounds"))
-			o.precopy_rounds = atoi(v);
-		else if (!strcmp(a, "--metrics"))
-			o.metrics = v;
-		else if (!strcmp(a, "--recover-ms"))
-			o.recover_ms = atoi(v);
-		else if (!strcmp(a, "--channels")) {
-			if (!parse_channels(v, &o.channels))
-				return 2;
-		} else if (!strcmp(a, "--touch"))
-			touch = v;
-		else if (!strcmp(a, "--tls-creds"))
-			o.tls.creds_dir = v;
-		else if (!strcmp(a, "--tls-psk"))
-			o.tls.psk_file = v;
-		else if (!strcmp(a, "--tls-hostname"))
-			o.tls.hostname = v;
-		else if (!strcmp(a, "--features-off"))
-			o.features_off = (uint32_t)strtoul(v, NULL, 0);
-		else {
+		int r = value_opt(&o, a, v);
+		if (r == -2)
+			return 2;
+		if (r) {
 			fprintf(stderr, "memtest: unknown option %s\n", a);
 			return 2;
 		}

@@ -37,6 +37,7 @@ struct mig_opts {
 	 * announce: for tests and benchmarks that play an older peer.
 	 */
 	uint32_t features_off;
+	int prepage_fixed; /* 1: always that window; 0: it adapts (source-prepage.h) */
 	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file
 	 * is set (never both): x509 credentials or a PSK file, as QEMU's
