@@ -35,7 +35,8 @@ static void fill_ram(uint8_t *ram, uint64_t nr_pages)
 		memset(ram + i * MIG_PAGE_SIZE, i % 4 ? (int)(i * 37 + 1) : 0, MIG_PAGE_SIZE);
 }
 
-static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, int fd)
+/* A source as src_new() makes one, with nr_bulk bulk channels (closed). */
+static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, unsigned nr_bulk, int fd)
 {
 	struct src *s = calloc(1, sizeof(*s));
 	s->vm = &fake_vm;
@@ -45,6 +46,11 @@ static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, int fd)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
 	pthread_mutex_init(&s->link_lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	src_prepage_init(&s->pp, fake_opts.prepage, 1);
+	s->nr_bulk = nr_bulk;
+	for (unsigned k = 0; k < nr_bulk; k++)
+		src_bulk(s, k)->fd = -1;
 	/* The push claimed the first pages already (sent, or in its buffer). */
 	for (uint64_t i = 0; i < nr_pages * claimed / 8; i++)
 		bit_test_and_set(s->sent, i);
@@ -54,7 +60,6 @@ static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, int fd)
 	s->urg.wire = (struct mig_wire_ctx){ .ram_size = nr_pages * MIG_PAGE_SIZE,
 					     .hello_seen = 1,
 					     .peer_role = MIG_ROLE_DEST };
-	s->bulk.fd = -1;
 	return s;
 }
 
@@ -141,7 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t nr_pages = 16u << (mode & 3) % 3;
 	fill_ram(ram, nr_pages);
 	fake_vm = (struct mig_source_vm){ .ram = ram, .ram_size = nr_pages * MIG_PAGE_SIZE };
-	struct src *s = fake_src(nr_pages, (mode >> 2) & 7, sv[0]);
+	/* Bit 6: two bulk channels (the hints go to the owner of each page). */
+	struct src *s = fake_src(nr_pages, (mode >> 2) & 7, 1 + ((mode >> 6) & 1), sv[0]);
 	uint8_t seen[64] = { 0 };
 	uint8_t *in = malloc(size);
 	memcpy(in, data, size);
