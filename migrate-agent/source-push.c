@@ -391,18 +391,22 @@ static void pushed(struct src *s, unsigned n)
 		src_progress(s, "postcopy");
 }
 
-/* The share is sent: DONE(1), everything drained, and when the push ended. */
-static int push_done(struct pusher *ps)
+/* This push thread is done now: the push's end is the last thread's. */
+static void note_push_end(struct src *s)
 {
-	struct src *s = ps->s;
-	struct mig_done d = { .phase = 1, .pages = ps->hi - ps->lo };
-	int r = push_frame(ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
-	if (!r)
-		r = src_drain(ps);
 	uint64_t now = mig_now_ns(), end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
 	while (end < now && !__atomic_compare_exchange_n(&s->t_push_end, &end, now, false,
 							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+}
+
+/* The share is sent: DONE(1), everything drained. */
+static int push_done(struct pusher *ps)
+{
+	struct mig_done d = { .phase = 1, .pages = ps->hi - ps->lo };
+	int r = push_frame(ps, MIG_MSG_DONE, &d, sizeof(d), NULL, 0);
+	if (!r)
+		r = src_drain(ps);
 	return r;
 }
 
@@ -456,10 +460,18 @@ void src_push_channel(struct src *s, unsigned k)
 	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);
 	src_wait_running(s);
 	int r = push_share(&ps); /* 1: every page of the share went */
+	/*
+	 * Every page is out, or COMPLETE came first: the destination can have
+	 * every page before this thread looks for the next one (its last
+	 * batch went, and it was descheduled), and the push's rate must not
+	 * read 0 then.
+	 */
 	if (r == 1)
 		r = src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)
 			? 0
 			: push_done(&ps);
+	if (!r && (!src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE)))
+		note_push_end(s);
 	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);

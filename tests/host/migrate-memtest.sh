@@ -25,6 +25,9 @@ run() { # name source-options dest-options
 	local s=$work/$name-s.json
 	check_json "$s" '.duplicate_pages == 0 and .pages_resent_after_recovery == 0' "$name: resent pages"
 	check_json "$s" '.dest_pages_received == .pages' "$name: source summary disagrees"
+	# A push that COMPLETE overtook (its last batch out, the thread not yet
+	# back for the next page) still has an end: its rate was once 0.
+	check_json "$s" '.pages_pushed == 0 or .push_MiB_per_s > 0' "$name: pushed pages, no push rate"
 	check_json "$s" '.downtime_us > 0 and .total_ms > 0 and .bytes_sent.pages > 0 and .bytes_sent.state > 0' \
 		"$name: metrics missing"
 	check_json "$s" '.fault_latency_us.p50 <= .fault_latency_us.p99 and .fault_latency_us.p99 <= .fault_latency_us.max' \
