@@ -171,7 +171,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	s->o = o;
 	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
 	s->stamps = mig_stamps_new(s->nr_pages); /* NULL: no stamps, nothing else lost */
-	s->features = (o->compress ? MIG_FEAT_ZSTD : 0) | MIG_FEAT_RUNS;
+	s->features = (o->compress ? MIG_FEAT_ZSTD : 0) | (o->push_runs ? MIG_FEAT_RUNS : 0);
 	if (mig_opts_tls(o)) /* the AEAD checks every byte (wire.h) */
 		s->features |= MIG_FEAT_NO_PAYLOAD_CRC;
 	s->features &= ~o->features_off;

@@ -11,7 +11,7 @@
  *
  *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
- *                      [--channels N] [--prepage-fixed] [--prepage N]
+ *                      [--channels N] [--prepage-fixed] [--prepage N] [--push-runs]
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
  *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--metrics FILE]
  *                    [--recover-ms MS] [--busy-poll]
@@ -452,6 +452,10 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(a, "--prepage-fixed")) {
 			o.prepage_fixed = 1;
+			continue;
+		}
+		if (!strcmp(a, "--push-runs")) {
+			o.push_runs = 1;
 			continue;
 		}
 		if (!strcmp(a, "--busy-poll")) {

@@ -36,22 +36,23 @@ run() { # name source-options dest-options
 	echo "$name: ok: $(jq -c '{downtime_us, total_ms, pages_demand, pages_pushed, pages_precopy, pages_zero, pages_zstd, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99}' "$s")"
 }
 
-run postcopy "" "--touch random"
+run postcopy "--push-runs" "--touch random"
 check_json "$work/postcopy-s.json" '.faults > 0 and .pages_requested > 0' "postcopy: no demand faults happened"
 check_json "$work/postcopy-s.json" '.pages_zero > 0' "postcopy: zero pages did not travel as markers"
-# The push in PAGE_RUN frames (MIG_FEAT_RUNS): one 24-byte header per run,
-# not per page.
+# The push in PAGE_RUN frames (--push-runs: MIG_FEAT_RUNS): one 24-byte
+# header per run, not per page.
 check_json "$work/postcopy-s.json" '.bytes_sent.overhead < 24 * (.pages_demand + .pages_pushed / 2)' \
 	"postcopy: the push did not send runs"
 check_json "$work/postcopy-s.json" '.features == ["runs"]' \
 	"postcopy: runs not agreed, or the payload CRC dropped on plain TCP"
 # A peer without runs (--features-off 2: it does not announce MIG_FEAT_RUNS)
 # gets a PAGE frame per page, either way round.
-run runs-old-dest "" "--touch random --features-off 2"
+run runs-old-dest "--push-runs" "--touch random --features-off 2"
 check_json "$work/runs-old-dest-s.json" '.bytes_sent.overhead >= 24 * .pages and .features == []' \
 	"runs-old-dest: runs sent to a destination without them"
-run runs-old-source "--features-off 2" "--touch random"
-check_json "$work/runs-old-source-s.json" '.bytes_sent.overhead >= 24 * .pages' \
+# Without --push-runs (the default) the source does not announce runs.
+run runs-old-source "" "--touch random"
+check_json "$work/runs-old-source-s.json" '.bytes_sent.overhead >= 24 * .pages and .features == []' \
 	"runs-old-source: a source without runs sent runs"
 run precopy-zstd "--precopy-rounds 2 --compress" "--touch random"
 check_json "$work/precopy-zstd-s.json" '.pages_precopy == .pages and .pages_zstd > 0' "precopy-zstd: precopy or zstd not used"

@@ -152,7 +152,7 @@ pport=$(free_port)
 pids+=($!)
 wait_listen "$pport"
 timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M \
-	--tls-psk "$work/keys.psk" --metrics "$work/relay-s.json" 2> "$work/relay-s.err" ||
+	--tls-psk "$work/keys.psk" --push-runs --metrics "$work/relay-s.json" 2> "$work/relay-s.err" ||
 	{ cat "$work/relay-s.err" "$work/relay-d.err" "$work/relay-p.err" >&2; fail "relay: the source failed"; }
 wait_status "$dpid" "relay: the destination" 60
 rc=$?

@@ -37,6 +37,12 @@ struct mig_opts {
 	 * announce: for tests and benchmarks that play an older peer.
 	 */
 	uint32_t features_off;
+	/*
+	 * Source: push in PAGE_RUN frames (MIG_FEAT_RUNS) when the destination
+	 * takes them.  Off by default: under KVM they made the fault p99 2-3x
+	 * higher and the push no faster (docs/bench.md, "Pages by the run").
+	 */
+	int push_runs;
 	int prepage_fixed; /* 1: always that window; 0: it adapts (source-prepage.h) */
 	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file
