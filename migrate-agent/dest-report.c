@@ -167,6 +167,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		.link_down_ms = (double)d->t_broken_ns / 1e6,
 		.bulk_rx_cpu_ms =
 		    (double)__atomic_load_n(&d->bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
+		.channels = d->nr_bulk,
 		.tls = d->tls,
 	};
 	struct mig_timeline tl;

@@ -281,6 +281,7 @@ int mig_metrics_write_source(const struct mig_source_metrics *m, FILE *f)
 	put_num(o, "push_MiB_per_s", m->push_MiB_per_s, 1);
 	put_num(o, "push_nonzero_MiB_per_s", m->push_nonzero_MiB_per_s, 1);
 	put_num(o, "push_cpu_ms", m->push_cpu_ms, 1);
+	put_u64(o, "channels", m->channels);
 	json_object_object_add(o, "features", features(m->features));
 	json_object_object_add(o, "tls", tls_summary(m->tls));
 	json_object_object_add(o, "prepage", prepage_summary(m));
@@ -334,6 +335,7 @@ int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 	put_u64(o, "recoveries", m->recoveries);
 	put_num(o, "link_down_ms", m->link_down_ms, 3);
 	put_num(o, "bulk_rx_cpu_ms", m->bulk_rx_cpu_ms, 1);
+	put_u64(o, "channels", m->channels);
 	json_object_object_add(o, "tls", tls_summary(m->tls));
 	return write_json(o, f);
 }

@@ -58,6 +58,7 @@ struct mig_source_metrics {
 	const struct mig_complete *dest; /* the destination's COMPLETE */
 	double push_MiB_per_s, push_nonzero_MiB_per_s;
 	double push_cpu_ms; /* the push thread's CPU time (user + system) */
+	unsigned channels;  /* bulk channels (--channels) */
 	uint32_t features;  /* MIG_FEAT_* agreed for the push */
 	struct mig_stamps_view stamps;
 	struct mig_tls_ctx *tls;	   /* NULL: plain TCP, "tls": null */
@@ -76,6 +77,7 @@ struct mig_dest_metrics {
 	uint64_t recoveries;
 	double link_down_ms;
 	double bulk_rx_cpu_ms;	 /* the bulk receiver threads' CPU time (user + system) */
+	unsigned channels;	 /* bulk channels of the session */
 	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
 };
 

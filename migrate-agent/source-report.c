@@ -125,6 +125,7 @@ static void report(struct src *s, FILE *f)
 		.push_MiB_per_s = per_s(s->pages_pushed, push_s),
 		.push_nonzero_MiB_per_s = per_s(s->pages_pushed - s->pages_pushed_zero, push_s),
 		.push_cpu_ms = (double)s->push_cpu_ns / 1e6,
+		.channels = s->nr_bulk,
 		.features = s->push_features,
 		.stamps = { .stamps = s->stamps,
 			    .ev = { { "pause", s->t_pause },

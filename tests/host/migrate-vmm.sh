@@ -26,6 +26,12 @@ migrate_one seq "workload=seq iters=$(sized 6000)"
 # guest runs while most pages are missing however loaded the machine is
 # (uncapped, a vCPU not scheduled for 35 ms saw no page missing at all).
 migrate_one random "workload=random iters=$(sized 3000)" --max-bandwidth 8388608
+# Two bulk channels through the VMM's own option (the one option table),
+# capped so that both push threads run while the guest faults.
+migrate_one random-2ch "workload=random iters=$(sized 3000)" --channels 2 --max-bandwidth 8388608
+check_json "$work/random-2ch-s.json" '.channels == 2' "random-2ch: the source did not use two bulk channels"
+check_json "$work/random-2ch-d.json" '.channels == 2 and .pages_pushed > 0 and .faults > 0' \
+	"random-2ch: the destination did not take two bulk channels, or no push or demand fault"
 migrate_one hotset "workload=hotset iters=$(sized 9000)"
 migrate_one idle "workload=idle iters=$(sized 300)"
 # Precopy that stops when it stops converging: at most 50 rounds, each sent
