@@ -27,25 +27,23 @@ STREAM_RE = re.compile(r"([\d.]+) MiB/s")
 PINGPONG_RUNS = 5
 
 
-def _pingpong(extra, rounds=3000):
+def _run_pingpong(args, regex, fields):
+    """mig-tls-pingpong ARGS; its figures (regex's groups) under fields."""
     prog = os.path.join(ROOT, "build/bin/mig-tls-pingpong")
-    p = subprocess.run([prog, "--rounds", str(rounds)] + extra, capture_output=True, text=True,
-                       timeout=120)
-    m = PINGPONG_RE.search(p.stdout)
+    p = subprocess.run([prog] + args, capture_output=True, text=True, timeout=120)
+    m = regex.search(p.stdout)
     if p.returncode or not m:
         return {"error": f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-200:]}"}
-    return {"p50_us": float(m.group(1)), "p90_us": float(m.group(2)),
-            "p99_us": float(m.group(3))}
+    return {f: float(m.group(i + 1)) for i, f in enumerate(fields)}
+
+
+def _pingpong(extra, rounds=3000):
+    return _run_pingpong(["--rounds", str(rounds)] + extra, PINGPONG_RE,
+                         ("p50_us", "p90_us", "p99_us"))
 
 
 def _stream(extra, mib=256):
-    prog = os.path.join(ROOT, "build/bin/mig-tls-pingpong")
-    p = subprocess.run([prog, "--stream", str(mib)] + extra, capture_output=True, text=True,
-                       timeout=120)
-    m = STREAM_RE.search(p.stdout)
-    if p.returncode or not m:
-        return {"error": f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-200:]}"}
-    return {"MiB_per_s": float(m.group(1))}
+    return _run_pingpong(["--stream", str(mib)] + extra, STREAM_RE, ("MiB_per_s",))
 
 
 def _med(runs, key):
