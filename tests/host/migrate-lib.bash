@@ -176,3 +176,22 @@ migrate_loopback() { # name ref cmdline migrate-after-ms [source options...]
 	check_dest "$name" "$ref" "$work/$name-d.err" "$work/$name-d.json"
 	check_json "$work/$name-s.json" '.duplicate_pages == 0 and .dest_pages_received == .pages' "$name: source summary"
 }
+
+# One mig-memtest migration on loopback: the destination with DEST-OPTIONS,
+# the source with SOURCE-OPTIONS, both MEM of RAM; fails unless both end
+# well, the checksum is verified and every page arrived exactly once.
+# Output and metrics: $work/NAME-{s,d}.{out,err,json}.
+memtest_pair() { # name mem source-options dest-options
+	local name=$1 mem=$2 port dpid
+	port=$(free_port)
+	"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem "$mem" --metrics "$work/$name-d.json" \
+		$4 > "$work/$name-d.out" 2> "$work/$name-d.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$port"
+	"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem "$mem" --metrics "$work/$name-s.json" \
+		$3 2> "$work/$name-s.err" || { cat "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: source failed"; }
+	wait "$dpid" || { cat "$work/$name-d.err" >&2; fail "$name: destination failed"; }
+	grep -q "checksum ok" "$work/$name-d.err" || fail "$name: no checksum verdict"
+	check_exactly_once "$work/$name-d.json"
+}

@@ -10,18 +10,8 @@ set -uo pipefail
 [ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
 
 run() { # name source-options dest-options
-	local name=$1 port
-	port=$(free_port)
-	"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 24M --metrics "$work/$name-d.json" \
-		$3 > "$work/$name-d.out" 2> "$work/$name-d.err" &
-	local dpid=$!
-	pids+=("$dpid")
-	wait_listen "$port"
-	"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 24M --metrics "$work/$name-s.json" \
-		$2 2> "$work/$name-s.err" || { cat "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: source failed"; }
-	wait "$dpid" || { cat "$work/$name-d.err" >&2; fail "$name: destination failed"; }
-	grep -q "checksum ok" "$work/$name-d.err" || fail "$name: no checksum verdict"
-	check_exactly_once "$work/$name-d.json"
+	local name=$1
+	memtest_pair "$name" 24M "$2" "$3"
 	local s=$work/$name-s.json
 	check_json "$s" '.duplicate_pages == 0 and .pages_resent_after_recovery == 0' "$name: resent pages"
 	check_json "$s" '.dest_pages_received == .pages' "$name: source summary disagrees"

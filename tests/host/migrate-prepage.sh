@@ -14,18 +14,8 @@ set -uo pipefail
 "$BIN/mig-prepage-check" || fail "the policy's unit checks"
 
 run() { # name source-options dest-options policy
-	local name=$1 port
-	port=$(free_port)
-	"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 32M --metrics "$work/$name-d.json" \
-		$3 > "$work/$name-d.out" 2> "$work/$name-d.err" &
-	local dpid=$!
-	pids+=("$dpid")
-	wait_listen "$port"
-	"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 32M --metrics "$work/$name-s.json" \
-		$2 2> "$work/$name-s.err" || { cat "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: source failed"; }
-	wait "$dpid" || { cat "$work/$name-d.err" >&2; fail "$name: destination failed"; }
-	grep -q "checksum ok" "$work/$name-d.err" || fail "$name: no checksum verdict"
-	check_exactly_once "$work/$name-d.json"
+	local name=$1
+	memtest_pair "$name" 32M "$2" "$3"
 	local s=$work/$name-s.json
 	check_json "$s" '.duplicate_pages == 0 and .dest_pages_received == .pages' "$name: pages lost or doubled"
 	check_json "$s" ".prepage.policy == \"$4\" and .prepage.late <= .prepage.followed" "$name: prepage metrics"
