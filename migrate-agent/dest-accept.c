@@ -455,8 +455,7 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 			pthread_cond_wait(&d->cond, &d->lock);
 			continue;
 		}
-		struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
-				       .tv_nsec = (long)(deadline % 1000000000ull) };
+		struct timespec ts = mig_mono_ts(deadline);
 		if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) == ETIMEDOUT)
 			break;
 	}

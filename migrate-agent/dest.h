@@ -172,9 +172,7 @@ struct mig_dest {
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
 static inline struct timespec dest_mono_in_ms(unsigned ms)
 {
-	uint64_t t = mig_now_ns() + ms * 1000000ull;
-	return (struct timespec){ .tv_sec = (time_t)(t / 1000000000ull),
-				  .tv_nsec = (long)(t % 1000000000ull) };
+	return mig_mono_ts(mig_now_ns() + ms * 1000000ull);
 }
 
 /* dest.c */

@@ -58,9 +58,7 @@ static void *watch_thread(void *arg)
 	struct mig_link_watch *w = arg;
 	mig_lock(&w->lock, MIG_RANK_LINK_WATCH);
 	while (!w->stop) {
-		uint64_t t = mig_now_ns() + w->heartbeat_ns;
-		struct timespec ts = { .tv_sec = (time_t)(t / 1000000000ull),
-				       .tv_nsec = (long)(t % 1000000000ull) };
+		struct timespec ts = mig_mono_ts(mig_now_ns() + w->heartbeat_ns);
 		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 		if (w->stop)
 			break;

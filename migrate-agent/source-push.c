@@ -377,9 +377,7 @@ static int64_t next_page(struct pusher *ps)
 
 void src_wait_running(struct src *s)
 {
-	uint64_t deadline = mig_now_ns() + RUNNING_WAIT_MS * 1000000ull;
-	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
-			       .tv_nsec = (long)(deadline % 1000000000ull) };
+	struct timespec ts = mig_mono_ts(mig_now_ns() + RUNNING_WAIT_MS * 1000000ull);
 
 	mig_lock(&s->lock, MIG_RANK_SRC);
 	while (!s->running_seen && !s->broken && !s->fatal && !s->complete)
