@@ -74,9 +74,7 @@ static int write_all(struct vm *vm, struct state_writer *w)
 		int r = x86_cpuid_save(vcpu, w);
 
 		if (!r)
-			r = x86_vcpu_save(vcpu, w);
-		if (!r)
-			r = x86_tsc_save(vcpu, w);
+			r = x86_vcpu_save(vcpu, w); /* and the TSC, read with the MSRs */
 		if (r < 0)
 			return r;
 		state_put(w, VM_STATE_VCPU, i, &vs, sizeof(vs));

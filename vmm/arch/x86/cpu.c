@@ -29,6 +29,9 @@
 #define EFER_LME       (1ULL << 8)
 #define EFER_LMA       (1ULL << 10)
 
+/* What KVM copies to run->s.regs at every exit (get_regs()). */
+#define SYNC_REGS (KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS | KVM_SYNC_X86_EVENTS)
+
 /*
  * MSRs a guest like ours (or a small kernel) may change; saved if KVM has
  * them.  The TSC is not here: it has its own section (tsc.c).
@@ -126,7 +129,7 @@ int x86_vcpu_init(struct vcpu *vcpu)
 	struct vm *vm = vcpu->vm;
 	size_t sz = sizeof(*vm->cpuid) + vm->cpuid->nent * sizeof(vm->cpuid->entries[0]);
 	struct kvm_cpuid2 *c = malloc(sz);
-	int r = 0, khz;
+	int r = 0, n;
 
 	if (!c)
 		return -ENOMEM;
@@ -144,9 +147,10 @@ int x86_vcpu_init(struct vcpu *vcpu)
 	free(c);
 	if (!r)
 		r = x86_cpuid_remember(vcpu);
-	khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ, 0);
-	if (khz > 0 && vcpu->id == 0)
-		vm->tsc_khz = (uint32_t)khz;
+	n = ioctl(vm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_SYNC_REGS);
+	if (n > 0 && (n & SYNC_REGS) == SYNC_REGS)
+		vcpu->run->kvm_valid_regs = SYNC_REGS;
+	x86_tsc_init(vcpu);
 	return r;
 }
 
@@ -198,74 +202,113 @@ int x86_vcpu_boot(struct vcpu *vcpu, uint64_t entry)
 	return 0;
 }
 
-static int get_msrs(struct vcpu *vcpu, struct vm_state_msr *out)
+/* The fixed-size register sections of one vCPU. */
+struct vcpu_regs {
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct kvm_xcrs xcrs;
+	struct kvm_vcpu_events events;
+};
+
+/*
+ * The listed MSRs into out, and the TSC: one KVM_GET_MSRS for all of them
+ * (each vCPU ioctl costs 7-10 us here, inside a migration's downtime).
+ */
+static int get_msrs(struct vcpu *vcpu, struct vm_state_msr *out, uint64_t *tsc)
 {
 	struct vm *vm = vcpu->vm;
-	struct kvm_msrs *m = calloc(1, sizeof(*m) + vm->nr_msrs * sizeof(m->entries[0]));
+	unsigned int nr = vm->nr_msrs + 1;
+	struct kvm_msrs *m = calloc(1, sizeof(*m) + nr * sizeof(m->entries[0]));
 	int n;
 
 	if (!m)
 		return -ENOMEM;
-	m->nmsrs = vm->nr_msrs;
+	m->nmsrs = nr;
 	for (unsigned int i = 0; i < vm->nr_msrs; i++)
 		m->entries[i].index = vm->msr_list[i];
+	m->entries[vm->nr_msrs].index = MSR_IA32_TSC;
 	n = ioctl(vcpu->fd, KVM_GET_MSRS, m);
-	if (n < 0 || (unsigned int)n != vm->nr_msrs) {
+	if (n < 0 || (unsigned int)n != nr) {
 		free(m);
 		return n < 0 ? -errno : -EIO;
 	}
 	for (unsigned int i = 0; i < vm->nr_msrs; i++)
 		out[i] = (struct vm_state_msr){ .index = m->entries[i].index,
 						.value = m->entries[i].data };
+	*tsc = m->entries[vm->nr_msrs].data;
 	free(m);
 	return 0;
+}
+
+/*
+ * REGS, SREGS and EVENTS: the copy KVM made when KVM_RUN last returned
+ * (vcpu->regs_synced), else three ioctls.
+ */
+static int get_regs(struct vcpu *vcpu, struct vcpu_regs *v)
+{
+	const struct kvm_sync_regs *sync = &vcpu->run->s.regs;
+
+	if (vcpu->regs_synced) {
+		v->regs = sync->regs;
+		v->sregs = sync->sregs;
+		v->events = sync->events;
+		return 0;
+	}
+	if (ioctl(vcpu->fd, KVM_GET_REGS, &v->regs) < 0 ||
+	    ioctl(vcpu->fd, KVM_GET_SREGS, &v->sregs) < 0 ||
+	    ioctl(vcpu->fd, KVM_GET_VCPU_EVENTS, &v->events) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The sizes pass: no ioctl, nothing read. */
+static int put_sizes(struct vcpu *vcpu, struct state_writer *w)
+{
+	struct vm *vm = vcpu->vm;
+
+	state_put(w, VM_STATE_REGS, vcpu->id, NULL, sizeof(struct kvm_regs));
+	state_put(w, VM_STATE_SREGS, vcpu->id, NULL, sizeof(struct kvm_sregs));
+	state_put(w, VM_STATE_XSAVE, vcpu->id, NULL, (size_t)vm->xsave_size);
+	state_put(w, VM_STATE_XCRS, vcpu->id, NULL, sizeof(struct kvm_xcrs));
+	state_put(w, VM_STATE_MSRS, vcpu->id, NULL, vm->nr_msrs * sizeof(struct vm_state_msr));
+	state_put(w, VM_STATE_EVENTS, vcpu->id, NULL, sizeof(struct kvm_vcpu_events));
+	return x86_tsc_save(vcpu, w, 0);
 }
 
 int x86_vcpu_save(struct vcpu *vcpu, struct state_writer *w)
 {
 	struct vm *vm = vcpu->vm;
-	struct kvm_regs regs;
-	struct kvm_sregs sregs;
-	struct kvm_xcrs xcrs;
-	struct kvm_vcpu_events events;
+	struct vcpu_regs v;
 	struct vm_state_msr *msrs;
+	uint64_t tsc = 0;
 	void *xsave;
 	int r = 0;
 	unsigned long xsave_ioctl =
 	    vm->xsave_size > (int)sizeof(struct kvm_xsave) ? KVM_GET_XSAVE2 : KVM_GET_XSAVE;
 
-	if (!w->buf) { /* sizes only */
-		state_put(w, VM_STATE_REGS, vcpu->id, NULL, sizeof(regs));
-		state_put(w, VM_STATE_SREGS, vcpu->id, NULL, sizeof(sregs));
-		state_put(w, VM_STATE_XSAVE, vcpu->id, NULL, (size_t)vm->xsave_size);
-		state_put(w, VM_STATE_XCRS, vcpu->id, NULL, sizeof(xcrs));
-		state_put(w, VM_STATE_MSRS, vcpu->id, NULL, vm->nr_msrs * sizeof(*msrs));
-		state_put(w, VM_STATE_EVENTS, vcpu->id, NULL, sizeof(events));
-		return 0;
-	}
+	if (!w->buf)
+		return put_sizes(vcpu, w);
 	xsave = calloc(1, (size_t)vm->xsave_size);
 	msrs = calloc(vm->nr_msrs + 1, sizeof(*msrs));
 	if (!xsave || !msrs) {
 		r = -ENOMEM;
 		goto out;
 	}
-	if (ioctl(vcpu->fd, KVM_GET_REGS, &regs) < 0 ||
-	    ioctl(vcpu->fd, KVM_GET_SREGS, &sregs) < 0 || ioctl(vcpu->fd, xsave_ioctl, xsave) < 0 ||
-	    ioctl(vcpu->fd, KVM_GET_XCRS, &xcrs) < 0 ||
-	    ioctl(vcpu->fd, KVM_GET_VCPU_EVENTS, &events) < 0) {
+	r = get_regs(vcpu, &v);
+	if (!r &&
+	    (ioctl(vcpu->fd, xsave_ioctl, xsave) < 0 || ioctl(vcpu->fd, KVM_GET_XCRS, &v.xcrs) < 0))
 		r = -errno;
-		goto out;
-	}
-	r = get_msrs(vcpu, msrs);
+	if (!r)
+		r = get_msrs(vcpu, msrs, &tsc);
 	if (r < 0)
 		goto out;
-	state_put(w, VM_STATE_REGS, vcpu->id, &regs, sizeof(regs));
-	state_put(w, VM_STATE_SREGS, vcpu->id, &sregs, sizeof(sregs));
+	state_put(w, VM_STATE_REGS, vcpu->id, &v.regs, sizeof(v.regs));
+	state_put(w, VM_STATE_SREGS, vcpu->id, &v.sregs, sizeof(v.sregs));
 	state_put(w, VM_STATE_XSAVE, vcpu->id, xsave, (size_t)vm->xsave_size);
-	state_put(w, VM_STATE_XCRS, vcpu->id, &xcrs, sizeof(xcrs));
+	state_put(w, VM_STATE_XCRS, vcpu->id, &v.xcrs, sizeof(v.xcrs));
 	state_put(w, VM_STATE_MSRS, vcpu->id, msrs, vm->nr_msrs * sizeof(*msrs));
-	state_put(w, VM_STATE_EVENTS, vcpu->id, &events, sizeof(events));
-	r = w->err;
+	state_put(w, VM_STATE_EVENTS, vcpu->id, &v.events, sizeof(v.events));
+	r = x86_tsc_save(vcpu, w, tsc);
 out:
 	free(xsave);
 	free(msrs);
@@ -367,14 +410,6 @@ bad:
 	return NULL;
 }
 
-/* The fixed-size register sections of one vCPU. */
-struct vcpu_regs {
-	struct kvm_regs regs;
-	struct kvm_sregs sregs;
-	struct kvm_xcrs xcrs;
-	struct kvm_vcpu_events events;
-};
-
 /* -EBADMSG if one is missing or not exactly its struct's size. */
 static int state_regs(struct vcpu *vcpu, struct state_reader *rd, struct vcpu_regs *v)
 {
@@ -458,6 +493,7 @@ int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *rd, char *why, size_t 
 	if (!m || !xsave)
 		goto out;
 	memcpy(xsave, xs, xs_size);
+	vcpu->regs_synced = false; /* run->s.regs is stale until the next KVM_RUN */
 	r = set_vcpu(vcpu, &v, xsave, m, why, why_len);
 out:
 	free(xsave);

@@ -26,8 +26,6 @@
 #include "vmm/vm.h"
 #include "vmm/x86.h"
 
-#define MSR_IA32_TSC 0x10
-
 static int tsc_msr(struct vcpu *vcpu, unsigned long op, uint64_t *value)
 {
 	struct {
@@ -44,15 +42,20 @@ static int tsc_msr(struct vcpu *vcpu, unsigned long op, uint64_t *value)
 	return 0;
 }
 
-int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w)
+void x86_tsc_init(struct vcpu *vcpu)
 {
-	struct vm_state_tsc t = { .tsc_khz = vcpu->vm->tsc_khz };
-	int r = 0;
+	struct kvm_device_attr attr = { .group = KVM_VCPU_TSC_CTRL, .attr = KVM_VCPU_TSC_OFFSET };
+	int khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ, 0);
 
-	if (w->buf)
-		r = tsc_msr(vcpu, KVM_GET_MSRS, &t.tsc);
-	if (r < 0)
-		return r;
+	if (khz > 0 && vcpu->id == 0)
+		vcpu->vm->tsc_khz = (uint32_t)khz;
+	vcpu->tsc_offset_attr = ioctl(vcpu->fd, KVM_HAS_DEVICE_ATTR, &attr) == 0;
+}
+
+int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w, uint64_t tsc)
+{
+	struct vm_state_tsc t = { .tsc_khz = vcpu->vm->tsc_khz, .tsc = tsc };
+
 	state_put(w, VM_STATE_TSC, vcpu->id, &t, sizeof(t));
 	return w->err;
 }
@@ -81,7 +84,7 @@ static int shift_tsc(struct vcpu *vcpu, uint64_t want)
 					.addr = (uint64_t)(uintptr_t)&offset };
 	int r;
 
-	if (ioctl(vcpu->fd, KVM_HAS_DEVICE_ATTR, &attr) < 0)
+	if (!vcpu->tsc_offset_attr)
 		return -EOPNOTSUPP;
 	if (ioctl(vcpu->fd, KVM_GET_DEVICE_ATTR, &attr) < 0)
 		return -errno;

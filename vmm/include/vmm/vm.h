@@ -89,6 +89,15 @@ struct vcpu {
 	 * KVM_RUN, so it only changes by a state load, which updates it.
 	 */
 	struct kvm_cpuid2 *cpuid;
+	/*
+	 * KVM copies REGS, SREGS and EVENTS to run->s.regs whenever KVM_RUN
+	 * returns (KVM_CAP_SYNC_REGS: run->kvm_valid_regs, set at creation
+	 * where the host has it).  regs_synced: that copy is the vCPU's state
+	 * (set by the vCPU thread after KVM_RUN, cleared by a state load), so a
+	 * save, inside a migration's downtime, needs no GET ioctl for them.
+	 */
+	bool regs_synced;
+	bool tsc_offset_attr; /* KVM_VCPU_TSC_OFFSET is there (probed at creation) */
 };
 
 struct vm {

@@ -42,7 +42,12 @@ int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t w
 int x86_cpuid_save(struct vcpu *vcpu, struct state_writer *w);
 int x86_cpuid_remember(struct vcpu *vcpu);
 int x86_cpuid_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);
-int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w);
+#define MSR_IA32_TSC 0x10
+
+/* At vCPU creation: the TSC rate (vm->tsc_khz) and whether the offset attribute is there. */
+void x86_tsc_init(struct vcpu *vcpu);
+/* The TSC section for a value read with the vCPU's MSRs (x86_vcpu_save()). */
+int x86_tsc_save(struct vcpu *vcpu, struct state_writer *w, uint64_t tsc);
 int x86_tsc_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);
 
 #endif /* VMM_X86_H */
