@@ -38,9 +38,10 @@ check_json "$work/d.json" '.recoveries == 1 and .link_down_ms > 0' "destination 
 
 # 2. The link dies silently right after the source sent its state (the state
 #    never arrives): the destination asks for it again on reconnection.
-#    784 bytes = 4 HELLO frames (64 each), 3 AUTH frames (64 each: the
-#    secret, the bulk channel's challenge and proof), LAYOUT and its
-#    acknowledgement (168 each): what follows (DONE, STATE) is dropped.
+#    824 bytes = 4 HELLO frames (64 each), 3 AUTH frames (64 each: the
+#    secret, the bulk channel's challenge and proof), DONE(0) on bulk (40:
+#    sent before LAYOUT), LAYOUT and its acknowledgement (168 each): what
+#    follows (STATE) is dropped.
 dport=$(free_port)
 pport=$(free_port)
 "$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$dport" --mem 16M --metrics "$work/d3.json" \
@@ -48,7 +49,7 @@ pport=$(free_port)
 dpid=$!
 pids+=("$dpid")
 "$BIN/mig-cutproxy" --listen "tcp:127.0.0.1:$pport" --to "tcp:127.0.0.1:$dport" \
-	--cut-after 784 --swallow-ms 200 --down-ms 200 2> "$work/p3.err" &
+	--cut-after 824 --swallow-ms 200 --down-ms 200 2> "$work/p3.err" &
 pids+=($!)
 wait_listen "$dport"
 wait_listen "$pport"
