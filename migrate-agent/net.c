@@ -288,8 +288,7 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 		  size_t l2)
 {
 	struct mig_frame_hdr h;
-	uint32_t crc =
-	    mig_payload_crc_off(&c->wire, type) ? 0 : mig_crc32c(mig_crc32c(0, p1, l1), p2, l2);
+	uint32_t crc = mig_payload_crc_off(&c->wire, type) ? 0 : crc32c(crc32c(0, p1, l1), p2, l2);
 	mig_lock(&c->tx_lock, MIG_RANK_CONN_TX);
 	if (c->fd < 0) {
 		mig_unlock(&c->tx_lock);
@@ -320,7 +319,7 @@ size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void 
 	if (l2)
 		memcpy(buf + sizeof(h) + l1, p2, l2);
 	uint32_t crc =
-	    mig_payload_crc_off(&c->wire, type) ? 0 : mig_crc32c(0, buf + sizeof(h), l1 + l2);
+	    mig_payload_crc_off(&c->wire, type) ? 0 : crc32c(0, buf + sizeof(h), l1 + l2);
 	mig_frame_hdr_init(&h, type, (uint32_t)(l1 + l2), c->tx_seq++, crc);
 	memcpy(buf, &h, sizeof(h));
 	c->tx_bytes += sizeof(h) + l1 + l2;

@@ -3,10 +3,11 @@
 # vmm-api-test links it alone.
 
 # RAM_SRCS is guest RAM alone (no KVM): the page record, the fault thread,
-# the back ends, the synchronous sources.  The migration library and the
-# back-end benchmark link it too.
+# the back ends, the synchronous sources, and the helpers the VMM and the
+# migration library share (vmm/util.c, common/crc32c.c).  The migration
+# library and the back-end benchmark link it too.
 RAM_SRCS := vmm/ram/ram.c vmm/ram/record.c vmm/ram/fault.c vmm/ram/uffd.c vmm/ram/userfault.c \
-	vmm/ram/source.c vmm/util.c
+	vmm/ram/source.c vmm/util.c common/crc32c.c
 VMM_LIB_SRCS := vmm/vm.c vmm/state.c vmm/snapshot.c \
 	vmm/arch/x86/boot.c vmm/arch/x86/cpu.c vmm/arch/x86/cpuid.c vmm/arch/x86/tsc.c \
 	vmm/hw/serial.c vmm/hw/guest-port.c $(RAM_SRCS)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc32c.h"
 #include "vmm/state.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
@@ -55,15 +56,18 @@ const void *state_get(const struct state_reader *r, uint32_t type, uint32_t inde
 	return NULL;
 }
 
+/*
+ * CRC32C, with the CPU's crc32 instruction: a save and a load each check
+ * the blob inside a migration's downtime (FNV-1a 64, byte by byte, took
+ * 7.6 us for each of the 7.7 KB of a one-vCPU blob here).
+ */
 static uint64_t blob_checksum(const uint8_t *buf, size_t len)
 {
 	struct vm_state_header h;
-	uint64_t sum;
 
 	memcpy(&h, buf, sizeof(h));
 	h.checksum = 0;
-	sum = fnv64(FNV64_INIT, &h, sizeof(h));
-	return fnv64(sum, buf + sizeof(h), len - sizeof(h));
+	return crc32c(crc32c(0, &h, sizeof(h)), buf + sizeof(h), len - sizeof(h));
 }
 
 static int write_all(struct vm *vm, struct state_writer *w)

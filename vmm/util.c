@@ -69,15 +69,6 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t fnv64(uint64_t h, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 int pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
 	uint8_t *p = buf;

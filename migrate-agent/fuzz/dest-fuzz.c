@@ -197,7 +197,7 @@ static void repair(uint8_t *buf, size_t len)
 	struct mig_frame_hdr h;
 	memcpy(&h, buf, sizeof(h));
 	uint32_t n = h.len <= len - sizeof(h) ? h.len : (uint32_t)(len - sizeof(h));
-	mig_frame_hdr_init(&h, h.type, h.len, h.seq, mig_crc32c(0, buf + sizeof(h), n));
+	mig_frame_hdr_init(&h, h.type, h.len, h.seq, crc32c(0, buf + sizeof(h), n));
 	memcpy(buf, &h, sizeof(h));
 }
 

@@ -276,7 +276,7 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 			fh.len ^= 0; /* header intact but its CRC flipped */
 		if (!strcmp(cs, "unknown-type")) {
 			fh.type = 77;
-			fh.hdr_crc = mig_crc32c(0, &fh, offsetof(struct mig_frame_hdr, hdr_crc));
+			fh.hdr_crc = crc32c(0, &fh, offsetof(struct mig_frame_hdr, hdr_crc));
 		} else if (!strcmp(cs, "bad-hdr-crc")) {
 			fh.hdr_crc ^= 0x1;
 		}
@@ -494,7 +494,7 @@ static int sess_switch(struct sess *s, int with_state)
 		return r;
 	struct memtest_blob blob = { .magic = MEMTEST_STATE_MAGIC,
 				     .ram_size = ram_size,
-				     .checksum = mig_crc32c(0, s->ram, ram_size) };
+				     .checksum = crc32c(0, s->ram, ram_size) };
 	struct mig_state_hdr sh = { .blob_len = sizeof(blob) };
 	return mig_conn_send(&s->u, MIG_MSG_STATE, &sh, sizeof(sh), &blob, sizeof(blob));
 }

@@ -160,7 +160,7 @@ static int src_save(void *ctx, void **out, size_t *len)
 	struct blob *b = malloc(sizeof(*b));
 	b->magic = STATE_MAGIC;
 	b->ram_size = ram_size;
-	b->checksum = mig_crc32c(0, ram, ram_size);
+	b->checksum = crc32c(0, ram, ram_size);
 	b->pad = 0;
 	*out = b;
 	*len = sizeof(*b);
@@ -369,7 +369,7 @@ static int run_dest(struct mig_opts *o)
 				fclose(f);
 		}
 	}
-	uint32_t sum = mig_crc32c(0, ram, ram_size);
+	uint32_t sum = crc32c(0, ram, ram_size);
 	print_rss(); /* while the migration object lives, as in the VMM */
 	mig_dest_free(dest);
 	if (!have_state || sum != expect_sum) {

@@ -99,7 +99,7 @@ static void *send_all(void *arg)
 			n = s->bytes - off;
 		for (size_t i = 0; i < n; i++)
 			buf[i] = pattern(s->server, off + i);
-		s->crc = mig_crc32c(s->crc, buf, n);
+		s->crc = crc32c(s->crc, buf, n);
 		s->r = mig_tls_send(s->t, buf, n, 60000);
 	}
 	free(buf);
@@ -133,7 +133,7 @@ static void exchange(struct end *e, struct mig_tls *t)
 				 want);
 			break;
 		}
-		crc = mig_crc32c(crc, buf, (size_t)n);
+		crc = crc32c(crc, buf, (size_t)n);
 		for (ssize_t i = 0; i < n; i++, got++)
 			if (buf[i] != pattern(!e->server, got)) {
 				snprintf(e->result, sizeof(e->result), "byte %zu corrupted", got);

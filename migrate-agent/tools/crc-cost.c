@@ -30,9 +30,9 @@ static double per_page_ns(int what, uint8_t *mem, size_t pages, uint8_t *out)
 	for (size_t i = 0; i < pages; i++) {
 		const uint8_t *p = mem + i * PAGE;
 		if (what == 0)
-			acc ^= mig_crc32c(0, p, PAGE);
+			acc ^= crc32c(0, p, PAGE);
 		else if (what == 1)
-			acc ^= mig_crc32c_portable(0, p, PAGE);
+			acc ^= crc32c_portable(0, p, PAGE);
 		else
 			memcpy(out + (i % 64) * PAGE, p, PAGE);
 	}

@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/crc32c.h"
+
 /* ---- Constants ---- */
 
 #define MIG_MAGIC	  0x474d4350u /* "PCMG" read as little-endian bytes */
@@ -431,10 +433,7 @@ _Static_assert(sizeof(struct mig_auth) == 40, "AUTH is 40 bytes");
 
 /* ---- Checksums and framing ---- */
 
-/* CRC32C (Castagnoli), the iSCSI/ext4 one: crc32c(0, "123456789", 9) == 0xe3069283. */
-uint32_t mig_crc32c(uint32_t crc, const void *buf, size_t len);
-/* The same without the CPU's crc32 instruction (for tests). */
-uint32_t mig_crc32c_portable(uint32_t crc, const void *buf, size_t len);
+/* Frames carry CRC32C: crc32c() of common/crc32c.h. */
 
 /* Fill a header for a payload of len bytes whose CRC32C is payload_crc. */
 void mig_frame_hdr_init(struct mig_frame_hdr *h, uint16_t type, uint32_t len, uint32_t seq,

@@ -25,10 +25,25 @@ REGS = {"eax": 3, "ebx": 4, "ecx": 5, "edx": 6}
 PAGE = 4096
 
 
-def fnv64(data, h=0xCBF29CE484222325):
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        table.append(c)
+    return table
+
+
+CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC32C (Castagnoli) as common/crc32c.c computes it: the blob's checksum."""
+    c = 0xFFFFFFFF
     for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
+        c = (c >> 8) ^ CRC32C_TABLE[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
 
 
 def sections(blob):
@@ -50,7 +65,7 @@ def build(header, secs):
     struct.pack_into("<Q", blob, 16, len(blob))  # total_size
     struct.pack_into("<I", blob, 44, len(secs))  # nr_sections
     struct.pack_into("<Q", blob, 24, 0)
-    struct.pack_into("<Q", blob, 24, fnv64(bytes(blob)))
+    struct.pack_into("<Q", blob, 24, crc32c(bytes(blob)))
     return blob
 
 

@@ -6,7 +6,7 @@
  *   sections: struct vm_state_section (16 bytes) + payload, padded to 8
  *
  * Little-endian, same-architecture (payloads of vCPU sections are the
- * kernel's struct kvm_* ABI).  checksum = FNV-1a 64 of the whole blob with
+ * kernel's struct kvm_* ABI).  checksum = CRC32C of the whole blob with
  * the checksum field read as zero.
  */
 #ifndef VMM_STATE_H
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define VM_STATE_MAGIC	 0x5441545356434350ULL /* "PCCVSTAT" */
-#define VM_STATE_VERSION 2		       /* 2: CPUID and TSC sections */
+#define VM_STATE_VERSION 3		       /* 2: CPUID and TSC sections; 3: CRC32C checksum */
 
 struct vm_state_header {
 	uint64_t magic;

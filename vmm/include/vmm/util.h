@@ -27,9 +27,6 @@ int parse_size(const char *s, uint64_t *out);
 int parse_u64(const char *s, uint64_t *out);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_ns(void);
-/* 64-bit FNV-1a over a buffer, continuing from `h` (start with FNV64_INIT). */
-#define FNV64_INIT 0xcbf29ce484222325ULL
-uint64_t fnv64(uint64_t h, const void *buf, size_t len);
 /* Reads or writes exactly len bytes at off; -errno, -EIO on a short file. */
 int pread_full(int fd, void *buf, size_t len, uint64_t off);
 int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
