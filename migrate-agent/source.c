@@ -141,35 +141,19 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 	}
 }
 
-/* A new source for vm and o; NULL with a message. */
-static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, char *err,
-			   size_t errlen)
+/*
+ * What a new source needs of neither the network nor randomness: its page
+ * record, features, locks and closed channels.  0 or -ENOMEM; s zeroed.
+ * source-fuzz builds its sources with it too.
+ */
+int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 {
-	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
-		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
-			 (unsigned long long)vm->ram_size);
-		return NULL;
-	}
-	if (o->channels < 1 || o->channels > MIG_MAX_CHANNELS) {
-		snprintf(err, errlen, "%u bulk channels: 1 to %u", o->channels, MIG_MAX_CHANNELS);
-		return NULL;
-	}
-	if (o->precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
-		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
-		return NULL;
-	}
-	struct src *s = calloc(1, sizeof(*s));
-	if (s)
-		s->sent = calloc((vm->ram_size / MIG_PAGE_SIZE + 63) / 64, 8);
-	if (!s || !s->sent) {
-		if (s)
-			free(s);
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
+	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
+	s->sent = calloc((s->nr_pages + 63) / 64, 8);
+	if (!s->sent)
+		return -ENOMEM;
 	s->vm = vm;
 	s->o = o;
-	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
 	s->stamps = mig_stamps_new(s->nr_pages); /* NULL: no stamps, nothing else lost */
 	s->features = (o->compress ? MIG_FEAT_ZSTD : 0) | (o->push_runs ? MIG_FEAT_RUNS : 0);
 	if (mig_opts_tls(o)) /* the AEAD checks every byte (wire.h) */
@@ -189,6 +173,32 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	pthread_mutex_init(&s->link_lock, NULL);
 	pthread_mutex_init(&s->hint_lock, NULL);
 	src_prepage_init(&s->pp, o->prepage, !o->prepage_fixed);
+	return 0;
+}
+
+/* A new source for vm and o; NULL with a message. */
+static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, char *err,
+			   size_t errlen)
+{
+	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
+		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
+			 (unsigned long long)vm->ram_size);
+		return NULL;
+	}
+	if (o->channels < 1 || o->channels > MIG_MAX_CHANNELS) {
+		snprintf(err, errlen, "%u bulk channels: 1 to %u", o->channels, MIG_MAX_CHANNELS);
+		return NULL;
+	}
+	if (o->precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {
+		snprintf(err, errlen, "precopy rounds need dirty logging, which this VMM lacks");
+		return NULL;
+	}
+	struct src *s = calloc(1, sizeof(*s));
+	if (!s || src_init(s, vm, o)) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
 	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
 	    mig_addr_parse(o->addr, &s->sa, err, errlen) || src_tls_client(s, err, errlen)) {
 		mig_tls_ctx_free(s->tls);

@@ -212,6 +212,7 @@ static inline void src_ctl_put(uint64_t *field, uint64_t v)
 }
 
 /* source.c */
+int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o);
 void src_set_break(struct src *s, int fatal, const char *why);
 int src_stopped(struct src *s);
 void src_link_cause(struct src *s, char *err, size_t errlen);

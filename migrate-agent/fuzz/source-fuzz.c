@@ -35,22 +35,16 @@ static void fill_ram(uint8_t *ram, uint64_t nr_pages)
 		memset(ram + i * MIG_PAGE_SIZE, i % 4 ? (int)(i * 37 + 1) : 0, MIG_PAGE_SIZE);
 }
 
-/* A source as src_new() makes one, with nr_bulk bulk channels (closed). */
+/*
+ * A source as src_new() makes one (src_init()), with nr_bulk bulk channels
+ * (closed) and the urgent channel on fd, past its handshake.
+ */
 static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, unsigned nr_bulk, int fd)
 {
 	struct src *s = calloc(1, sizeof(*s));
-	s->vm = &fake_vm;
-	s->o = &fake_opts;
-	s->nr_pages = nr_pages;
-	s->sent = calloc((nr_pages + 63) / 64, 8);
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->hint_lock, NULL);
-	pthread_mutex_init(&s->link_lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	src_prepage_init(&s->pp, fake_opts.prepage, 1);
-	s->nr_bulk = nr_bulk;
-	for (unsigned k = 0; k < nr_bulk; k++)
-		src_bulk(s, k)->fd = -1;
+	fake_opts.channels = nr_bulk;
+	if (!s || src_init(s, &fake_vm, &fake_opts))
+		abort();
 	/* The push claimed the first pages already (sent, or in its buffer). */
 	for (uint64_t i = 0; i < nr_pages * claimed / 8; i++)
 		bit_test_and_set(s->sent, i);
@@ -156,6 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort(); /* COMPLETE believed with pages never sent */
 	check_sent(sv[1], seen, nr_pages);
 	free(in);
+	mig_stamps_free(s->stamps);
 	free(s->sent);
 	free(s);
 	return 0;
