@@ -249,25 +249,9 @@ static const char *probe_ktls(void)
 #endif
 }
 
-int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
-		    size_t errlen)
+/* The context's protocol and I/O settings, the same for both kinds of credentials. */
+static void set_protocol(struct mig_tls_ctx *c)
 {
-	struct mig_tls_ctx *c;
-	int r;
-
-	if (!o->creds_dir == !o->psk_file) {
-		snprintf(err, errlen, "TLS needs x509 credentials or a PSK file (one of them)");
-		return -EINVAL;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c || !(c->ssl = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()))) {
-		free(c);
-		snprintf(err, errlen, "cannot create a TLS context");
-		return -ENOMEM;
-	}
-	c->server = server;
-	pthread_mutex_init(&c->ktls_lock, NULL);
-	c->no_ktls = probe_ktls();
 	SSL_CTX_set_app_data(c->ssl, c);
 	SSL_CTX_set_min_proto_version(c->ssl, TLS1_3_VERSION);
 	SSL_CTX_set_ciphersuites(c->ssl, TLS_SUITES);
@@ -289,22 +273,54 @@ int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ct
 	 */
 	SSL_CTX_set_read_ahead(c->ssl, 1);
 	SSL_CTX_set_default_read_buffer_len(c->ssl, TLS_READ_BUF);
+}
+
+/* The x509 credentials or the PSK of o; 0 or -errno with err. */
+static int load_creds(struct mig_tls_ctx *c, const struct mig_tls_opts *o, char *err, size_t errlen)
+{
+	int r;
+
 	if (o->creds_dir) {
 		snprintf(c->hostname, sizeof(c->hostname), "%s", o->hostname ? o->hostname : "");
 		r = load_x509(c, o->creds_dir, err, errlen);
+		if (!r && !c->server && !c->hostname[0]) {
+			snprintf(err, errlen,
+				 "x509: the client needs the server's name (--tls-hostname)");
+			r = -EINVAL;
+		}
+		return r;
+	}
+	r = load_psk(c, o->psk_file, err, errlen);
+	if (c->server) {
+		SSL_CTX_set_psk_find_session_callback(c->ssl, psk_find_session);
 	} else {
-		r = load_psk(c, o->psk_file, err, errlen);
-		if (server)
-			SSL_CTX_set_psk_find_session_callback(c->ssl, psk_find_session);
-		else
-			SSL_CTX_set_psk_use_session_callback(c->ssl, psk_use_session);
-		if (!server)
-			SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER, psk_refuse_cert);
+		SSL_CTX_set_psk_use_session_callback(c->ssl, psk_use_session);
+		SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER, psk_refuse_cert);
 	}
-	if (!r && !server && o->creds_dir && !c->hostname[0]) {
-		snprintf(err, errlen, "x509: the client needs the server's name (--tls-hostname)");
-		r = -EINVAL;
+	return r;
+}
+
+int mig_tls_ctx_new(const struct mig_tls_opts *o, bool server, struct mig_tls_ctx **out, char *err,
+		    size_t errlen)
+{
+	struct mig_tls_ctx *c;
+	int r;
+
+	if (!o->creds_dir == !o->psk_file) {
+		snprintf(err, errlen, "TLS needs x509 credentials or a PSK file (one of them)");
+		return -EINVAL;
 	}
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->ssl = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method()))) {
+		free(c);
+		snprintf(err, errlen, "cannot create a TLS context");
+		return -ENOMEM;
+	}
+	c->server = server;
+	pthread_mutex_init(&c->ktls_lock, NULL);
+	c->no_ktls = probe_ktls();
+	set_protocol(c);
+	r = load_creds(c, o, err, errlen);
 	if (r < 0) {
 		mig_tls_ctx_free(c);
 		return r;

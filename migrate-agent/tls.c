@@ -314,18 +314,17 @@ static int check_peer_authenticated(struct mig_tls *t, const struct mig_tls_ctx 
 	return -EACCES;
 }
 
-int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_tls **out,
-		      char *err, size_t errlen)
+/* A session on fd (made non-blocking), not yet shaken hands; NULL with err and *r. */
+static struct mig_tls *session_new(struct mig_tls_ctx *c, int fd, int *r, char *err, size_t errlen)
 {
-	int64_t deadline = deadline_of(timeout_ms);
 	struct mig_tls *t = calloc(1, sizeof(*t));
 	int flags = fcntl(fd, F_GETFL);
-	int r;
 
 	if (!t || !(t->ssl = SSL_new(c->ssl))) {
 		free(t);
 		snprintf(err, errlen, "TLS: out of memory");
-		return -ENOMEM;
+		*r = -ENOMEM;
+		return NULL;
 	}
 	pthread_mutex_init(&t->lock, NULL);
 	t->fd = fd;
@@ -334,33 +333,51 @@ int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_
 	    (!c->server && c->hostname[0] && !expect_name(t->ssl, c->hostname))) {
 		session_free(t);
 		snprintf(err, errlen, "TLS: cannot set up the session");
-		return -EINVAL;
+		*r = -EINVAL;
+		return NULL;
 	}
 	if (c->server)
 		SSL_set_accept_state(t->ssl);
 	else
 		SSL_set_connect_state(t->ssl);
+	return t;
+}
+
+/* SSL_do_handshake() until done, waiting on the socket until the deadline; 0 or -errno. */
+static int drive_handshake(struct mig_tls *t, const struct mig_tls_ctx *c, int timeout_ms,
+			   char *err, size_t errlen)
+{
+	int64_t deadline = deadline_of(timeout_ms);
+
 	for (;;) {
-		int e;
+		int r, e;
 
 		ERR_clear_error();
 		r = SSL_do_handshake(t->ssl);
 		if (r == 1)
-			break;
+			return 0;
 		e = SSL_get_error(t->ssl, r);
-		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-			if (wait_fd(fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) == 0)
-				continue;
+		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+			return handshake_error(t, c, e, err, errlen);
+		if (wait_fd(t->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) {
 			snprintf(err, errlen, "TLS: no handshake from the peer within %d ms",
 				 timeout_ms);
-			session_free(t);
 			return -ETIMEDOUT;
 		}
-		r = handshake_error(t, c, e, err, errlen);
-		session_free(t);
-		return r;
 	}
-	r = check_peer_authenticated(t, c, err, errlen);
+}
+
+int mig_tls_handshake(struct mig_tls_ctx *c, int fd, int timeout_ms, struct mig_tls **out,
+		      char *err, size_t errlen)
+{
+	int r;
+	struct mig_tls *t = session_new(c, fd, &r, err, errlen);
+
+	if (!t)
+		return r;
+	r = drive_handshake(t, c, timeout_ms, err, errlen);
+	if (!r)
+		r = check_peer_authenticated(t, c, err, errlen);
 	if (r) {
 		session_free(t);
 		return r;

@@ -64,66 +64,76 @@ static void put_char(struct serial *s, char c)
 		flush_locked(s);
 }
 
+/* A write to register reg (the divisor latch's two bytes when DLAB is set). */
+static void serial_write(struct serial *s, unsigned int reg, uint8_t v)
+{
+	struct serial_regs *r = &s->regs;
+	bool dlab = r->lcr & UART_LCR_DLAB;
+
+	switch (reg) {
+	case 0:
+		dlab ? (void)(r->dll = v) : put_char(s, (char)v);
+		break;
+	case 1:
+		dlab ? (void)(r->dlm = v) : (void)(r->ier = v & 0x0f);
+		break;
+	case 2:
+		r->fcr = v;
+		break;
+	case 3:
+		r->lcr = v;
+		break;
+	case 4:
+		r->mcr = v;
+		break;
+	case 7:
+		r->scr = v;
+		break;
+	default:
+		break;
+	}
+}
+
+/* What a read of register reg returns: never an interrupt, never input. */
+static uint8_t serial_read(struct serial *s, unsigned int reg)
+{
+	struct serial_regs *r = &s->regs;
+	bool dlab = r->lcr & UART_LCR_DLAB;
+
+	switch (reg) {
+	case 0:
+		return dlab ? r->dll : 0;
+	case 1:
+		return dlab ? r->dlm : r->ier;
+	case 2:
+		return 0x01 | ((r->fcr & 1) ? 0xc0 : 0); /* no interrupt pending */
+	case 3:
+		return r->lcr;
+	case 4:
+		return r->mcr;
+	case 5:
+		return UART_LSR_THRE | UART_LSR_TEMT;
+	case 6:
+		return 0xb0; /* DCD, DSR, CTS */
+	case 7:
+		return r->scr;
+	default:
+		return 0xff;
+	}
+}
+
 static void serial_io(struct vcpu *vcpu, struct pio_device *dev, uint16_t port, bool out,
 		      void *data, int size)
 {
 	struct serial *s = dev->priv;
-	struct serial_regs *r = &s->regs;
 	uint8_t *v = data;
-	bool dlab = r->lcr & UART_LCR_DLAB;
 
 	pthread_mutex_lock(&s->lock);
 	if (out) {
-		switch (port - dev->base) {
-		case 0:
-			dlab ? (void)(r->dll = *v) : put_char(s, (char)*v);
-			break;
-		case 1:
-			dlab ? (void)(r->dlm = *v) : (void)(r->ier = *v & 0x0f);
-			break;
-		case 2:
-			r->fcr = *v;
-			break;
-		case 3:
-			r->lcr = *v;
-			break;
-		case 4:
-			r->mcr = *v;
-			break;
-		case 7:
-			r->scr = *v;
-			break;
-		default:
-			break;
-		}
+		serial_write(s, port - dev->base, *v);
 	} else {
 		memset(data, 0xff, (size_t)size);
-		switch (port - dev->base) {
-		case 0:
-			*v = dlab ? r->dll : 0;
-			break;
-		case 1:
-			*v = dlab ? r->dlm : r->ier;
-			break;
-		case 2:
-			*v = 0x01 | ((r->fcr & 1) ? 0xc0 : 0);
-			break; /* no interrupt */
-		case 3:
-			*v = r->lcr;
-			break;
-		case 4:
-			*v = r->mcr;
-			break;
-		case 5:
-			*v = UART_LSR_THRE | UART_LSR_TEMT;
-			break;
-		case 6:
-			*v = 0xb0;
-			break; /* DCD, DSR, CTS */
-		case 7:
-			*v = r->scr;
-			break;
-		}
+		*v = serial_read(s, port - dev->base);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
