@@ -439,14 +439,13 @@ void dest_stop_accepting(struct mig_dest *d)
 }
 
 /*
- * Take an authenticated set of channels: the urgent one, bulk channel 0,
- * and bulk channels 1.. into more[MIG_MAX_CHANNELS - 1] (*nr_bulk in all),
+ * Take an authenticated set of channels: the urgent one, and the bulk
+ * channels into bulk[MIG_MAX_CHANNELS] (*nr_bulk of them, NULL after),
  * waiting until deadline (0: forever, until stopped).  0, or a negative
  * errno with a message.  The first set fixes the session.
  */
 int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
-		     struct mig_conn **bulk, struct mig_conn **more, unsigned *nr_bulk, char *err,
-		     size_t errlen)
+		     struct mig_conn **bulk, unsigned *nr_bulk, char *err, size_t errlen)
 {
 	int r = 0;
 	mig_lock(&d->lock, MIG_RANK_DEST);
@@ -464,9 +463,8 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 		*nr_bulk = d->pend_nr_bulk;
 		take_pending(d, all);
 		*urg = all[0];
-		*bulk = all[1];
-		for (unsigned k = 0; k < MIG_MAX_CHANNELS - 1; k++)
-			more[k] = all[k + 2];
+		for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
+			bulk[k] = all[k + 1];
 		d->session_fixed = 1;
 	} else if (d->failed) {
 		snprintf(err, errlen, "%s", d->why);

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The destination's extra bulk channels (the source's --channels, wire.h
- * "Channels"): d->bulk is bulk channel 0, d->bulk_more[k - 1] channel k.
- * Each has its own receiver thread; they install through the one page
- * record (a claim makes concurrent installs of one page safe) with a run
- * buffer each.  Channels 1.. carry postcopy pages only: their receivers
- * start reading once bulk channel 0 delivered DONE(0), so that no postcopy
- * page is taken for one sent before the switch-over.
+ * The destination's link (wire.h "Channels"): the urgent channel d->urg and
+ * the bulk channels d->bulk[0 .. nr_bulk - 1], the source's --channels.
+ * Each bulk channel has its own receiver thread; they install through the
+ * one page record (a claim makes concurrent installs of one page safe) with
+ * a run buffer each.  Channels 1.. carry postcopy pages only: their
+ * receivers start reading once bulk channel 0 delivered DONE(0), so that no
+ * postcopy page is taken for one sent before the switch-over.
  */
 #include <stdlib.h>
 
@@ -20,36 +20,49 @@ void dest_free_conns(struct mig_conn **c, unsigned n)
 	}
 }
 
-/* Channels 1.. of a new link (under req_lock; the old ones were retired). */
-void dest_more_set(struct mig_dest *d, struct mig_conn **more, unsigned nr_bulk)
+/* A new link's channels (under req_lock; the old ones were retired). */
+void dest_links_set(struct mig_dest *d, struct mig_conn *urg, struct mig_conn **bulk,
+		    unsigned nr_bulk)
 {
+	d->urg = urg;
 	d->nr_bulk = nr_bulk;
-	for (unsigned k = 0; k + 1 < nr_bulk; k++)
-		d->bulk_more[k] = more[k];
+	for (unsigned k = 0; k < nr_bulk; k++)
+		d->bulk[k] = bulk[k];
 }
 
 /* Under req_lock. */
-void dest_more_kick(struct mig_dest *d)
+void dest_links_kick(struct mig_dest *d)
 {
-	for (unsigned k = 0; k + 1 < d->nr_bulk; k++)
-		if (d->bulk_more[k])
-			mig_conn_kick(d->bulk_more[k]);
+	if (d->urg)
+		mig_conn_kick(d->urg);
+	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
+		if (d->bulk[k])
+			mig_conn_kick(d->bulk[k]);
 }
 
-/* Their bytes into the totals, then closed (under req_lock, receivers joined). */
-void dest_more_free(struct mig_dest *d)
+/* Bytes received on the live link (under req_lock). */
+uint64_t dest_links_rx_bytes(struct mig_dest *d)
 {
-	for (unsigned k = 0; k + 1 < d->nr_bulk; k++)
-		if (d->bulk_more[k])
-			d->bytes_rx_prev += d->bulk_more[k]->rx_bytes;
-	dest_free_conns(d->bulk_more, MIG_MAX_CHANNELS - 1);
+	uint64_t n = d->urg ? d->urg->rx_bytes : 0;
+	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
+		n += d->bulk[k] ? d->bulk[k]->rx_bytes : 0;
+	return n;
 }
 
-/* The latest frame heard and the latest progress on channels 1.. (the watchdog). */
-void dest_more_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work)
+/* The link's bytes into the totals, then its channels closed (under req_lock, receivers joined). */
+void dest_links_free(struct mig_dest *d)
 {
-	for (unsigned k = 0; k + 1 < d->nr_bulk; k++) {
-		struct mig_conn *c = d->bulk_more[k];
+	d->bytes_rx_prev += dest_links_rx_bytes(d);
+	dest_free_conn(d->urg);
+	d->urg = NULL;
+	dest_free_conns(d->bulk, MIG_MAX_CHANNELS);
+}
+
+/* The latest frame heard and the latest progress on the bulk channels (the watchdog). */
+void dest_bulk_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work)
+{
+	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++) {
+		struct mig_conn *c = d->bulk[k];
 		if (c && mig_conn_heard(c) > *heard)
 			*heard = mig_conn_heard(c);
 		if (c && mig_conn_progress(c) > *work)
@@ -57,9 +70,10 @@ void dest_more_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work)
 	}
 }
 
-struct more_arg {
+struct rx_arg {
 	struct mig_dest *d;
 	struct mig_conn *c;
+	int after_done0; /* channels 1..: read only once DONE(0) came on channel 0 */
 };
 
 /* Wait for DONE(0) on bulk channel 0: 1 when it came, 0 when the link ended first. */
@@ -75,31 +89,30 @@ static int wait_switch_over(struct mig_dest *d)
 	return go;
 }
 
-static void *more_thread(void *arg)
+static void *rx_thread(void *arg)
 {
-	struct more_arg *a = arg;
-	if (wait_switch_over(a->d))
+	struct rx_arg *a = arg;
+	if (!a->after_done0 || wait_switch_over(a->d))
 		dest_rx_loop(a->d, a->c);
 	mig_wire_thread_cleanup();
 	free(a);
 	return NULL;
 }
 
-/* A receiver thread for each of channels 1.. of the link. */
-void dest_more_start_rx(struct mig_dest *d)
+/* A receiver thread for each bulk channel of the link. */
+void dest_start_receivers(struct mig_dest *d)
 {
-	for (unsigned k = 0; k + 1 < d->nr_bulk; k++) {
-		struct more_arg *a = malloc(sizeof(*a));
-		d->rx_more_on[k] = 0;
+	for (unsigned k = 0; k < d->nr_bulk; k++) {
+		struct rx_arg *a = malloc(sizeof(*a));
+		d->rx_on[k] = 0;
 		if (a) {
-			*a = (struct more_arg){ .d = d, .c = d->bulk_more[k] };
-			d->rx_more_on[k] =
-			    pthread_create(&d->rx_more[k], NULL, more_thread, a) == 0;
+			*a = (struct rx_arg){ .d = d, .c = d->bulk[k], .after_done0 = k > 0 };
+			d->rx_on[k] = pthread_create(&d->rx[k], NULL, rx_thread, a) == 0;
 		}
-		if (!d->rx_more_on[k]) {
+		if (!d->rx_on[k]) {
 			free(a);
 			dest_fail(d, "%s channel: cannot start its receiver thread",
-				  mig_bulk_name(k + 1));
+				  mig_bulk_name(k));
 		}
 	}
 }
@@ -107,12 +120,9 @@ void dest_more_start_rx(struct mig_dest *d)
 /* Wait for every bulk channel's receiver (the links were kicked). */
 void dest_join_receivers(struct mig_dest *d)
 {
-	if (d->rx_bulk_on)
-		pthread_join(d->rx_bulk, NULL);
-	d->rx_bulk_on = 0;
-	for (unsigned k = 0; k < MIG_MAX_CHANNELS - 1; k++) {
-		if (d->rx_more_on[k])
-			pthread_join(d->rx_more[k], NULL);
-		d->rx_more_on[k] = 0;
+	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++) {
+		if (d->rx_on[k])
+			pthread_join(d->rx[k], NULL);
+		d->rx_on[k] = 0;
 	}
 }

@@ -94,17 +94,15 @@ void dest_incoming_free(struct mig_dest *d)
 /* Accept connections; wait (until stopped) for the source's first pair. */
 static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 {
-	struct mig_conn *urg, *bulk, *more[MIG_MAX_CHANNELS - 1];
+	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS];
 	unsigned nr_bulk;
 	int r = dest_start_accepting(d, err, errlen);
 	if (!r)
-		r = dest_accept_pair(d, 0, &urg, &bulk, more, &nr_bulk, err, errlen);
+		r = dest_accept_pair(d, 0, &urg, bulk, &nr_bulk, err, errlen);
 	if (r)
 		return r;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	d->urg = urg;
-	d->bulk = bulk;
-	dest_more_set(d, more, nr_bulk);
+	dest_links_set(d, urg, bulk, nr_bulk);
 	mig_unlock(&d->req_lock);
 	d->link_ok = 1;
 	d->t_link_ns = mig_now_ns();
@@ -197,8 +195,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	const uint8_t *p;
 	for (;;) {
 		uint32_t code;
-		dest_start_rx(d, d->bulk, &d->rx_bulk, &d->rx_bulk_on);
-		dest_more_start_rx(d);
+		dest_start_receivers(d);
 		r = receive_switch_over(d, &p, &code, err, errlen);
 		if (!r)
 			break;

@@ -43,17 +43,13 @@ static void retire_links(struct mig_dest *d)
 	dest_loop_detach(d);
 	dest_join_receivers(d);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
-	dest_free_conn(d->urg);
-	dest_free_conn(d->bulk);
-	d->urg = d->bulk = NULL;
-	dest_more_free(d);
+	dest_links_free(d);
 	mig_unlock(&d->req_lock);
 }
 
 /* A reconnected set of channels (dest_accept_pair()). */
 struct link_set {
-	struct mig_conn *urg, *bulk, *more[MIG_MAX_CHANNELS - 1];
+	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS];
 	unsigned nr_bulk;
 };
 
@@ -67,27 +63,22 @@ static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, stru
 {
 	char err[320];
 	for (;;) {
-		if (dest_accept_pair(d, deadline, &l->urg, &l->bulk, l->more, &l->nr_bulk, err,
-				     sizeof(err)))
+		if (dest_accept_pair(d, deadline, &l->urg, l->bulk, &l->nr_bulk, err, sizeof(err)))
 			return -ETIMEDOUT;
-		struct mig_conn **urg = &l->urg, **bulk = &l->bulk;
-		int r = send_resume(d, *urg, flags);
+		int r = send_resume(d, l->urg, flags);
 		if (!r)
 			return 0;
 		pr_mig("the reconnected source went away before RESUME (%s); waiting on\n",
 		       strerror(-r));
-		dest_free_conn(*urg);
-		dest_free_conn(*bulk);
-		dest_free_conns(l->more, MIG_MAX_CHANNELS - 1);
+		dest_free_conn(l->urg);
+		dest_free_conns(l->bulk, MIG_MAX_CHANNELS);
 	}
 }
 
 /* The reconnected channels become the link (under req_lock). */
 static void link_up(struct mig_dest *d, struct link_set *l)
 {
-	d->urg = l->urg;
-	d->bulk = l->bulk;
-	dest_more_set(d, l->more, l->nr_bulk);
+	dest_links_set(d, l->urg, l->bulk, l->nr_bulk);
 	d->link_ok = 1;
 	d->t_link_ns = mig_now_ns();
 }
@@ -151,8 +142,7 @@ static int recover_postcopy(struct mig_dest *d)
 	d->t_broken_ns += mig_now_ns() - t0;
 	mig_unlock(&d->lock);
 	dest_loop_attach(d, l.urg);
-	dest_start_rx(d, l.bulk, &d->rx_bulk, &d->rx_bulk_on);
-	dest_more_start_rx(d);
+	dest_start_receivers(d);
 	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
 	       (double)(mig_now_ns() - t0) / 1e6, (unsigned long long)again);
 	dest_try_complete(d);
@@ -213,7 +203,7 @@ void dest_reset_before_state(struct mig_dest *d)
 /*
  * A break before STATE: drop what precopy staged (its dirty bitmap may be
  * lost), wait for the source's RECOVER connection and send RESUME with
- * MIG_RESUME_NEED_STATE.  0 with new d->urg/d->bulk, or -errno with err.
+ * MIG_RESUME_NEED_STATE.  0 with a new d->urg and d->bulk[], or -errno with err.
  */
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 {
@@ -228,11 +218,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	       cause, d->o.recover_ms, d->o.addr);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->link_ok = 0;
-	d->bytes_rx_prev += (d->urg ? d->urg->rx_bytes : 0) + (d->bulk ? d->bulk->rx_bytes : 0);
-	dest_free_conn(d->urg);
-	dest_free_conn(d->bulk);
-	d->urg = d->bulk = NULL;
-	dest_more_free(d);
+	dest_links_free(d);
 	mig_unlock(&d->req_lock);
 	dest_reset_before_state(d);
 	struct link_set l;

@@ -149,8 +149,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		.start_vcpus_us = d->t_resumed ? ns_to_us(d->t_state, d->t_resumed) : -1.0,
 		.postcopy_ms =
 		    d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0,
-		.bytes_received = d->bytes_rx_prev + (d->urg ? d->urg->rx_bytes : 0) +
-				  (d->bulk ? d->bulk->rx_bytes : 0),
+		.bytes_received = d->bytes_rx_prev + dest_links_rx_bytes(d),
 		.pages_demand = pc.by[RAM_BY_DEMAND],
 		.pages_pushed = pc.by[RAM_BY_PUSH],
 		.pages_precopy = pc.by[RAM_BY_PRECOPY],

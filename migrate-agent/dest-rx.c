@@ -62,11 +62,6 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	return 0;
 }
 
-struct rx_arg {
-	struct mig_dest *d;
-	struct mig_conn *c;
-};
-
 /* A precopy page: staged (not installed) until the switch-over. */
 static int stage_page(struct mig_dest *d, uint64_t i, const struct mig_page *pg,
 		      const uint8_t *data, char *err, size_t errlen)
@@ -313,28 +308,4 @@ void dest_rx_loop(struct mig_dest *d, struct mig_conn *c)
 	if (!d->failed)
 		dest_flush_run(d, &run);
 	munmap(buf, 2 * RUN_MAX * MIG_PAGE_SIZE);
-}
-
-static void *rx_thread(void *arg)
-{
-	struct rx_arg *a = arg;
-	dest_rx_loop(a->d, a->c);
-	mig_wire_thread_cleanup();
-	free(a);
-	return NULL;
-}
-
-void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on)
-{
-	struct rx_arg *a = malloc(sizeof(*a));
-	*on = 0;
-	if (a) {
-		a->d = d;
-		a->c = c;
-		*on = pthread_create(t, NULL, rx_thread, a) == 0;
-	}
-	if (!*on) {
-		free(a);
-		dest_fail(d, "%s channel: cannot start its receiver thread", c->name);
-	}
 }

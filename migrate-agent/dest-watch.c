@@ -22,7 +22,7 @@ static struct mig_conn *hold_link(void *ctx)
 	if (idle)
 		return NULL;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	if (d->link_ok && d->urg && d->bulk)
+	if (d->link_ok && d->urg && d->bulk[0])
 		return d->urg;
 	mig_unlock(&d->req_lock);
 	return NULL;
@@ -32,9 +32,8 @@ static struct mig_conn *hold_link(void *ctx)
 static uint64_t heard_link(void *ctx)
 {
 	struct mig_dest *d = ctx;
-	uint64_t urg = mig_conn_heard(d->urg), bulk = mig_conn_heard(d->bulk), work = 0;
-	uint64_t heard = bulk > urg ? bulk : urg;
-	dest_more_heard(d, &heard, &work);
+	uint64_t heard = mig_conn_heard(d->urg), work = 0;
+	dest_bulk_heard(d, &heard, &work);
 	return heard;
 }
 
@@ -63,9 +62,7 @@ static int no_progress(void *ctx, uint64_t now, char *why, size_t len)
 	struct mig_dest *d = ctx;
 	uint64_t idle = (uint64_t)d->o.idle_ms * 1000000ull, work, req, heard = 0;
 	work = mig_conn_progress(d->urg);
-	if (mig_conn_progress(d->bulk) > work)
-		work = mig_conn_progress(d->bulk);
-	dest_more_heard(d, &heard, &work);
+	dest_bulk_heard(d, &heard, &work);
 	req = oldest_request(d);
 	if (req && req < d->t_link_ns)
 		req = d->t_link_ns; /* requests repeated on a new link start anew */

@@ -51,11 +51,7 @@
 void dest_kick_links(struct mig_dest *d)
 {
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	if (d->urg)
-		mig_conn_kick(d->urg);
-	if (d->bulk)
-		mig_conn_kick(d->bulk);
-	dest_more_kick(d);
+	dest_links_kick(d);
 	mig_unlock(&d->req_lock);
 }
 
@@ -238,9 +234,7 @@ void mig_dest_free(struct mig_dest *d)
 	dest_join_receivers(d);
 	if (d->stager_on)
 		pthread_join(d->stager, NULL);
-	dest_free_conn(d->urg);
-	dest_free_conn(d->bulk);
-	dest_more_free(d);
+	dest_links_free(d);
 	if (d->lfd >= 0)
 		close(d->lfd);
 	mig_tls_ctx_free(d->tls);

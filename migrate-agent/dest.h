@@ -30,8 +30,7 @@
  *     -> d->lock (flags, why, session, handshake slots, pending channels;
  *                 cond; a failure reported from a frame the loop read)
  *       -> a pending connection's TLS lock (closing it, tls.c)
- *     -> d->req_lock (which connections are live: urg, bulk, bulk_more,
- *                     link_ok)
+ *     -> d->req_lock (which connections are live: urg, bulk[], link_ok)
  *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *     -> d->lat_lock (the fault latencies): a leaf
  *   the link watchdog's own lock (link.h): a leaf, never held while it looks
@@ -124,11 +123,14 @@ struct mig_dest {
 	struct mig_conn *loop_conn;
 	struct run loop_run;
 
-	/* req_lock guards which connections are live (urg/bulk/bulk_more/link_ok). */
+	/*
+	 * req_lock guards which connections are live (urg, bulk[], link_ok).
+	 * bulk[k] is bulk channel k (wire.h "Channels"); bulk[0] alone also
+	 * carries precopy, PRECOPY_DIRTY and DONE(0).
+	 */
 	pthread_mutex_t req_lock;
-	struct mig_conn *urg, *bulk;
-	struct mig_conn *bulk_more[MIG_MAX_CHANNELS - 1]; /* bulk channels 1.. */
-	unsigned nr_bulk;				  /* HELLO.nr_bulk of the link */
+	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS];
+	unsigned nr_bulk; /* HELLO.nr_bulk of the link */
 	int link_ok;
 
 	pthread_mutex_t lock;
@@ -136,10 +138,10 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, complete_sent, stop;
 	char why[320];
 
-	pthread_t rx_bulk, sup, stager;
-	int rx_bulk_on, sup_on, stager_on;
-	pthread_t rx_more[MIG_MAX_CHANNELS - 1];
-	int rx_more_on[MIG_MAX_CHANNELS - 1];
+	pthread_t sup, stager;
+	int sup_on, stager_on;
+	pthread_t rx[MIG_MAX_CHANNELS]; /* bulk[k]'s receiver, while rx_on[k] */
+	int rx_on[MIG_MAX_CHANNELS];
 	struct mig_link_watch watch; /* link.h, dest-watch.c */
 
 	/*
@@ -185,17 +187,18 @@ void dest_free_conn(struct mig_conn *c);
 int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen);
 void dest_stop_accepting(struct mig_dest *d);
 int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
-		     struct mig_conn **bulk, struct mig_conn **more, unsigned *nr_bulk, char *err,
-		     size_t errlen);
+		     struct mig_conn **bulk, unsigned *nr_bulk, char *err, size_t errlen);
 int dest_pending_complete(const struct mig_dest *d);
 
 /* dest-channels.c */
 void dest_free_conns(struct mig_conn **c, unsigned n);
-void dest_more_set(struct mig_dest *d, struct mig_conn **more, unsigned nr_bulk);
-void dest_more_kick(struct mig_dest *d);
-void dest_more_free(struct mig_dest *d);
-void dest_more_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work);
-void dest_more_start_rx(struct mig_dest *d);
+void dest_links_set(struct mig_dest *d, struct mig_conn *urg, struct mig_conn **bulk,
+		    unsigned nr_bulk);
+void dest_links_kick(struct mig_dest *d);
+void dest_links_free(struct mig_dest *d);
+uint64_t dest_links_rx_bytes(struct mig_dest *d);
+void dest_bulk_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work);
+void dest_start_receivers(struct mig_dest *d);
 void dest_join_receivers(struct mig_dest *d);
 
 /* dest-incoming.c */
@@ -207,7 +210,6 @@ int dest_flush_run(struct mig_dest *d, struct run *run);
 int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run);
 int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 		  const struct mig_frame_hdr *h, const uint8_t *p, char *err, size_t errlen);
-void dest_start_rx(struct mig_dest *d, struct mig_conn *c, pthread_t *t, int *on);
 void dest_rx_loop(struct mig_dest *d, struct mig_conn *c);
 
 /* dest-install.c */

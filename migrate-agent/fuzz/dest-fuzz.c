@@ -157,8 +157,7 @@ static struct mig_dest *fake_dest(struct mig_dest_vm *vm, uint8_t mode, int devn
 						    .hello_seen = 1,
 						    .peer_role = MIG_ROLE_SOURCE };
 	}
-	d->urg = c[0];
-	d->bulk = c[1];
+	dest_links_set(d, c[0], &c[1], 1);
 	d->link_ok = 1;
 	if (mode & 1) { /* after the switch-over: the vCPUs run */
 		d->phase0_done = d->state_rx = 1;
@@ -184,8 +183,7 @@ static void check_invariants(struct mig_dest *d)
 
 static void free_dest(struct mig_dest *d)
 {
-	dest_free_conn(d->urg);
-	dest_free_conn(d->bulk);
+	dest_links_free(d);
 	dest_incoming_free(d);
 	free(d->lat.ns);
 	free(d);
@@ -207,7 +205,7 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 	char err[320];
 	size_t off = 0;
 	while (len - off > 1 + sizeof(struct mig_frame_hdr) && !d->failed) {
-		struct mig_conn *c = (s[off] & 1) ? d->bulk : d->urg;
+		struct mig_conn *c = (s[off] & 1) ? d->bulk[0] : d->urg;
 		struct run *rn = &run[s[off] & 1];
 		if ((s[off] & 2) && !d->state_rx) {
 			for (int k = 0; k < 2 && !d->failed; k++)
