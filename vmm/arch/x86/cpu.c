@@ -34,7 +34,8 @@
 
 /*
  * MSRs a guest like ours (or a small kernel) may change; saved if KVM has
- * them.  The TSC is not here: it has its own section (tsc.c).
+ * them.  The TSC is not here: get_msrs() reads it with them, but it has its
+ * own section (tsc.c).
  */
 static const uint32_t wanted_msrs[] = {
 	0x00000174, /* SYSENTER_CS */

@@ -14,7 +14,10 @@ struct state_reader;
 /* Per-VM: supported CPUID, MSR list, XSAVE size. */
 int x86_vm_init(struct vm *vm);
 void x86_vm_exit(struct vm *vm);
-/* Per-vCPU: CPUID. */
+/*
+ * Per-vCPU: CPUID, the registers KVM copies to run->s.regs at each exit
+ * (where it can), the TSC's rate and whether its offset can be set.
+ */
 int x86_vcpu_init(struct vcpu *vcpu);
 
 /*
@@ -42,8 +45,8 @@ int x86_vcpu_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t w
 int x86_cpuid_save(struct vcpu *vcpu, struct state_writer *w);
 int x86_cpuid_remember(struct vcpu *vcpu);
 int x86_cpuid_load(struct vcpu *vcpu, struct state_reader *r, char *why, size_t why_len);
-#define MSR_IA32_TSC 0x10
 
+#define MSR_IA32_TSC 0x10
 /* At vCPU creation: the TSC rate (vm->tsc_khz) and whether the offset attribute is there. */
 void x86_tsc_init(struct vcpu *vcpu);
 /* The TSC section for a value read with the vCPU's MSRs (x86_vcpu_save()). */
