@@ -34,19 +34,12 @@ struct stats {
 	double p50, p99, max, mean, pages_per_s;
 };
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static struct stats summarize(uint64_t *ns, size_t n, uint64_t wall_ns)
 {
 	struct stats s = { 0 };
 	double sum = 0;
 
-	qsort(ns, n, sizeof(*ns), cmp_u64);
+	sort_u64(ns, n);
 	for (size_t i = 0; i < n; i++)
 		sum += (double)ns[i];
 	s.p50 = ns[n / 2] / 1000.0;

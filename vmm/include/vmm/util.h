@@ -27,6 +27,8 @@ int parse_size(const char *s, uint64_t *out);
 int parse_u64(const char *s, uint64_t *out);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_ns(void);
+/* Sorts v[0..n) ascending (the benchmarks' latency samples). */
+void sort_u64(uint64_t *v, size_t n);
 /* Reads or writes exactly len bytes at off; -errno, -EIO on a short file. */
 int pread_full(int fd, void *buf, size_t len, uint64_t off);
 int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
