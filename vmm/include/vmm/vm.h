@@ -117,9 +117,10 @@ struct vm {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool pause_req;
-	bool stopped;	 /* vm_stop() called */
-	int exit_status; /* valid once stopped: guest status or -errno */
-	int event_fd;	 /* eventfd, readable once stopped */
+	bool pause_spins; /* vm_pause() may spin: the vCPUs leave it a CPU of its own */
+	bool stopped;	  /* vm_stop() called */
+	int exit_status;  /* valid once stopped: guest status or -errno */
+	int event_fd;	  /* eventfd, readable once stopped */
 
 	/* Guest port device state. */
 	struct guest_report last_report;
