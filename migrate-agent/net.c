@@ -107,7 +107,13 @@ int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t 
 		e = errno;
 		if (e == EINPROGRESS) {
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			int n = poll(&pfd, 1, timeout_ms);
+			uint64_t end = mig_now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
+			int n;
+			/* poll() ends with EINTR when the process was stopped and continued. */
+			do {
+				now = mig_now_ns();
+				n = poll(&pfd, 1, now < end ? (int)((end - now + 999999) / 1000000) : 0);
+			} while (n < 0 && errno == EINTR);
 			socklen_t sl = sizeof(e);
 			if (n == 0)
 				e = ETIMEDOUT;

@@ -103,7 +103,14 @@ void src_pusher_free(struct pusher *ps)
 static int reap(struct pusher *ps)
 {
 	struct io_uring_cqe *cqe;
-	int r = io_uring_wait_cqe(&ps->ring, &cqe);
+	int r;
+	/*
+	 * A process stopped (SIGSTOP, a debugger) and continued sees its wait
+	 * end with -EINTR although no handler ran: that is no failed send.
+	 */
+	do
+		r = io_uring_wait_cqe(&ps->ring, &cqe);
+	while (r == -EINTR);
 	if (r < 0)
 		return r;
 	unsigned b = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# migrate-throttle: slowness never reads as death.  A migration whose
+# source or destination is starved (SIGSTOP/SIGCONT from
+# tests/host/lib/throttle.py: a few percent of the CPU in short slices,
+# then stops of several seconds, as an overloaded host or a preempted vCPU
+# looks from the peer) completes with the checksum equal, every page
+# exactly once, and no recovery: the link was never cut, so a recovery
+# would be the watchdog mistaking a slow peer for a dead one.  Library
+# level (mig-memtest), so it runs on any machine; the hang guard is
+# generous, nothing here waits on the machine's speed.
+# timeout: 900
+set -uo pipefail
+. tests/host/migrate-lib.bash
+[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
+
+# throttled_pair NAME WHO RUN-MS STOP-MS SOURCE-OPTIONS DEST-OPTIONS:
+# WHO (source or dest) runs under throttle.py from its start to its end.
+throttled_pair() {
+	local name=$1 who=$2 run=$3 stop=$4 port dpid spid src dst
+	local -a sthr=() dthr=()
+	local thr=(python3 tests/host/lib/throttle.py --run-ms "$run" --stop-ms "$stop" --seconds 700 --)
+	if [ "$who" = source ]; then sthr=("${thr[@]}"); else dthr=("${thr[@]}"); fi
+	port=$(free_port)
+	"${dthr[@]}" "$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 16M \
+		--metrics "$work/$name-d.json" $6 > "$work/$name-d.out" 2> "$work/$name-d.err" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_listen "$port" "$dpid" "$work/$name-d.err"
+	"${sthr[@]}" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M \
+		--metrics "$work/$name-s.json" $5 2> "$work/$name-s.err" &
+	spid=$!
+	pids+=("$spid")
+	wait_status "$spid" "$name: the source" 800
+	src=$?
+	wait_status "$dpid" "$name: the destination" 800
+	dst=$?
+	if [ "$src" != 0 ] || [ "$dst" != 0 ]; then
+		cat "$work/$name-s.err" "$work/$name-d.err" >&2
+		fail "$name: source exit $src, destination exit $dst"
+	fi
+	grep -q "checksum ok" "$work/$name-d.err" || fail "$name: no checksum verdict"
+	check_exactly_once "$work/$name-d.json"
+	jq -e ".recoveries == 0" "$work/$name-d.json" > /dev/null || { grep -hv "^{" "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: the destination recovered a link nobody cut"; }
+	check_json "$work/$name-s.json" '.recoveries == 0 and .duplicate_pages == 0' \
+		"$name: the source recovered a link nobody cut, or sent a page twice"
+	local stops
+	stops=$(grep -ho 'stopped mig-memtest [0-9]* times' "$work/$name-s.err" "$work/$name-d.err")
+	[ -n "$stops" ] || fail "$name: the throttle did not report"
+	echo "$name: $stops; checksum ok, every page once, no recovery"
+}
+
+# The destination's "vCPU" reads every page once in random order and works
+# 250 us on each: about a second of its CPU, so the throttle bites.
+post="--touch random --touch-ns 250000"
+# A few percent of a CPU, in 10 ms slices: every step is slow, none stops.
+throttled_pair source-5pct source 10 190 "" "$post"
+throttled_pair dest-5pct dest 10 190 "" "$post"
+throttled_pair source-5pct-precopy source 10 190 "--precopy-rounds 2" "$post"
+# Stops of 4 s (below the 10 s of silence that means death), running 0.2 s between.
+throttled_pair source-stops source 200 4000 "" "$post"
+throttled_pair dest-stops dest 200 4000 "--precopy-rounds 1" "$post"
+echo "migrate-throttle: passed"
