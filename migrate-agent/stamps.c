@@ -4,6 +4,7 @@
  * page for the record index, and MIG_STAMPS_MAX records of 56 bytes.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "stamps.h"
 
@@ -36,6 +37,17 @@ void mig_stamps_free(struct mig_stamps *s)
 	free(s->index);
 	free(s->rec);
 	free(s);
+}
+
+void mig_stamps_reset(struct mig_stamps *s)
+{
+	if (!s)
+		return;
+	uint32_t n = mig_stamps_records(s);
+	for (uint32_t k = 0; k < n; k++)
+		s->index[s->rec[k][0]] = 0; /* a page < nr_pages (mig_stamp()) */
+	memset(s->rec, 0, n * sizeof(*s->rec));
+	s->nrec = s->dropped = 0;
 }
 
 /* The record of page, opened by the first step of a side; -1 if none. */

@@ -43,6 +43,13 @@ struct mig_stamps;
 /* NULL when out of memory: every call below accepts NULL and does nothing. */
 struct mig_stamps *mig_stamps_new(uint64_t nr_pages);
 void mig_stamps_free(struct mig_stamps *s);
+/*
+ * Back to what mig_stamps_new() made (no records, none dropped), at the
+ * cost of the records used: for the fuzzers, whose sources and
+ * destinations live for one input each but keep their stamps (allocating
+ * them was most of a run under ASan).  Not while any thread stamps.
+ */
+void mig_stamps_reset(struct mig_stamps *s);
 
 void mig_stamp(struct mig_stamps *s, uint64_t page, enum mig_step step, uint64_t ns);
 

@@ -101,6 +101,28 @@ void ram_disarm(struct ram *ram)
 	ram->ops = NULL;
 }
 
+int ram_reset(struct ram *ram)
+{
+	uint64_t kicks;
+
+	if (!ram->ops)
+		return -EINVAL;
+	if (ram->thread_started || ram->source)
+		return -EBUSY;
+	/* No other thread touches the record now: as ram_init()'s calloc. */
+	memset((void *)ram->pages, 0, ram->nr_pages * sizeof(*ram->pages));
+	atomic_store(&ram->nr_present, 0);
+	memset(&ram->st, 0, sizeof(ram->st));
+	atomic_store(&ram->error, 0);
+	atomic_store(&ram->stop, false);
+	ram->t0 = now_ns() - 1; /* a stamped time is never 0 */
+	/* Kicks (ram_kick_faults()) left for a fault thread that never ran. */
+	if (read(ram->kick_fd, &kicks, sizeof(kicks)) < 0) {
+		/* EAGAIN: there were none */
+	}
+	return 0;
+}
+
 void ram_exit(struct ram *ram)
 {
 	ram_stop_faults(ram);

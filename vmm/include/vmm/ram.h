@@ -279,6 +279,18 @@ int ram_init(struct ram *ram, uint64_t size, const struct ram_backend_ops *ops);
 void ram_disarm(struct ram *ram);
 /* Stops the fault thread, disarms, unmaps, frees the source. */
 void ram_exit(struct ram *ram);
+/*
+ * Lazy RAM's record as ram_init() left it, for a RAM object used again
+ * without a new mapping: every page MISSING, none present, the statistics
+ * and the fault thread's error cleared, times counted from now.  The back
+ * end stays armed and on_error stays set.  What the back end installed
+ * stays mapped: dropping it is the caller's (for a uffd range,
+ * MADV_DONTNEED makes its pages missing again).  Only with no fault thread
+ * and no source (ram_start_faults() never called) and nothing installing:
+ * -EBUSY otherwise, -EINVAL for plain RAM.  dest-fuzz resets its RAM so
+ * for every input (mapping it anew cost most of each run).
+ */
+int ram_reset(struct ram *ram);
 
 /*
  * Starts the fault thread; `src` becomes owned by ram.  busy_poll: spin on
