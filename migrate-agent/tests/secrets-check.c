@@ -14,7 +14,9 @@
  * /proc/self/mem: heap, thread stacks, the main stack, anonymous maps,
  * OpenSSL's allocations) looking for the secrets' bytes:
  *
- *   1. connections and TLS contexts still open (the migration runs): the
+ *   1. right after each connection's handshake, its two threads parked
+ *      (their stacks below the stack pointer as the handshake left them),
+ *      connections and TLS contexts open (the migration runs): the
  *      session secret only where the two sessions keep it, the TLS
  *      exporter value of the bulk connection (the proofs' binding)
  *      nowhere;
@@ -99,6 +101,9 @@ static void match(struct scan *s, uintptr_t base, size_t len, size_t upto, const
 	for (unsigned int k = 0; k < nr; k++) {
 		const struct needle *n = &needles[k];
 		const uint8_t *p = s->buf, *end = s->buf + len;
+
+		if (!n->len)
+			continue; /* not known yet */
 
 		while ((p = memmem(p, (size_t)(end - p), n->bytes, n->len)) &&
 		       (size_t)(p - s->buf) < upto) {
@@ -206,6 +211,14 @@ static int dest_steps(struct end *e)
 	return r;
 }
 
+/*
+ * Both ends' threads and main meet here twice: once the handshake is done
+ * (main then scans, while the threads are parked: what their handshake
+ * left below their stack pointers is still there, not yet overwritten by
+ * their exit), and once the scan is done.
+ */
+static pthread_barrier_t parked;
+
 static void *run_end(void *arg)
 {
 	struct end *e = arg;
@@ -213,6 +226,8 @@ static void *run_end(void *arg)
 	e->r = mig_tls_secure(e->tls, &e->c, DEADLINE_S * 1000, e->err, sizeof(e->err));
 	if (!e->r)
 		e->r = e->hs.role == MIG_ROLE_SOURCE ? source_steps(e) : dest_steps(e);
+	pthread_barrier_wait(&parked);
+	pthread_barrier_wait(&parked);
 	mig_auth_thread_cleanup();
 	mig_wire_thread_cleanup();
 	return NULL;
@@ -237,29 +252,6 @@ static void end_init(struct end *e, int fd, int role, uint16_t channel, uint8_t 
 		e->hs.channel = channel;
 		e->hs.session = SESSION_ID;
 	}
-}
-
-/* One connection's handshake, each end in its own thread (as the agent's). */
-static int connect_ends(struct end *s, struct end *d, uint16_t channel, uint8_t *ssecret,
-			uint8_t *dsecret, struct mig_tls_ctx *ctx[2])
-{
-	pthread_t ts, td;
-	int sv[2];
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-		return -errno;
-	end_init(s, sv[0], MIG_ROLE_SOURCE, channel, ssecret, ctx[0]);
-	end_init(d, sv[1], MIG_ROLE_DEST, channel, dsecret, ctx[1]);
-	if (pthread_create(&td, NULL, run_end, d) || pthread_create(&ts, NULL, run_end, s))
-		return -EAGAIN;
-	pthread_join(ts, NULL);
-	pthread_join(td, NULL);
-	if (s->r || d->r) {
-		printf("FAIL: %s handshake: source %s, destination %s\n",
-		       channel == MIG_CHAN_URGENT ? "urgent" : "bulk", s->err, d->err);
-		return -EPROTO;
-	}
-	return 0;
 }
 
 /* ---- Credentials, and what to look for ---- */
@@ -398,13 +390,52 @@ static int check(struct scan *s, const char *when)
 
 static uint8_t src_secret[MIG_SECRET_LEN], dst_secret[MIG_SECRET_LEN];
 
+/*
+ * One connection's handshake, each end in its own thread (as the agent's),
+ * and check 1 while both threads are parked after it: 0, 1 when a secret
+ * was found, -errno when the handshake failed.
+ */
+static int connect_ends(struct end *e, uint16_t channel, struct mig_tls_ctx *ctx[2],
+			struct scan *sc)
+{
+	const char *name = channel == MIG_CHAN_URGENT ? "urgent" : "bulk";
+	char when[160];
+	pthread_t ts, td;
+	int sv[2], r = 0;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	end_init(&e[0], sv[0], MIG_ROLE_SOURCE, channel, src_secret, ctx[0]);
+	end_init(&e[1], sv[1], MIG_ROLE_DEST, channel, dst_secret, ctx[1]);
+	if (pthread_create(&td, NULL, run_end, &e[1]) || pthread_create(&ts, NULL, run_end, &e[0]))
+		return -EAGAIN;
+	pthread_barrier_wait(&parked);
+	if (e[0].r || e[1].r) {
+		printf("FAIL: %s handshake: source %s, destination %s\n", name, e[0].err, e[1].err);
+		r = -EPROTO;
+	} else if (channel == MIG_CHAN_BULK && ctx[0]) {
+		r = mig_conn_binding(&e[0].c, needles[1].bytes);
+		needles[1].len = MIG_SECRET_LEN;
+	}
+	snprintf(when, sizeof(when),
+		 "%s channel, its two threads parked after the handshake: the session secret "
+		 "only where the sessions keep it%s",
+		 name, needles[1].len ? ", the exporter value nowhere" : "");
+	if (!r)
+		r = check(sc, when);
+	pthread_barrier_wait(&parked);
+	pthread_join(ts, NULL);
+	pthread_join(td, NULL);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	static struct end ends[4]; /* urgent source, destination; bulk source, destination */
 	struct mig_tls_ctx *ctx[2] = { NULL, NULL };
 	struct scan s = { .allowed = { src_secret, dst_secret } };
 	char err[200];
-	int failed;
+	int failed = 0;
 
 	if (argc != 3 ||
 	    (strcmp(argv[1], "plain") && strcmp(argv[1], "psk") && strcmp(argv[1], "x509"))) {
@@ -413,20 +444,21 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	add_needle("the session secret", MIG_SECRET_LEN);
-	if (strcmp(argv[1], "plain"))
-		add_needle("the TLS exporter value (the proofs' binding)", MIG_SECRET_LEN);
+	if (strcmp(argv[1], "plain")) /* its value once the bulk connection has one */
+		add_needle("the TLS exporter value (the proofs' binding)", 0);
 	s.only = nr_needles;
 	if (scan_init(&s) || load_creds(argv[1], argv[2], ctx) ||
-	    mig_random_bytes(dst_secret, sizeof(dst_secret), err, sizeof(err)))
+	    mig_random_bytes(dst_secret, sizeof(dst_secret), err, sizeof(err)) ||
+	    pthread_barrier_init(&parked, NULL, 3))
 		return 2;
 	memcpy(needles[0].bytes, dst_secret, MIG_SECRET_LEN);
-	if (connect_ends(&ends[0], &ends[1], MIG_CHAN_URGENT, src_secret, dst_secret, ctx) ||
-	    connect_ends(&ends[2], &ends[3], MIG_CHAN_BULK, src_secret, dst_secret, ctx) ||
-	    (ctx[0] && mig_conn_binding(&ends[2].c, needles[1].bytes)))
-		return 1;
-	printf("ok: %s handshakes: the source learned the secret, both ends proved it\n", argv[1]);
-	failed = check(&s, "after the handshakes, the session secret only where the sessions "
-			   "keep it");
+	for (int k = 0; k < 2; k++) {
+		int r = connect_ends(&ends[2 * k], k ? MIG_CHAN_BULK : MIG_CHAN_URGENT, ctx, &s);
+
+		if (r < 0)
+			return 1;
+		failed += r;
+	}
 	close_all(ends, 4, ctx);
 	mig_auth_wipe(src_secret, sizeof(src_secret));
 	mig_auth_wipe(dst_secret, sizeof(dst_secret));
