@@ -105,7 +105,7 @@ static int read_all(int fd, const char *path, struct key_file *k, char *err, siz
 		key_file_free(k);
 		return got < 0 ? -EIO : -EFBIG;
 	}
-	OPENSSL_cleanse(k->buf + n, KEY_FILE_MAX + 1 - n); /* k->len shrinks: all of it clean */
+	k->buf[n] = 0; /* past it nothing was written: key_file_free() wipes len + 1 bytes */
 	k->len = n;
 	return 0;
 }
