@@ -21,11 +21,13 @@
  *      exporter value of the bulk connection (the proofs' binding)
  *      nowhere;
  *   2. all closed and freed, the sessions' secrets wiped (as source.c and
- *      dest.c do at the end): none of the session secret, the PSK (its
- *      bytes and the hex text of the file), the private keys' PEM text.
+ *      dest.c do at the end): none of the session secret, the exporter
+ *      value, the PSK (its bytes and the hex text of the file), the
+ *      private keys' PEM text.
  *
  * Prints "ok: ..." per check, or "FAIL: WHAT found at ADDR in MAPPING" per
- * copy found; exits 0 only when no copy was found.  The secrets it looks
+ * copy found; exits 0 only when no copy was found (1: one was, or a
+ * handshake failed; 2: a bad argument or set-up).  The secrets it looks
  * for are kept in one static block (needles) that the scan leaves out, and
  * the scan's own buffer is a mapping of its own, also left out.
  */
