@@ -24,6 +24,13 @@ BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -Iinclude -MMD -MP
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
 	-DMIG_LOCK_RANKS
 
+# Every symbol resolved at start (-z now, full RELRO): a lazy binding's
+# first call goes through the dynamic linker's trampoline, which saves the
+# vector registers on the stack, where the last bytes a memcpy() moved (a
+# session secret, a TLS exporter value) then stay (docs/security.md,
+# tests/host/migrate-secrets.sh found them there).
+LDFLAGS += -Wl,-z,relro,-z,now
+
 HOST_PROGRAMS :=
 NODE_PROGRAMS :=
 NODE_EXTRA :=

@@ -40,9 +40,11 @@ int mig_auth_proof(const uint8_t secret[MIG_SECRET_LEN], int prover,
 	n += MIG_SECRET_LEN;
 	if (!HMAC(EVP_sha256(), secret, MIG_SECRET_LEN, msg, n, out, &len) ||
 	    len != MIG_SECRET_LEN) {
+		OPENSSL_cleanse(msg, sizeof(msg));
 		OPENSSL_cleanse(out, MIG_SECRET_LEN);
 		return -EIO;
 	}
+	OPENSSL_cleanse(msg, sizeof(msg)); /* it holds the binding, a TLS exporter value */
 	return 0;
 }
 

@@ -115,3 +115,6 @@ $(eval $(call mig_program,mig-crc-cost,migrate-agent/tools/crc-cost.c,$(MIG_LIBS
 
 # The pre-paging policy on made-up fault sequences (tests/host/migrate-prepage.sh).
 $(eval $(call mig_program,mig-prepage-check,migrate-agent/tests/prepage-check.c,$(MIG_LIBS)))
+
+# Secrets left in memory after a handshake: tests/host/migrate-secrets.sh.
+$(eval $(call mig_program,mig-secrets-check,migrate-agent/tests/secrets-check.c,$(MIG_LIBS)))

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lock-rank.h"
+#include "migrate/auth.h"
 #include "migrate/net.h"
 
 #define RBUF_MIN (256u << 10)
@@ -186,6 +187,19 @@ int mig_conn_binding(struct mig_conn *c, uint8_t *out)
 		return c->io->binding(c, out);
 	memset(out, 0, MIG_SECRET_LEN);
 	return 0;
+}
+
+void mig_conn_wipe_rx(struct mig_conn *c, const uint8_t *p, size_t len)
+{
+	/* Only inside the buffer: p is const to callers, the buffer is ours. */
+	if (c->rbuf && p >= c->rbuf && len <= c->rcap && (size_t)(p - c->rbuf) <= c->rcap - len)
+		mig_auth_wipe(c->rbuf + (p - c->rbuf), len);
+}
+
+void mig_conn_secrets_done(struct mig_conn *c)
+{
+	if (c->io && c->io->secrets_done)
+		c->io->secrets_done(c);
 }
 
 bool mig_conn_next_is(const struct mig_conn *c, uint16_t type)

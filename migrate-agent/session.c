@@ -114,6 +114,9 @@ int mig_hs_recv_auth(const struct mig_hs *hs, uint32_t kind, struct mig_auth *a,
 	if (r)
 		return r;
 	memcpy(a, p, sizeof(*a));
+	mig_conn_wipe_rx(hs->c, p, sizeof(*a)); /* the secret or a proof: a's is the one copy */
+	if (kind == MIG_AUTH_SECRET)
+		mig_conn_secrets_done(hs->c); /* the source's last secret on this connection */
 	if (a->kind != kind) {
 		mig_auth_wipe(a, sizeof(*a)); /* it may be a secret, but not ours to keep */
 		say(hs, err, errlen, "expected %s, got AUTH", what);
@@ -128,6 +131,7 @@ int mig_hs_send_secret(const struct mig_hs *hs, char *err, size_t errlen)
 	memcpy(a.data, hs->secret, sizeof(a.data));
 	int r = send_frame(hs, MIG_MSG_AUTH, &a, sizeof(a), err, errlen);
 	mig_auth_wipe(&a, sizeof(a));
+	mig_conn_secrets_done(hs->c); /* the destination's last secret on this connection */
 	return r;
 }
 
@@ -138,13 +142,15 @@ static int prove(const struct mig_hs *hs, const uint8_t *bind, char *err, size_t
 	int r = mig_hs_recv_auth(hs, MIG_AUTH_CHALLENGE, &in, err, errlen);
 	if (r)
 		return r;
-	if (mig_auth_proof(hs->secret, hs->role, in.data, hs->session,
-			   mig_auth_channel(hs->channel, hs->bulk_index), bind, out.data)) {
+	r = mig_auth_proof(hs->secret, hs->role, in.data, hs->session,
+			   mig_auth_channel(hs->channel, hs->bulk_index), bind, out.data);
+	if (r)
 		say(hs, err, errlen,
 		    "cannot compute the proof of the session secret (HMAC failed)");
-		return -EIO;
-	}
-	return send_frame(hs, MIG_MSG_AUTH, &out, sizeof(out), err, errlen);
+	else
+		r = send_frame(hs, MIG_MSG_AUTH, &out, sizeof(out), err, errlen);
+	mig_auth_wipe(&out, sizeof(out));
+	return r;
 }
 
 /* Our CHALLENGE: a fresh nonce, also left in nonce for the peer's proof. */
@@ -174,9 +180,10 @@ static int check_proof(const struct mig_hs *hs, const uint8_t *nonce, const uint
 			    mig_auth_channel(hs->channel, hs->bulk_index), bind, in.data)) {
 		say(hs, err, errlen, "wrong proof of the session secret%s",
 		    hs->role == MIG_ROLE_SOURCE ? ": not our destination" : "");
-		return -EACCES;
+		r = -EACCES;
 	}
-	return 0;
+	mig_auth_wipe(&in, sizeof(in));
+	return r;
 }
 
 int mig_hs_mutual(const struct mig_hs *hs, char *err, size_t errlen)
@@ -196,5 +203,7 @@ int mig_hs_mutual(const struct mig_hs *hs, char *err, size_t errlen)
 		r = check_proof(hs, nonce, bind, err, errlen);
 	if (!r && challenge_first)
 		r = prove(hs, bind, err, errlen);
+	mig_auth_wipe(bind, sizeof(bind)); /* the TLS session's exporter value */
+	mig_conn_secrets_done(hs->c);
 	return r;
 }

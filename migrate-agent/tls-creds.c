@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lock-rank.h"
 #include "migrate/net.h"
@@ -26,47 +28,141 @@
 
 /* ---- credentials ---- */
 
-/*
- * A file holding a secret (a private key, a PSK file) must be a regular
- * file that only its owner can read, as ssh insists for its keys: a key
- * that others can read is a key others may hold.
- */
-static int check_secret_file(const char *path, char *err, size_t errlen)
+/* Larger is no key file: a PSK file of PSK_MAX_ENTRIES lines is 17 KiB, an RSA-8192 PEM 7 KiB. */
+#define KEY_FILE_MAX (64u << 10)
+
+/* A key file's contents, NUL-terminated; freed with key_file_free(), which wipes them. */
+struct key_file {
+	char *buf;
+	size_t len;
+};
+
+static void key_file_free(struct key_file *k)
 {
-	struct stat st;
+	OPENSSL_clear_free(k->buf, k->len + 1);
+	k->buf = NULL;
+}
 
-	if (stat(path, &st) < 0) {
-		int e = errno;
+/*
+ * May the opened file st hold a secret key?  As ssh insists for its keys:
+ * a regular file of the user who runs this program, that group and others
+ * can neither read nor write (a key others can read is a key others may
+ * hold; one another user owns or may write is a key they chose).  0 or
+ * -errno with a message naming the file and why.
+ */
+static int key_file_refused(const char *path, const struct stat *st, char *err, size_t errlen)
+{
+	unsigned int mode = (unsigned int)(st->st_mode & 07777);
 
-		snprintf(err, errlen, "%s: %s", path, strerror(e));
-		return -e;
-	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st->st_mode)) {
 		snprintf(err, errlen, "%s: not a regular file", path);
 		return -EINVAL;
 	}
-	if (st.st_mode & 077) {
+	if (st->st_uid != geteuid()) {
 		snprintf(err, errlen,
-			 "%s: readable by group or others (mode %04o): a secret key must be "
-			 "private to its owner (chmod 600 it)",
-			 path, (unsigned int)(st.st_mode & 07777));
+			 "%s: bad ownership: owned by uid %u, not by uid %u (who runs this "
+			 "program): a secret key must belong to its user",
+			 path, (unsigned int)st->st_uid, (unsigned int)geteuid());
 		return -EPERM;
+	}
+	if (mode & 077) {
+		snprintf(err, errlen,
+			 "%s: %s by group or others (mode %04o): an unprotected key file, a "
+			 "secret key must be private to its owner (chmod 600 it)",
+			 path,
+			 mode & 044   ? "readable"
+			 : mode & 022 ? "writable"
+				      : "usable",
+			 mode);
+		return -EPERM;
+	}
+	if (st->st_size > KEY_FILE_MAX) {
+		snprintf(err, errlen, "%s: %lld bytes: too large for a key file", path,
+			 (long long)st->st_size);
+		return -EFBIG;
 	}
 	return 0;
 }
 
-static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t errlen)
+/* All of fd (at most KEY_FILE_MAX bytes) into a new k. */
+static int read_all(int fd, const char *path, struct key_file *k, char *err, size_t errlen)
+{
+	size_t n = 0;
+	ssize_t got = 1;
+
+	k->buf = OPENSSL_malloc(KEY_FILE_MAX + 1);
+	k->len = KEY_FILE_MAX;
+	if (!k->buf) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	while (n <= KEY_FILE_MAX && (got > 0 || (got < 0 && errno == EINTR)))
+		if ((got = read(fd, k->buf + n, KEY_FILE_MAX + 1 - n)) > 0)
+			n += (size_t)got;
+	if (got < 0 || n > KEY_FILE_MAX) {
+		snprintf(err, errlen, "%s: %s", path,
+			 got < 0 ? strerror(errno) : "grew while read");
+		key_file_free(k);
+		return got < 0 ? -EIO : -EFBIG;
+	}
+	k->buf[n] = 0; /* past it nothing was written: key_file_free() wipes len + 1 bytes */
+	k->len = n;
+	return 0;
+}
+
+/*
+ * A key file, checked on the descriptor that is then read (fstat(), not a
+ * stat() of the path, which another process could swap between the check
+ * and the open), and read with read(): no stdio, whose buffer would keep
+ * a copy of the key that nobody wipes.  A symlink is followed: what is
+ * checked is the file it leads to, as ssh does.
+ */
+static int read_key_file(const char *path, struct key_file *k, char *err, size_t errlen)
+{
+	struct stat st;
+	int r, fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); /* a FIFO: no wait */
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	r = key_file_refused(path, &st, err, errlen);
+	if (!r)
+		r = read_all(fd, path, k, err, errlen);
+	close(fd);
+	return r;
+}
+
+/* Our private key, parsed from k: the one copy is then the context's. */
+static int use_key(struct mig_tls_ctx *c, const char *path, const char *who,
+		   const struct key_file *k, char *err, size_t errlen)
+{
+	BIO *b = BIO_new_mem_buf(k->buf, (int)k->len); /* read-only: no copy */
+	EVP_PKEY *key = b ? PEM_read_bio_PrivateKey_ex(
+				b, NULL, SSL_CTX_get_default_passwd_cb(c->ssl),
+				SSL_CTX_get_default_passwd_cb_userdata(c->ssl), NULL, NULL)
+			  : NULL;
+	int ok = key && SSL_CTX_use_PrivateKey(c->ssl, key) == 1;
+
+	EVP_PKEY_free(key); /* the context holds its own reference */
+	BIO_free(b);
+	if (!ok) {
+		snprintf(err, errlen, "%s: cannot load the %s key", path, who);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int load_x509_files(struct mig_tls_ctx *c, const char *ca, const char *cert,
+			   const char *keypath, const struct key_file *key, char *err,
+			   size_t errlen)
 {
 	const char *who = c->server ? "server" : "client";
-	char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
 	X509 *own;
 
-	snprintf(ca, sizeof(ca), "%s/ca-cert.pem", dir);
-	snprintf(cert, sizeof(cert), "%s/%s-cert.pem", dir, who);
-	snprintf(key, sizeof(key), "%s/%s-key.pem", dir, who);
-	int r = check_secret_file(key, err, errlen);
-	if (r)
-		return r;
 	if (SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1) {
 		snprintf(err, errlen, "%s: cannot load the CA certificate", ca);
 		return -EINVAL;
@@ -75,12 +171,10 @@ static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t e
 		snprintf(err, errlen, "%s: cannot load the %s certificate", cert, who);
 		return -EINVAL;
 	}
-	if (SSL_CTX_use_PrivateKey_file(c->ssl, key, SSL_FILETYPE_PEM) != 1) {
-		snprintf(err, errlen, "%s: cannot load the %s key", key, who);
+	if (use_key(c, keypath, who, key, err, errlen))
 		return -EINVAL;
-	}
 	if (SSL_CTX_check_private_key(c->ssl) != 1) {
-		snprintf(err, errlen, "%s does not match %s", key, cert);
+		snprintf(err, errlen, "%s does not match %s", keypath, cert);
 		return -EINVAL;
 	}
 	own = SSL_CTX_get0_certificate(c->ssl);
@@ -88,70 +182,95 @@ static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t e
 		snprintf(err, errlen, "%s has expired", cert);
 		return -EKEYEXPIRED;
 	}
-	SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	return 0;
 }
 
-/* One "IDENTITY:HEXKEY" line into e; -EINVAL if malformed. */
+static int load_x509(struct mig_tls_ctx *c, const char *dir, char *err, size_t errlen)
+{
+	const char *who = c->server ? "server" : "client";
+	char ca[PATH_MAX], cert[PATH_MAX], keypath[PATH_MAX];
+	struct key_file key;
+	int r;
+
+	snprintf(ca, sizeof(ca), "%s/ca-cert.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/%s-cert.pem", dir, who);
+	snprintf(keypath, sizeof(keypath), "%s/%s-key.pem", dir, who);
+	r = read_key_file(keypath, &key, err, errlen); /* the certificates may be anyone's */
+	if (r)
+		return r;
+	r = load_x509_files(c, ca, cert, keypath, &key, err, errlen);
+	key_file_free(&key);
+	if (!r)
+		SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	return r;
+}
+
+/*
+ * One "IDENTITY:HEXKEY" line into e; -EINVAL if malformed.  The key is
+ * decoded straight into e: no other copy of it is made.
+ */
 static int parse_psk_line(char *line, struct psk_entry *e)
 {
 	char *colon = strchr(line, ':');
-	unsigned char *key;
-	long len;
+	size_t len = 0;
 
 	if (!colon || colon == line || colon - line > PSK_MAX_ID)
 		return -EINVAL;
 	*colon = 0;
-	key = OPENSSL_hexstr2buf(colon + 1, &len);
-	if (!key)
-		return -EINVAL;
-	if (len < PSK_MIN_KEY || len > PSK_MAX_KEY) {
-		OPENSSL_clear_free(key, (size_t)len);
+	if (OPENSSL_hexstr2buf_ex(e->key, sizeof(e->key), &len, colon + 1, '\0') != 1 ||
+	    len < PSK_MIN_KEY || len > PSK_MAX_KEY) {
+		OPENSSL_cleanse(e->key, sizeof(e->key));
 		return -EINVAL;
 	}
 	memcpy(e->id, line, (size_t)(colon - line) + 1); /* with its NUL */
-	memcpy(e->key, key, (size_t)len);
-	e->key_len = (size_t)len;
-	OPENSSL_clear_free(key, (size_t)len);
+	e->key_len = len;
 	return 0;
 }
 
-static int load_psk(struct mig_tls_ctx *c, const char *path, char *err, size_t errlen)
+/* The PSK file's lines (in k, which they are cut in place) into c's table. */
+static int parse_psk_file(struct mig_tls_ctx *c, const char *path, struct key_file *k, char *err,
+			  size_t errlen)
 {
-	char line[2 * PSK_MAX_KEY + PSK_MAX_ID + 8];
-	int n = 0, r = check_secret_file(path, err, errlen);
-	FILE *f;
+	char *line = k->buf, *next;
+	int n = 0;
 
-	if (r)
-		return r;
-	f = fopen(path, "re");
-	if (!f) {
-		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return r;
-	}
-	c->psk = OPENSSL_secure_zalloc(PSK_MAX_ENTRIES * sizeof(*c->psk));
-	while (c->psk && !r && fgets(line, sizeof(line), f)) {
+	for (; line < k->buf + k->len; line = next) {
+		next = line + strcspn(line, "\n");
+		*next++ = 0; /* the last line's NUL is the buffer's */
 		n++;
-		line[strcspn(line, "\r\n")] = 0;
+		line[strcspn(line, "\r")] = 0;
 		if (!line[0] || line[0] == '#')
 			continue;
 		if (c->nr_psk == PSK_MAX_ENTRIES || parse_psk_line(line, &c->psk[c->nr_psk]) < 0) {
 			snprintf(err, errlen,
 				 "%s:%d: not IDENTITY:HEXKEY with a key of %d to %d bytes", path, n,
 				 PSK_MIN_KEY, PSK_MAX_KEY);
-			r = -EINVAL;
+			return -EINVAL;
 		}
 		c->nr_psk++;
 	}
-	OPENSSL_cleanse(line, sizeof(line));
-	fclose(f);
-	if (!c->psk)
-		return -ENOMEM;
-	if (!r && !c->nr_psk) {
+	if (!c->nr_psk) {
 		snprintf(err, errlen, "%s: no key in the file", path);
-		r = -EINVAL;
+		return -EINVAL;
 	}
+	return 0;
+}
+
+static int load_psk(struct mig_tls_ctx *c, const char *path, char *err, size_t errlen)
+{
+	struct key_file k;
+	int r = read_key_file(path, &k, err, errlen);
+
+	if (r)
+		return r;
+	c->psk = OPENSSL_secure_zalloc(PSK_MAX_ENTRIES * sizeof(*c->psk));
+	if (!c->psk) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		r = -ENOMEM;
+	} else {
+		r = parse_psk_file(c, path, &k, err, errlen);
+	}
+	key_file_free(&k);
 	return r;
 }
 

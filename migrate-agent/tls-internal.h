@@ -61,7 +61,13 @@ struct mig_tls {
 	bool cert_instead;	   /* client, PSK: the server sent a certificate */
 	BIO *out;		   /* what sends flush: the write buffer, or the socket (kTLS) */
 	bool ktls_send, ktls_recv; /* the kernel seals / opens the records */
-	const char *fallback;	   /* why not both, or NULL */
+	/*
+	 * Secrets may cross (the connection's HELLO and AUTH): OpenSSL wipes
+	 * the plaintext it handed out (SSL_OP_CLEANSE_PLAINTEXT) and sends wipe
+	 * their gather buffer; both end at mig_conn_secrets_done() (atomic).
+	 */
+	bool wipe;
+	const char *fallback;			   /* why not both, or NULL */
 	unsigned long socket_writes, socket_reads; /* under lock */
 	unsigned long send_waits;		   /* under lock */
 	/* A receive that failed after bytes it returned: the next one's result. */

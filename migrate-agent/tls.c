@@ -329,6 +329,15 @@ static struct mig_tls *session_new(struct mig_tls_ctx *c, int fd, int *r, char *
 	pthread_mutex_init(&t->lock, NULL);
 	t->fd = fd;
 	SSL_set_app_data(t->ssl, t);
+	/*
+	 * Until the connection's own handshake is over (HELLO, AUTH: the
+	 * session secret, proofs), OpenSSL wipes each record's plaintext once
+	 * handed out, and its read buffer when freed; without it the secret
+	 * stays in the read buffer until later records happen to overwrite it.
+	 * Not for the pages after it: wiping them would cost every byte.
+	 */
+	SSL_set_options(t->ssl, SSL_OP_CLEANSE_PLAINTEXT);
+	t->wipe = true;
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 || !attach_socket(t, fd) ||
 	    (!c->server && c->hostname[0] && !expect_name(t->ssl, c->hostname))) {
 		session_free(t);
@@ -594,8 +603,9 @@ void mig_tls_free(struct mig_tls *t)
 static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
 {
 	int64_t deadline = deadline_of(c->snd_timeout_ms ? c->snd_timeout_ms : -1);
+	struct mig_tls *t = c->io_ctx;
 	unsigned char rec[TLS_GATHER];
-	size_t used = 0;
+	size_t used = 0, dirty = 0;
 	int r = 0;
 
 	ERR_clear_error();
@@ -605,6 +615,7 @@ static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
 		if (iov[k].iov_len <= sizeof(rec) - used) {
 			memcpy(rec + used, iov[k].iov_base, iov[k].iov_len);
 			used += iov[k].iov_len;
+			dirty = used > dirty ? used : dirty;
 			continue;
 		}
 		if (used)
@@ -615,7 +626,19 @@ static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
 	}
 	if (!r && used)
 		r = write_all(c->io_ctx, rec, used, deadline);
+	if (dirty && __atomic_load_n(&t->wipe, __ATOMIC_RELAXED))
+		OPENSSL_cleanse(rec, dirty); /* it held a frame of the handshake: AUTH's secret */
 	return r ? r : flush_out(c->io_ctx, deadline);
+}
+
+static void tls_io_secrets_done(struct mig_conn *c)
+{
+	struct mig_tls *t = c->io_ctx;
+
+	mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
+	SSL_clear_options(t->ssl, SSL_OP_CLEANSE_PLAINTEXT);
+	__atomic_store_n(&t->wipe, false, __ATOMIC_RELAXED);
+	mig_unlock(&t->lock);
 }
 
 static ssize_t tls_io_recv(struct mig_conn *c, void *buf, size_t len, bool wait)
@@ -653,6 +676,7 @@ static const struct mig_io_ops tls_io = {
 	.recv = tls_io_recv,
 	.close = tls_io_close,
 	.binding = tls_io_binding,
+	.secrets_done = tls_io_secrets_done,
 };
 
 int mig_tls_secure(struct mig_tls_ctx *ctx, struct mig_conn *c, int timeout_ms, char *err,

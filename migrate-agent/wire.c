@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <zstd.h>
@@ -386,7 +387,8 @@ static int check_done(const struct mig_wire_ctx *ctx, const uint8_t *payload, ch
 static int check_auth(const uint8_t *payload, char *err, size_t errlen)
 {
 	struct mig_auth a;
-	memcpy(&a, payload, sizeof(a));
+	/* Not the data: it may be the session's secret, and a copy here would stay on the stack. */
+	memcpy(&a, payload, offsetof(struct mig_auth, data));
 	if (a.kind < MIG_AUTH_SECRET || a.kind > MIG_AUTH_PROOF || a.reserved)
 		return fail(-EPROTO, err, errlen, "AUTH of unknown kind %u", a.kind);
 	return 0;

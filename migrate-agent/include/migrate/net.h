@@ -37,6 +37,9 @@ struct mig_conn;
  *          credentials, -ECONNRESET: the link or the session broke).
  *          Safe while another thread sends.
  *   close  frees the session; the socket is closed by mig_conn_close().
+ *   secrets_done (optional)  the connection's HELLO and AUTH are over: no
+ *          secret crosses it any more, so the back end may stop wiping
+ *          what it sends and receives (mig_conn_secrets_done()).
  */
 struct mig_io_ops {
 	const char *name;
@@ -45,6 +48,7 @@ struct mig_io_ops {
 	void (*close)(struct mig_conn *c);
 	/* MIG_SECRET_LEN bytes that only this session's two ends can know: 0 or -errno. */
 	int (*binding)(struct mig_conn *c, uint8_t *out);
+	void (*secrets_done)(struct mig_conn *c);
 };
 
 struct mig_conn {
@@ -131,6 +135,18 @@ int mig_conn_wait_ms(const struct mig_conn *c);
  * 0 or -errno.
  */
 int mig_conn_binding(struct mig_conn *c, uint8_t *out);
+/*
+ * Wipe len bytes at p, a payload mig_conn_recv() handed out from c's
+ * receive buffer, once parsed: a frame that carried a secret (AUTH).  Only
+ * that frame: page frames are never wiped, they cost nothing here.
+ */
+void mig_conn_wipe_rx(struct mig_conn *c, const uint8_t *p, size_t len);
+/*
+ * No secret crosses c any more (its handshake is over): the back end stops
+ * wiping its own copies of what crosses (the TLS session's plaintext), a
+ * cost only the handshake's frames should pay.  Until then it wipes them.
+ */
+void mig_conn_secrets_done(struct mig_conn *c);
 /* The socket, when bytes may be written to it directly (plain TCP); else -1. */
 int mig_conn_raw_fd(const struct mig_conn *c);
 /*

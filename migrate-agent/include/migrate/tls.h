@@ -14,7 +14,9 @@
  *         1.3 would let a server ignore it and use a certificate): the
  *         client refuses any certificate.
  * Files holding a secret (the *-key.pem of this side, the PSK file) must
- * be readable by their owner only, or they are refused (-EPERM).
+ * be regular files of the program's effective uid, without group or other
+ * permission bits (checked on the opened file), or they are refused
+ * (-EPERM; -EINVAL for a file that is not regular).
  *
  * One struct mig_tls wraps one connected socket.  One thread may send while
  * another receives (the transport's urgent channel does): each call holds
