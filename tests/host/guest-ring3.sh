@@ -8,6 +8,7 @@
 # No timing is asserted: the guest reports its privilege level (ring=N on
 # its start line).
 # timeout: 240
+# needs: kvm
 . tests/host/vmm-lib.bash
 have_qemu "the QEMU boot paths (pc and microvm, KVM and TCG)" || qemu=0
 qboot=/usr/share/qemu/qboot.rom

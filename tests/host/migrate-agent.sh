@@ -8,6 +8,7 @@
 # through quiet seconds.  Checksums equal to an unmigrated run, pages
 # exactly once.
 # timeout: 420
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done

@@ -7,6 +7,7 @@
 # The reverse case: a hostile destination asks for a page outside RAM; the
 # source must refuse it.
 # timeout: 240
+# needs: kvm for a part
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done

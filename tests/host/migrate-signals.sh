@@ -6,6 +6,7 @@
 # SIGPIPE) and its VM goes on; (3) an idle control client does not keep the
 # VMM from exiting; (4) the CLI gives up on a silent (SIGSTOPped) VMM.
 # timeout: 120
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done

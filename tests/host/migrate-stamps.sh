@@ -9,6 +9,7 @@
 # every page once, with the destination's demand, pushed and zero counts.
 # Only orders and counts are checked, never durations.
 # timeout: 60
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"

@@ -16,6 +16,7 @@
 #     the PSK but not the secret is refused by the recovery HMAC; the live
 #     migration completes undisturbed.
 # timeout: 400
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent mig-cutproxy mig-memtest mig-evil; do

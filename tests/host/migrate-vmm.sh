@@ -6,6 +6,7 @@
 # unmigrated run's, every page must arrive exactly once, the metrics JSON
 # must be complete.
 # timeout: 360
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"

@@ -6,6 +6,7 @@
 # both VMs end with the checksum of an uninterrupted run, every page
 # installed exactly once.  Once per userfaultfd back end this kernel has.
 # timeout: 600
+# needs: kvm
 set -u
 BIN=${BIN:-build/bin}
 GUEST=build/guest/guest.elf

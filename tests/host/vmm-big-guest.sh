@@ -16,6 +16,7 @@
 # Needs ~14 GiB available (source and destination side by side): skips
 # otherwise.
 # timeout: 600
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"

@@ -14,6 +14,7 @@
 # After every refusal the VM goes on; the owner then migrates it (checksum
 # equal to a run without migration).
 # timeout: 300
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done

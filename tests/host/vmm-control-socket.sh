@@ -6,6 +6,7 @@
 # serving its owner (who then migrates it: checksum equal).  And
 # migrate-agent will not talk to a socket another user serves.
 # timeout: 180
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done

@@ -6,6 +6,7 @@
 # another vendor, is refused with a message that names it, before any vCPU
 # runs.
 # timeout: 300
+# needs: kvm
 . tests/host/vmm-lib.bash
 
 cmd="workload=random ops=50000 iters=$(sized 8000) seed=5 quiet=1"

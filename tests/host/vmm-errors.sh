@@ -5,6 +5,7 @@
 # SIGTERM: each gives a one-line message
 # and a non-zero exit, never a crash.
 # timeout: 300
+# needs: kvm
 . tests/host/vmm-lib.bash
 
 expect() { # want-rc message-regex -- vmm args...

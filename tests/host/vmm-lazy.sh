@@ -5,6 +5,7 @@
 # with RAM faulted in from the file (poll and busy-poll fault threads).
 # Checksums must equal the plain runs, and faults must really be served.
 # timeout: 300
+# needs: kvm
 . tests/host/vmm-lib.bash
 
 faults() { sed -n 's/^vmm: lazy RAM: backend=\([a-z-]*\).* faults=\([0-9]*\) served=\([0-9]*\).*/\1 \2 \3/p' "$1" | tail -n1; }

@@ -10,6 +10,7 @@
 #    MIGRATION events to completed; checksum equal at the destination.
 # Then migrate-agent status on a VMM that has not migrated.
 # timeout: 300
+# needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
 for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done

@@ -4,6 +4,7 @@
 # finishes with the checksum of an uninterrupted run; a corrupted or
 # truncated snapshot is rejected with a clear message.
 # timeout: 300
+# needs: kvm
 . tests/host/vmm-lib.bash
 
 cmd="workload=random ops=50000 iters=$(sized 12000) seed=11 quiet=1"

@@ -7,6 +7,7 @@
 # any vCPU runs; so is a value KVM or the VMM refuses (a non-canonical
 # LSTAR, a reserved PAT type).  The same snapshot unmodified still restores.
 # timeout: 300
+# needs: kvm
 . tests/host/vmm-lib.bash
 
 cmd="workload=random ops=50000 iters=$(sized 8000) seed=7 quiet=1"

@@ -4,6 +4,7 @@
 # on a second run, and equals what QEMU (TCG, multiboot, no KVM) computes
 # for the very same guest file and command line.  Also 2 and 32 vCPUs.
 # timeout: 300
+# needs: kvm
 . tests/host/vmm-lib.bash
 qemu=1
 have_qemu "the comparison with QEMU TCG's checksums" || qemu=0
