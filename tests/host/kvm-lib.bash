@@ -20,10 +20,9 @@
 #   sized N           N on the host; in a node N/NODE_SHRINK (at least 1).
 #                     Guest iteration counts go through it: the nested,
 #                     emulated guest runs about 10 times slower than on the
-#                     host, and the node run of the default set must
-#                     stay within about 10 minutes (tests/run,
-#                     node_too_long).  Only amounts of work, never
-#                     time limits (those are hang guards, scaled up by
+#                     host, and the node of host tests is the longest
+#                     part of CI without KVM (tests/run).  Only amounts of
+#                     work, never time limits (those are hang guards, scaled up by
 #                     tests/run), nor anything a checksum is compared
 #                     across (both runs of a comparison use the same N).
 POSTCOPY_WHERE=${POSTCOPY_WHERE:-host}
