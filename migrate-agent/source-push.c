@@ -225,13 +225,19 @@ static void pace_refill(struct pusher *ps, uint64_t cap, uint64_t now)
 	ps->pace_t = now;
 }
 
-/* Stop waiting: the migration ended, broke or is being cancelled (the caller looks why). */
+/*
+ * Stop waiting: the migration ended, broke or is being cancelled, or
+ * precopy is to end now (the caller looks why, at once: precopy's round
+ * checks its cut at every page).
+ */
 static int pace_cut(struct pusher *ps)
 {
 	struct src *s = ps->s;
 
 	return src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE) ||
-	       src_cancel_asked(s);
+	       src_cancel_asked(s) ||
+	       (ASKED(s, start_postcopy) &&
+		__atomic_load_n(&s->o->ctl->phase, __ATOMIC_ACQUIRE) == MIG_PHASE_PRECOPY);
 }
 
 static int pace(struct pusher *ps, size_t bytes)

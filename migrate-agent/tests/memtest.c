@@ -35,7 +35,8 @@
  * outruns any push.  --prepage-fixed: the fixed pre-paging window
  * (the adaptive one's baseline).  --max-bandwidth: the push's cap in
  * bytes/s; --caps-stdin: each line read from stdin is a new cap, set while
- * the migration runs (as QMP's migrate-set-parameters does), and the source
+ * the migration runs (as QMP's migrate-set-parameters does), or "postcopy"
+ * (leave precopy now, as migrate-start-postcopy does), and the source
  * prints "memtest: cap OLD -> NEW at T ms (monotonic N ns), S bytes sent"
  * first, S the bytes sent on both channels (src_publish()'s figure), and
  * the same for each phase ("memtest: phase NAME at ...").  The destination exits 0 only
@@ -226,12 +227,17 @@ static void phase_changed(void *arg, enum mig_phase phase)
 	say_at(what);
 }
 
-/* A line on stdin: the new cap (detached: the process ends with the migration). */
+/* A line on stdin: a new cap, or "postcopy" (detached: the process ends with the migration). */
 static void *caps_thread(void *arg)
 {
 	char line[64], what[96];
 	while (fgets(line, sizeof(line), stdin)) {
 		uint64_t cap = strtoull(line, NULL, 0);
+		if (!strncmp(line, "postcopy", 8)) { /* as QMP's migrate-start-postcopy */
+			say_at("start-postcopy");
+			__atomic_store_n(&ctl.start_postcopy, 1, __ATOMIC_RELEASE);
+			continue;
+		}
 		snprintf(what, sizeof(what), "cap %llu -> %llu",
 			 (unsigned long long)__atomic_load_n(&ctl.max_bandwidth, __ATOMIC_RELAXED),
 			 (unsigned long long)cap);

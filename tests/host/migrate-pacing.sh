@@ -5,7 +5,9 @@
 # migrate-set-parameters does), and the bytes that went through a counting
 # proxy (tests/host/lib/count-proxy.py) between two changes stay within
 # the cap:
-#   1 KiB/s from the start, then 1 MiB/s, lowered to 2 KiB/s, then
+#   1 KiB/s from the start, then 1 MiB/s, lowered to 2 KiB/s; postcopy
+#   started (as migrate-start-postcopy: precopy must end at once, not
+#   after the pages left in its round) and 2 KiB/s for the push; then
 #   raised to 1 GiB/s: the migration must then end soon (a hang guard).
 # On main (c859044) the pacer let through one page per 100 ms whatever the
 # cap (40 KB/s), and after a low cap its clock ran minutes ahead, so a
@@ -72,12 +74,18 @@ within "1 KiB/s from the start" 1024 1024 "$a" "$b"
 sleep 2
 c=$(cap 2048)
 sleep 6
-d=$(cap 1073741824)
+echo postcopy >&3 # at 2 KiB/s a page takes 2 s: precopy must end at once all the same
+wait_line "$work/s.err" "phase postcopy-active"
+mono() { sed -n "s/^memtest: $1 at .*(monotonic \([0-9]*\) ns).*/\1/p" "$work/s.err" | head -n1; }
+echo "start-postcopy at 2 KiB/s: postcopy-active $((($(mono "phase postcopy-active") - $(mono start-postcopy)) / 1000000)) ms later"
+d=$(cap 2048)
 within "lowered from 1 MiB/s to 2 KiB/s" 2048 1048576 "$c" "$d"
+sleep 6
+e=$(cap 1073741824)
+within "2 KiB/s in postcopy" 2048 2048 "$d" "$e"
 wait_status "$spid" "the source after the cap was raised to 1 GiB/s" 120 ||
 	{ cat "$work/s.err" "$work/d.err" >&2; fail "the source failed"; }
 wait_status "$dpid" "the destination" 60 || { cat "$work/d.err" >&2; fail "the destination failed"; }
 grep -q "checksum ok" "$work/d.err" || fail "no checksum verdict"
 check_exactly_once "$work/d.json"
-done_ns=$(sed -n 's/^memtest: phase completed at .*(monotonic \([0-9]*\) ns).*/\1/p' "$work/s.err")
-echo "raised to 1 GiB/s: completed $(((done_ns - d) / 1000000)) ms later"
+echo "raised to 1 GiB/s: completed $((($(mono "phase completed") - e) / 1000000)) ms later"

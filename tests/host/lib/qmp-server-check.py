@@ -18,6 +18,8 @@ Cases (each on a fresh server):
   overflow   a client that never reads while far more than its queue
              holds is sent: cut, the reason logged; it got a prefix of
              the events in order; others are served afterwards
+  uid        (as root) another user, through a socket opened to all, is
+             refused by its uid and the connection closed at once
 
 Prints what it saw; exits 0 when every check held, 1 with the reason.
 Waits are hang guards (socket timeouts of GUARD seconds), never a speed
@@ -50,10 +52,20 @@ class Server:
                                      stdout=subprocess.PIPE, stderr=open(self.log, "w"),
                                      text=True)
         end = time.monotonic() + GUARD
-        while not os.path.exists(self.path):
+        while not self.listening():  # the path exists from bind(), before listen()
             if self.proc.poll() is not None or time.monotonic() > end:
                 raise SystemExit(f"FAIL: vmm-qmp-test did not listen: {self.logtext()}")
             time.sleep(0.02)
+
+    def listening(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(self.path)
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
 
     def events(self, n, size):
         """n events of size bytes of padding; returns once all were queued."""
@@ -167,10 +179,28 @@ def case_overflow(srv):
     check(q.command("x-echo", after=1) == {"after": 1}, "a new client is served afterwards")
 
 
+def case_uid(srv):
+    os.chmod(os.path.dirname(srv.path), 0o711)
+    os.chmod(srv.path, 0o666)
+    code = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+            f"s.settimeout({GUARD}); d = b''\n"
+            "while True:\n c = s.recv(4096)\n if not c: break\n d += c\n"
+            "sys.stdout.write(d.decode())")
+    out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                          sys.executable, "-c", code, srv.path],
+                         capture_output=True, text=True, timeout=GUARD + 30)
+    msgs = [json.loads(x) for x in out.stdout.splitlines() if x.strip()]
+    check(out.returncode == 0 and len(msgs) == 1 and "refused: uid" in msgs[0]["error"]["desc"],
+          f"another user: refused, then the connection closed ({out.stdout.strip()}{out.stderr.strip()})")
+    check("control socket: refused: uid" in srv.logtext(), "the server logged the refusal")
+    q = QMP(srv.path, timeout=GUARD)
+    check(q.command("x-echo", owner=1) == {"owner": 1}, "the owner is served")
+
+
 def main():
     prog, work = sys.argv[1:3]
     cases = {"refused": case_refused, "idle": case_idle, "deadline": case_deadline,
-             "slow": case_slow, "overflow": case_overflow}
+             "slow": case_slow, "overflow": case_overflow, "uid": case_uid}
     for name in sys.argv[3:]:
         print(f"-- {name}")
         srv = Server(prog, work, name)
