@@ -55,11 +55,11 @@ static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirt
 	for (i = 0; i < s->nr_pages && !*r; i++) {
 		if ((i & 63) == 0)
 			src_publish(s);
-		if ((i & 1023) == 0) {
-			if (precopy_cut(s))
-				break;
+		/* At every page: under a small cap a page may take seconds to go. */
+		if (precopy_cut(s))
+			break;
+		if ((i & 1023) == 0)
 			src_progress(s, "precopy");
-		}
 		if (round > 0 && !bit_test(dirty, i))
 			continue;
 		*r = src_push_page(ps, i, MIG_PAGEF_PRECOPY);

@@ -205,37 +205,78 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 }
 
 /*
- * max_bandwidth: each pushed frame books its bytes at the cap's rate on a
- * virtual clock, and the pusher sleeps while that clock is ahead of real
- * time.  Idle time buys at most PACE_BURST_NS of credit.  What is batched
- * goes out before a sleep (a fault may wait on it); demand replies travel
- * on the urgent channel and are never held back.
+ * max_bandwidth: a token bucket per pusher.  Tokens are bytes, earned at
+ * the cap's rate as it is now (read again on every refill, so a lowered
+ * or a raised cap applies from the next frame, or within PACE_SLEEP_NS of
+ * a wait) and spent by each pushed frame; the bucket holds at most
+ * PACE_BURST_NS worth of them.  A frame may drive it below zero (a frame
+ * is never split); the pusher then sends what is batched (a fault may
+ * wait on it) and sleeps until the debt is paid, however long that is at
+ * a small cap.  Demand replies travel on the urgent channel and are never
+ * held back.
  */
 #define PACE_BURST_NS 20000000ull
 #define PACE_SLEEP_NS 100000000ull
+
+/* Earn tokens at cap bytes/s since the last refill. */
+static void pace_refill(struct pusher *ps, uint64_t cap, uint64_t now)
+{
+	double burst = (double)cap * (double)PACE_BURST_NS / 1e9;
+
+	if (!ps->pace_t) /* the first frame under a cap: a full bucket */
+		ps->pace_tokens = burst;
+	else if (now > ps->pace_t)
+		ps->pace_tokens += (double)(now - ps->pace_t) * (double)cap / 1e9;
+	if (ps->pace_tokens > burst)
+		ps->pace_tokens = burst;
+	ps->pace_t = now;
+}
+
+/*
+ * Stop waiting: the migration ended, broke or is being cancelled, or
+ * precopy is to end now (the caller looks why, at once: precopy's round
+ * checks its cut at every page).
+ */
+static int pace_cut(struct pusher *ps)
+{
+	struct src *s = ps->s;
+
+	return src_stopped(s) || __atomic_load_n(&s->complete, __ATOMIC_ACQUIRE) ||
+	       src_cancel_asked(s) ||
+	       (ASKED(s, start_postcopy) &&
+		__atomic_load_n(&s->o->ctl->phase, __ATOMIC_ACQUIRE) == MIG_PHASE_PRECOPY);
+}
 
 static int pace(struct pusher *ps, size_t bytes)
 {
 	struct mig_ctl *c = ps->s->o->ctl;
 	uint64_t cap = c ? __atomic_load_n(&c->max_bandwidth, __ATOMIC_RELAXED) : 0;
-	uint64_t now, ahead;
 	int r;
 
-	if (!cap)
+	if (!cap) {
+		ps->pace_t = 0; /* a cap set later starts from a full bucket */
 		return 0;
-	now = mig_now_ns();
-	if (ps->pace_ns + PACE_BURST_NS < now)
-		ps->pace_ns = now - PACE_BURST_NS;
-	ps->pace_ns += (uint64_t)((double)bytes * 1e9 / (double)cap);
-	if (ps->pace_ns <= now)
+	}
+	pace_refill(ps, cap, mig_now_ns());
+	ps->pace_tokens -= (double)bytes;
+	if (ps->pace_tokens >= 0)
 		return 0;
 	r = flush(ps);
 	if (r)
 		return r;
-	ahead = ps->pace_ns - now;
-	if (ahead > PACE_SLEEP_NS) /* a lowered cap or a cancel is seen soon */
-		ahead = PACE_SLEEP_NS;
-	nanosleep(&(struct timespec){ .tv_nsec = (long)ahead }, NULL);
+	src_publish(ps->s); /* query-migrate's figures fresh while the cap holds */
+	while (ps->pace_tokens < 0 && !pace_cut(ps)) {
+		double ns = -ps->pace_tokens * 1e9 / (double)cap;
+
+		ns = ns > PACE_SLEEP_NS ? PACE_SLEEP_NS : ns + 1;
+		nanosleep(&(struct timespec){ .tv_nsec = (long)ns }, NULL);
+		cap = __atomic_load_n(&c->max_bandwidth, __ATOMIC_RELAXED);
+		if (!cap) { /* the cap was lifted: no debt */
+			ps->pace_t = 0;
+			break;
+		}
+		pace_refill(ps, cap, mig_now_ns());
+	}
 	return 0;
 }
 

@@ -200,9 +200,10 @@ struct pusher {
 	unsigned pre_left;
 	int64_t pre_step;
 	uint64_t cursor;
-	unsigned frames;  /* pages in the current buffer */
-	uint64_t pace_ns; /* max_bandwidth: when what was pushed may have gone */
-	ZSTD_CCtx *cctx;  /* its own: one per pusher, never shared between threads */
+	unsigned frames;    /* pages in the current buffer */
+	double pace_tokens; /* max_bandwidth: bytes it may push now (below 0: a debt) */
+	uint64_t pace_t;    /* when pace_tokens was last refilled; 0: not under a cap */
+	ZSTD_CCtx *cctx;    /* its own: one per pusher, never shared between threads */
 };
 
 /* A progress figure in the caller's struct mig_ctl (read by another thread). */

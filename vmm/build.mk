@@ -26,3 +26,6 @@ $(eval $(call program,vmm,$(VMM_CMD_SRCS) $(VMM_MIGRATE_SRCS) $(VMM_LIB_SRCS),))
 
 # The VM API as the migration agent uses it (tests/host/vmm-api.sh).
 $(eval $(call program,vmm-api-test,vmm/tests/api-test.c $(VMM_LIB_SRCS),))
+
+# The QMP server alone, without a VM (tests/host/vmm-qmp-server.sh).
+$(eval $(call program,vmm-qmp-test,vmm/tests/qmp-test.c vmm/qmp.c,-ljson-c))

@@ -5,20 +5,37 @@
  * arrive in pieces, or several in one read), JSON out through json-c (every
  * string a peer gave is escaped on the way back).
  *
- * Locking: q->lock guards the client table; a client's wlock serialises
- * its writes (replies from its thread, events from any thread).  Order:
- * q->lock, then a client's wlock.
+ * Output: every reply and event goes into the client's own queue, bounded
+ * (QMP_QUEUE_MAX); only the client's thread writes its socket, never
+ * blocking (the socket is non-blocking, the thread polls).  So a client
+ * that stops reading delays nobody: its queue fills, and when it is full
+ * the client is cut, the reason logged.
+ *
+ * Places: QMP_MAX_CLIENTS negotiated clients, and QMP_MAX_PENDING
+ * connections that have not negotiated yet.  A connection must negotiate
+ * within QMP_NEGOTIATE_MS; one more than QMP_MAX_PENDING pushes out the
+ * oldest pending one.  So idle connections never keep the owner (whoever
+ * the uid check lets in) from a place.
+ *
+ * Locking: q->lock guards the client table, each client's negotiated and
+ * done, and the wake-up of its thread (its eventfd is closed only after
+ * done is set under q->lock); a client's qlock guards its queue and cut.
+ * Order: q->lock, then a qlock.  No socket is written under either.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vmm/qmp.h"
@@ -27,14 +44,30 @@
 #define BUILD_VERSION "unknown" /* the Makefile passes git describe */
 #endif
 
-#define QMP_SEND_TIMEOUT_S 2 /* a client that does not read for this long is cut */
+#define QMP_QUEUE_MAX (1u << 20) /* bytes waiting for one client; over it, it is cut */
+#define QMP_FLUSH_MS  2000	 /* a leaving client's last replies may take this long */
+
+/* One line waiting to be written: a reply or an event, CRLF included. */
+struct qmp_msg {
+	struct qmp_msg *next;
+	size_t len, off; /* off: bytes of it already written */
+	char text[];
+};
 
 struct qmp_client {
 	struct qmp_server *q;
-	int fd, negotiated, done;
+	int fd, efd; /* the socket (non-blocking); an eventfd that wakes the thread */
+	unsigned id; /* the n-th connection, for the log */
+	int negotiated, done;
+	uint64_t t_connect_ms;
 	pthread_t thread;
-	pthread_mutex_t wlock;
+	pthread_mutex_t qlock;
+	struct qmp_msg *head, *tail;
+	size_t queued;	 /* bytes in the queue */
+	const char *cut; /* set: the server ends this client, for that reason */
 };
+
+#define QMP_SLOTS (QMP_MAX_CLIENTS + QMP_MAX_PENDING)
 
 struct qmp_server {
 	const struct qmp_command *cmds;
@@ -46,8 +79,37 @@ struct qmp_server {
 	pthread_t accept_thread;
 	pthread_mutex_t lock;
 	int stopping;
-	struct qmp_client *clients[QMP_MAX_CLIENTS];
+	unsigned next_id;
+	struct qmp_client *clients[QMP_SLOTS];
 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Wake c's thread (q->lock held: its eventfd is open while it is not done). */
+static void wake(struct qmp_client *c)
+{
+	uint64_t one = 1;
+
+	if (!c->done && write(c->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		fprintf(stderr, "vmm: control socket: cannot wake client %u: %s\n", c->id,
+			strerror(errno));
+}
+
+/* Set why the server ends c (the first reason stays); q->lock held. */
+static void cut_client(struct qmp_client *c, const char *why)
+{
+	pthread_mutex_lock(&c->qlock);
+	if (!c->cut)
+		c->cut = why;
+	pthread_mutex_unlock(&c->qlock);
+	wake(c);
+}
 
 void qmp_fail(struct qmp_reply *reply, const char *fmt, ...)
 {
@@ -59,35 +121,90 @@ void qmp_fail(struct qmp_reply *reply, const char *fmt, ...)
 	reply->error_class = QMP_ERROR_GENERIC;
 }
 
-/* Write obj and a CRLF (as QEMU does) to the client; consumes obj.  -1 if the client is gone. */
-static int client_send(struct qmp_client *c, struct json_object *obj)
+/* A line of text and its CRLF (as QEMU ends them), or NULL without memory. */
+static struct qmp_msg *new_msg(const char *text, size_t len)
+{
+	struct qmp_msg *m = malloc(sizeof(*m) + len + 2);
+
+	if (!m)
+		return NULL;
+	*m = (struct qmp_msg){ .len = len + 2 };
+	memcpy(m->text, text, len);
+	memcpy(m->text + len, "\r\n", 2);
+	return m;
+}
+
+/* m (taken) at the end of c's queue; past QMP_QUEUE_MAX the client is cut instead. */
+static void enqueue(struct qmp_client *c, struct qmp_msg *m)
+{
+	pthread_mutex_lock(&c->qlock);
+	if (!m && !c->cut)
+		c->cut = "cut: out of memory for its queue";
+	else if (!c->cut && c->queued + m->len > QMP_QUEUE_MAX)
+		c->cut = "cut: it does not read what it is sent (over 1 MiB of replies and events "
+			 "waited for it)";
+	if (c->cut || !m) {
+		free(m);
+	} else {
+		if (c->tail)
+			c->tail->next = m;
+		else
+			c->head = m;
+		c->tail = m;
+		c->queued += m->len;
+	}
+	pthread_mutex_unlock(&c->qlock);
+}
+
+/* obj (consumed) into the client's queue, from its own thread: written when it polls next. */
+static void client_send(struct qmp_client *c, struct json_object *obj)
 {
 	const char *text = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN);
-	size_t len = strlen(text), off = 0;
-	char *line = malloc(len + 2);
-	int r = line ? 0 : -1;
 
-	if (line) {
-		memcpy(line, text, len);
-		memcpy(line + len, "\r\n", 2);
-		len += 2;
-	}
-	pthread_mutex_lock(&c->wlock);
-	while (!r && off < len) {
-		ssize_t k = send(c->fd, line + off, len - off, MSG_NOSIGNAL);
+	enqueue(c, new_msg(text, strlen(text)));
+	json_object_put(obj);
+}
+
+static struct qmp_msg *queue_head(struct qmp_client *c)
+{
+	struct qmp_msg *m;
+
+	pthread_mutex_lock(&c->qlock);
+	m = c->head;
+	pthread_mutex_unlock(&c->qlock);
+	return m;
+}
+
+/*
+ * Write from the queue until it is empty or the socket would block: 0, or
+ * -1 if the client is gone.  Only the client's thread takes from the queue,
+ * so the head it writes stays put; others only append.
+ */
+static int send_some(struct qmp_client *c)
+{
+	struct qmp_msg *m;
+
+	while ((m = queue_head(c))) {
+		ssize_t k =
+		    send(c->fd, m->text + m->off, m->len - m->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k < 0 && errno == EINTR)
 			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
 		if (k <= 0)
-			r = -1;
-		else
-			off += (size_t)k;
+			return -1;
+		m->off += (size_t)k;
+		if (m->off < m->len)
+			continue;
+		pthread_mutex_lock(&c->qlock);
+		c->head = m->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->queued -= m->len;
+		pthread_mutex_unlock(&c->qlock);
+		free(m);
 	}
-	if (r) /* gone, or not reading: its thread sees the shutdown and ends */
-		shutdown(c->fd, SHUT_RDWR);
-	pthread_mutex_unlock(&c->wlock);
-	free(line);
-	json_object_put(obj);
-	return r;
+	return 0;
 }
 
 static struct json_object *error_object(const char *class, const char *desc)
@@ -143,6 +260,31 @@ static struct json_object *command_list(struct qmp_server *q)
 	return a;
 }
 
+/*
+ * qmp_capabilities: the client takes one of the QMP_MAX_CLIENTS places of
+ * negotiated clients, or is refused and cut.
+ */
+static void negotiate(struct qmp_client *c, struct qmp_reply *reply)
+{
+	struct qmp_server *q = c->q;
+	int n = 0;
+
+	if (c->negotiated) {
+		qmp_fail(reply, "Capabilities negotiation is already complete, command ignored");
+		return;
+	}
+	pthread_mutex_lock(&q->lock);
+	for (int i = 0; i < QMP_SLOTS; i++)
+		n += q->clients[i] && !q->clients[i]->done && q->clients[i]->negotiated;
+	if (n >= QMP_MAX_CLIENTS) {
+		qmp_fail(reply, "too many QMP clients: %d have negotiated; closing", n);
+		cut_client(c, "cut: too many negotiated clients");
+	} else {
+		c->negotiated = 1;
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
 /* Run one command for the client into reply. */
 static void dispatch(struct qmp_client *c, const char *name, struct json_object *args,
 		     struct qmp_reply *reply)
@@ -150,10 +292,7 @@ static void dispatch(struct qmp_client *c, const char *name, struct json_object 
 	const struct qmp_command *cmd;
 
 	if (!strcmp(name, "qmp_capabilities")) {
-		if (c->negotiated)
-			qmp_fail(reply, "Capabilities negotiation is already complete, command "
-					"ignored");
-		c->negotiated = 1;
+		negotiate(c, reply);
 		return;
 	}
 	if (!c->negotiated) {
@@ -174,8 +313,8 @@ static void dispatch(struct qmp_client *c, const char *name, struct json_object 
 	cmd->run(c->q->ctx, args, reply);
 }
 
-/* One parsed request: checked, run, answered.  -1 when the client is gone. */
-static int serve_request(struct qmp_client *c, struct json_object *req)
+/* One parsed request: checked, run, its answer queued. */
+static void serve_request(struct qmp_client *c, struct json_object *req)
 {
 	struct json_object *exec = NULL, *args = NULL, *id = NULL, *out;
 	struct qmp_reply reply = { 0 };
@@ -199,13 +338,13 @@ static int serve_request(struct qmp_client *c, struct json_object *req)
 	}
 	if (json_object_is_type(req, json_type_object) && json_object_object_get_ex(req, "id", &id))
 		json_object_object_add(out, "id", json_object_get(id));
-	return client_send(c, out);
+	client_send(c, out);
 }
 
 /*
  * Feed n bytes to the tokener, serving each complete request.  0 to go on;
- * -1 to drop the client (gone, or a malformed or over-long request, which
- * is answered first: nothing after it can be trusted to line up).
+ * -1 to end the connection after a malformed or over-long request (it is
+ * answered first: nothing after it can be trusted to line up).
  */
 static int feed(struct qmp_client *c, struct json_tokener *tok, const char *buf, size_t n,
 		size_t *pending)
@@ -240,10 +379,8 @@ static int feed(struct qmp_client *c, struct json_tokener *tok, const char *buf,
 		}
 		*pending = 0;
 		json_tokener_reset(tok);
-		int r = serve_request(c, req);
+		serve_request(c, req);
 		json_object_put(req);
-		if (r)
-			return -1;
 		buf += used;
 		n -= used;
 		while (n && (*buf == ' ' || *buf == '\n' || *buf == '\r' || *buf == '\t')) {
@@ -254,50 +391,290 @@ static int feed(struct qmp_client *c, struct json_tokener *tok, const char *buf,
 	return 0;
 }
 
+/* Ends of a connection that are not worth a line in the log. */
+static const char LEFT[] = "left", STOPPING[] = "the VMM stops";
+/* The one cut whose client has not been told why yet. */
+static const char PUSHED_OUT[] = "cut: pushed out by a newer connection (too many had not "
+				 "negotiated)";
+
+/* An error line to a cut client, past its queue's limit: why it is closed. */
+static void last_words(struct qmp_client *c, const char *desc)
+{
+	struct json_object *e = error_object(QMP_ERROR_GENERIC, desc);
+	const char *text = json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN);
+	struct qmp_msg *m = new_msg(text, strlen(text));
+
+	pthread_mutex_lock(&c->qlock);
+	if (m && c->tail)
+		c->tail->next = m;
+	else if (m)
+		c->head = m;
+	c->tail = m ? m : c->tail;
+	c->queued += m ? m->len : 0;
+	pthread_mutex_unlock(&c->qlock);
+	json_object_put(e);
+}
+
+static const char *cut_reason(struct qmp_client *c)
+{
+	const char *why;
+
+	pthread_mutex_lock(&c->qlock);
+	why = c->cut;
+	pthread_mutex_unlock(&c->qlock);
+	return why;
+}
+
+static int is_negotiated(struct qmp_client *c)
+{
+	int n;
+
+	pthread_mutex_lock(&c->q->lock);
+	n = c->negotiated;
+	pthread_mutex_unlock(&c->q->lock);
+	return n;
+}
+
+static void drain_wakeups(struct qmp_client *c)
+{
+	uint64_t n;
+
+	if (read(c->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		fprintf(stderr, "vmm: control socket: client %u: eventfd: %s\n", c->id,
+			strerror(errno));
+}
+
+/* The poll timeout: until the negotiation deadline (-1: none, negotiated). */
+static int negotiate_timeout(struct qmp_client *c)
+{
+	uint64_t end = c->t_connect_ms + QMP_NEGOTIATE_MS, now = now_ms();
+
+	if (is_negotiated(c))
+		return -1;
+	return end > now ? (int)(end - now) : 0;
+}
+
+/* Read what the client sent and serve it: NULL to go on, or why the connection ends. */
+static const char *client_read(struct qmp_client *c, struct json_tokener *tok, size_t *pending,
+			       int *flush_ms)
+{
+	char buf[4096];
+	ssize_t k = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+	if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+		return NULL;
+	if (k <= 0) { /* the replies to what it sent before its EOF still go */
+		*flush_ms = k == 0 ? QMP_FLUSH_MS : 0;
+		return LEFT;
+	}
+	if (feed(c, tok, buf, (size_t)k, pending)) {
+		*flush_ms = QMP_FLUSH_MS;
+		return "closed after a request it could not use (answered)";
+	}
+	return NULL;
+}
+
+/*
+ * One round of the client's thread: wait for its input, room in its
+ * socket, a wake-up (queued events, a cut) or the negotiation deadline.
+ * NULL to go on, or why the connection ends (*flush_ms: how long its
+ * queue may still take to go out).
+ */
+static const char *client_step(struct qmp_client *c, struct json_tokener *tok, size_t *pending,
+			       int *flush_ms)
+{
+	struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN },
+			       { .fd = c->efd, .events = POLLIN } };
+	int timeout = negotiate_timeout(c);
+	const char *why;
+
+	if (queue_head(c))
+		p[0].events |= POLLOUT;
+	if (timeout != 0 && poll(p, 2, timeout) < 0 && errno != EINTR)
+		return "cut: poll failed";
+	if (p[1].revents & POLLIN)
+		drain_wakeups(c);
+	why = cut_reason(c);
+	if (why == PUSHED_OUT)
+		last_words(c, "closing: too many connections had not negotiated; this was the "
+			      "oldest");
+	if (why)
+		return why;
+	if (timeout >= 0 && negotiate_timeout(c) == 0) {
+		client_send(c,
+			    error_object(QMP_ERROR_GENERIC,
+					 "no qmp_capabilities within the time allowed; closing"));
+		return "cut: it did not negotiate (qmp_capabilities) in time";
+	}
+	if ((p[0].revents & POLLOUT) && send_some(c))
+		return LEFT;
+	if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
+		why = client_read(c, tok, pending, flush_ms);
+	return why ? why : cut_reason(c);
+}
+
+static int server_stopping(struct qmp_server *q)
+{
+	int s;
+
+	pthread_mutex_lock(&q->lock);
+	s = q->stopping > 0;
+	pthread_mutex_unlock(&q->lock);
+	return s;
+}
+
+/*
+ * What is queued goes out for at most ms (0: what the socket takes now;
+ * a cut or the server's end stops a longer wait).
+ */
+static void flush_queue(struct qmp_client *c, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+
+	while (!send_some(c) && queue_head(c)) {
+		struct pollfd p[2] = { { .fd = c->fd, .events = POLLOUT },
+				       { .fd = c->efd, .events = POLLIN } };
+		uint64_t now = now_ms();
+
+		if (now >= end || server_stopping(c->q) || (ms && cut_reason(c)))
+			return;
+		if (poll(p, 2, (int)(end - now)) < 0 && errno != EINTR)
+			return;
+		if (p[1].revents & POLLIN)
+			drain_wakeups(c);
+	}
+}
+
+/*
+ * Input left unread when a unix socket is closed makes the peer's next read
+ * fail with ECONNRESET, losing the answer it has not read yet (say, why an
+ * over-long request was refused): drop what has arrived first.
+ */
+static void discard_input(struct qmp_client *c)
+{
+	char buf[4096];
+
+	for (int i = 0; i < 256 && recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) > 0; i++)
+		;
+}
+
+/*
+ * The connection ends, at once: its last replies out (within flush_ms),
+ * the reason logged, then done (under q->lock: nobody wakes it after that)
+ * and its descriptors closed.  Its slot is reaped at the next connection.
+ */
+static void client_end(struct qmp_client *c, const char *why, int flush_ms)
+{
+	flush_queue(c, flush_ms);
+	discard_input(c);
+	if (why != LEFT && why != STOPPING)
+		fprintf(stderr, "vmm: control socket: client %u %s\n", c->id, why);
+	pthread_mutex_lock(&c->q->lock);
+	c->done = 1;
+	pthread_mutex_unlock(&c->q->lock);
+	close(c->fd);
+	close(c->efd);
+}
+
 static void *client_thread(void *arg)
 {
 	struct qmp_client *c = arg;
 	struct json_tokener *tok = json_tokener_new();
+	const char *why = tok ? NULL : "cut: out of memory";
 	size_t pending = 0;
-	char buf[4096];
+	int flush_ms = 0;
 
-	if (tok) {
-		greet(c);
-		for (;;) {
-			ssize_t k = recv(c->fd, buf, sizeof(buf), 0);
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0 || feed(c, tok, buf, (size_t)k, &pending))
-				break;
-		}
+	greet(c);
+	while (!why)
+		why = client_step(c, tok, &pending, &flush_ms);
+	if (tok)
 		json_tokener_free(tok);
-	}
-	pthread_mutex_lock(&c->q->lock);
-	c->done = 1;
-	pthread_mutex_unlock(&c->q->lock);
+	client_end(c, why, flush_ms);
 	return NULL;
 }
 
-/* Join and free clients whose threads ended; their slots are free again. */
-static void reap_clients(struct qmp_server *q)
+/* After its thread was joined. */
+static void free_client(struct qmp_client *c)
 {
-	for (int i = 0; i < QMP_MAX_CLIENTS; i++) {
-		struct qmp_client *c;
+	struct qmp_msg *m = c->head;
 
-		pthread_mutex_lock(&q->lock);
-		c = q->clients[i];
-		if (c && !c->done)
-			c = NULL;
-		if (c)
-			q->clients[i] = NULL;
-		pthread_mutex_unlock(&q->lock);
-		if (!c)
-			continue;
-		pthread_join(c->thread, NULL);
-		close(c->fd);
-		pthread_mutex_destroy(&c->wlock);
-		free(c);
+	while (m) {
+		struct qmp_msg *next = m->next;
+		free(m);
+		m = next;
 	}
+	pthread_mutex_destroy(&c->qlock);
+	free(c);
+}
+
+/* Join and free the client of slot i, taken out of the table; q->lock not held. */
+static void remove_client(struct qmp_server *q, int i)
+{
+	struct qmp_client *c;
+
+	pthread_mutex_lock(&q->lock);
+	c = q->clients[i];
+	q->clients[i] = NULL;
+	pthread_mutex_unlock(&q->lock);
+	if (c) {
+		pthread_join(c->thread, NULL);
+		free_client(c);
+	}
+}
+
+/*
+ * A place for a new connection: ended clients reaped, and when
+ * QMP_MAX_PENDING connections wait for negotiation, the oldest of them cut
+ * (it ends without blocking: pending clients run no command).  The slot,
+ * or -1.
+ */
+static int free_slot(struct qmp_server *q)
+{
+	int slot = -1, oldest = -1, pending = 0;
+
+	for (int i = 0; i < QMP_SLOTS; i++) {
+		pthread_mutex_lock(&q->lock);
+		int ended = q->clients[i] && q->clients[i]->done;
+		pthread_mutex_unlock(&q->lock);
+		if (ended)
+			remove_client(q, i);
+	}
+	pthread_mutex_lock(&q->lock);
+	for (int i = 0; i < QMP_SLOTS; i++) {
+		struct qmp_client *c = q->clients[i];
+		if (!c) {
+			slot = slot < 0 ? i : slot;
+		} else if (!c->negotiated) {
+			pending++;
+			if (oldest < 0 || c->id < q->clients[oldest]->id)
+				oldest = i;
+		}
+	}
+	if (pending >= QMP_MAX_PENDING)
+		cut_client(q->clients[oldest], PUSHED_OUT);
+	else
+		oldest = -1;
+	pthread_mutex_unlock(&q->lock);
+	if (oldest >= 0) {
+		remove_client(q, oldest);
+		slot = slot < 0 ? oldest : slot;
+	}
+	return slot;
+}
+
+/* A refusal to a connection that gets no client thread; never blocks. */
+static void refuse(int fd, const char *desc)
+{
+	struct json_object *e = error_object(QMP_ERROR_GENERIC, desc);
+	const char *text = json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN);
+	struct msghdr mh = { .msg_iov =
+				 (struct iovec[]){ { (void *)text, strlen(text) }, { "\r\n", 2 } },
+			     .msg_iovlen = 2 };
+
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		fprintf(stderr, "vmm: control socket: cannot send a refusal: %s\n",
+			strerror(errno));
+	json_object_put(e);
 }
 
 /* Only the server's own uid, or root: 1; else 0 after telling the client why. */
@@ -306,7 +683,6 @@ static int peer_allowed(int fd)
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	char desc[160];
-	struct qmp_client tmp = { .fd = fd };
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
 		return 0;
@@ -314,41 +690,38 @@ static int peer_allowed(int fd)
 		return 1;
 	snprintf(desc, sizeof(desc), "refused: uid %u does not own this VMM (uid %u)",
 		 (unsigned)cred.uid, (unsigned)geteuid());
-	pthread_mutex_init(&tmp.wlock, NULL);
-	client_send(&tmp, error_object(QMP_ERROR_GENERIC, desc));
-	pthread_mutex_destroy(&tmp.wlock);
+	refuse(fd, desc);
 	fprintf(stderr, "vmm: control socket: %s\n", desc);
 	return 0;
 }
 
-/* A new client in a free slot: 0, or -1 (table full, no memory, no thread). */
-static int add_client(struct qmp_server *q, int fd)
+/* A new client in slot: 0, or -1 (no memory, no eventfd, no thread). */
+static int add_client(struct qmp_server *q, int fd, int slot)
 {
 	struct qmp_client *c = calloc(1, sizeof(*c));
-	struct timeval tv = { .tv_sec = QMP_SEND_TIMEOUT_S };
-	int slot = -1;
+	int r = -1;
 
 	if (!c)
 		return -1;
-	*c = (struct qmp_client){ .q = q, .fd = fd };
-	pthread_mutex_init(&c->wlock, NULL);
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	pthread_mutex_lock(&q->lock);
-	for (int i = 0; i < QMP_MAX_CLIENTS && slot < 0; i++)
-		if (!q->clients[i])
-			slot = i;
-	if (slot >= 0 && pthread_create(&c->thread, NULL, client_thread, c) == 0)
-		q->clients[slot] = c;
-	else
-		slot = -1;
-	pthread_mutex_unlock(&q->lock);
-	if (slot < 0) {
-		client_send(c, error_object(QMP_ERROR_GENERIC, "too many QMP clients"));
-		pthread_mutex_destroy(&c->wlock);
+	*c = (struct qmp_client){ .q = q, .fd = fd, .t_connect_ms = now_ms() };
+	c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->efd < 0) {
 		free(c);
 		return -1;
 	}
-	return 0;
+	pthread_mutex_init(&c->qlock, NULL);
+	pthread_mutex_lock(&q->lock);
+	c->id = ++q->next_id;
+	if (pthread_create(&c->thread, NULL, client_thread, c) == 0) {
+		q->clients[slot] = c;
+		r = 0;
+	}
+	pthread_mutex_unlock(&q->lock);
+	if (r) {
+		close(c->efd);
+		free_client(c);
+	}
+	return r;
 }
 
 static void *accept_thread(void *arg)
@@ -356,43 +729,52 @@ static void *accept_thread(void *arg)
 	struct qmp_server *q = arg;
 
 	for (;;) {
-		int fd = accept4(q->fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = accept4(q->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), slot;
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			break;
 		}
-		reap_clients(q);
-		if (!peer_allowed(fd) || add_client(q, fd))
+		if (!peer_allowed(fd)) {
 			close(fd);
+			continue;
+		}
+		slot = free_slot(q);
+		if (slot < 0 || add_client(q, fd, slot)) {
+			refuse(fd, "too many QMP clients");
+			close(fd);
+		}
 	}
 	return NULL;
 }
 
 void qmp_event(struct qmp_server *q, const char *name, struct json_object *data)
 {
+	struct json_object *ev = json_object_new_object(), *ts = json_object_new_object();
 	struct timeval tv;
+	const char *text;
+	size_t len;
 
 	gettimeofday(&tv, NULL);
+	json_object_object_add(ev, "event", json_object_new_string(name));
+	if (data)
+		json_object_object_add(ev, "data", data);
+	json_object_object_add(ts, "seconds", json_object_new_int64(tv.tv_sec));
+	json_object_object_add(ts, "microseconds", json_object_new_int64(tv.tv_usec));
+	json_object_object_add(ev, "timestamp", ts);
+	text = json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN);
+	len = strlen(text);
 	pthread_mutex_lock(&q->lock);
-	for (int i = 0; i < QMP_MAX_CLIENTS; i++) {
+	for (int i = 0; i < QMP_SLOTS; i++) {
 		struct qmp_client *c = q->clients[i];
-		struct json_object *ev, *ts;
 
 		if (!c || c->done || !c->negotiated)
 			continue;
-		ev = json_object_new_object();
-		ts = json_object_new_object();
-		json_object_object_add(ev, "event", json_object_new_string(name));
-		if (data)
-			json_object_object_add(ev, "data", json_object_get(data));
-		json_object_object_add(ts, "seconds", json_object_new_int64(tv.tv_sec));
-		json_object_object_add(ts, "microseconds", json_object_new_int64(tv.tv_usec));
-		json_object_object_add(ev, "timestamp", ts);
-		client_send(c, ev);
+		enqueue(c, new_msg(text, len));
+		wake(c);
 	}
 	pthread_mutex_unlock(&q->lock);
-	json_object_put(data);
+	json_object_put(ev);
 }
 
 /*
@@ -509,17 +891,13 @@ void qmp_close(struct qmp_server *q)
 		close(q->fd);
 	}
 	pthread_mutex_lock(&q->lock);
-	for (int i = 0; i < QMP_MAX_CLIENTS; i++)
-		if (q->clients[i])
-			shutdown(q->clients[i]->fd, SHUT_RDWR);
+	q->stopping = 1; /* a last flush stops too */
+	for (int i = 0; i < QMP_SLOTS; i++)
+		if (q->clients[i] && !q->clients[i]->done)
+			cut_client(q->clients[i], STOPPING);
 	pthread_mutex_unlock(&q->lock);
-	for (int i = 0; i < QMP_MAX_CLIENTS; i++)
-		if (q->clients[i]) {
-			pthread_join(q->clients[i]->thread, NULL);
-			close(q->clients[i]->fd);
-			pthread_mutex_destroy(&q->clients[i]->wlock);
-			free(q->clients[i]);
-		}
+	for (int i = 0; i < QMP_SLOTS; i++)
+		remove_client(q, i);
 	if (q->dev && !lstat(q->path, &st) && st.st_dev == q->dev && st.st_ino == q->ino)
 		unlink(q->path);
 	pthread_mutex_destroy(&q->lock);

@@ -12,6 +12,7 @@
  *   mig-memtest source --to tcp:H:P --mem SIZE [--seed N] [--precopy-rounds N]
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
  *                      [--channels N] [--prepage-fixed] [--prepage N] [--push-runs]
+ *                      [--max-bandwidth B] [--caps-stdin]
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
  *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--metrics FILE]
  *                    [--recover-ms MS] [--busy-poll]
@@ -32,7 +33,13 @@
  * "vCPU" works NS nanoseconds per page it reads (a busy wait), as a guest
  * computing between pages; without it, it reads a byte per page and
  * outruns any push.  --prepage-fixed: the fixed pre-paging window
- * (the adaptive one's baseline).  The destination exits 0 only
+ * (the adaptive one's baseline).  --max-bandwidth: the push's cap in
+ * bytes/s; --caps-stdin: each line read from stdin is a new cap, set while
+ * the migration runs (as QMP's migrate-set-parameters does), or "postcopy"
+ * (leave precopy now, as migrate-start-postcopy does), and the source
+ * prints "memtest: cap OLD -> NEW at T ms (monotonic N ns), S bytes sent"
+ * first, S the bytes sent on both channels (src_publish()'s figure), and
+ * the same for each phase ("memtest: phase NAME at ...").  The destination exits 0 only
  * if every page arrived and the checksum of its RAM equals the source's.
  */
 #include <errno.h>
@@ -199,8 +206,62 @@ static int src_dirty_stop(void *ctx)
 	return 0;
 }
 
+/* ---- Source: the cap, live (--max-bandwidth, --caps-stdin) ---- */
+
+static struct mig_ctl ctl;
+static int caps_stdin;
+static uint64_t t0_ns;
+
+static void say_at(const char *what)
+{
+	uint64_t now = mig_now_ns();
+	fprintf(stderr, "memtest: %s at %llu ms (monotonic %llu ns), %llu bytes sent\n", what,
+		(unsigned long long)((now - t0_ns) / 1000000), (unsigned long long)now,
+		(unsigned long long)__atomic_load_n(&ctl.bytes_sent, __ATOMIC_RELAXED));
+}
+
+static void phase_changed(void *arg, enum mig_phase phase)
+{
+	char what[64];
+	snprintf(what, sizeof(what), "phase %s", mig_phase_name(phase));
+	say_at(what);
+}
+
+/* A line on stdin: a new cap, or "postcopy" (detached: the process ends with the migration). */
+static void *caps_thread(void *arg)
+{
+	char line[64], what[96];
+	while (fgets(line, sizeof(line), stdin)) {
+		uint64_t cap = strtoull(line, NULL, 0);
+		if (!strncmp(line, "postcopy", 8)) { /* as QMP's migrate-start-postcopy */
+			say_at("start-postcopy");
+			__atomic_store_n(&ctl.start_postcopy, 1, __ATOMIC_RELEASE);
+			continue;
+		}
+		snprintf(what, sizeof(what), "cap %llu -> %llu",
+			 (unsigned long long)__atomic_load_n(&ctl.max_bandwidth, __ATOMIC_RELAXED),
+			 (unsigned long long)cap);
+		say_at(what);
+		__atomic_store_n(&ctl.max_bandwidth, cap, __ATOMIC_RELAXED);
+	}
+	return arg;
+}
+
+static void start_caps(struct mig_opts *o)
+{
+	pthread_t t;
+	t0_ns = mig_now_ns();
+	ctl.phase = MIG_PHASE_SETUP;
+	ctl.phase_changed = phase_changed;
+	o->ctl = &ctl;
+	if (caps_stdin && !pthread_create(&t, NULL, caps_thread, NULL))
+		pthread_detach(t);
+}
+
 static int run_source(struct mig_opts *o)
 {
+	if (ctl.max_bandwidth || caps_stdin)
+		start_caps(o);
 	for (uint64_t i = 0; i < nr_pages; i++)
 		fill_page(i, 0);
 	dirty = calloc((nr_pages + 63) / 64, 8);
@@ -395,6 +456,18 @@ static bool parse_channels(const char *v, unsigned *out)
 	return true;
 }
 
+/* --max-bandwidth: the one table's range. */
+static bool parse_cap(const char *v)
+{
+	char err[200];
+	if (mig_param_parse(MIG_P_MAX_BANDWIDTH, "--max-bandwidth", v, &ctl.max_bandwidth, err,
+			    sizeof(err))) {
+		fprintf(stderr, "memtest: %s\n", err);
+		return false;
+	}
+	return true;
+}
+
 /* An option with a value: 0, -1 when unknown, -2 when its value is refused (said). */
 static int value_opt(struct mig_opts *o, const char *a, const char *v)
 {
@@ -412,6 +485,8 @@ static int value_opt(struct mig_opts *o, const char *a, const char *v)
 		o->recover_ms = atoi(v);
 	else if (!strcmp(a, "--channels"))
 		return parse_channels(v, &o->channels) ? 0 : -2;
+	else if (!strcmp(a, "--max-bandwidth"))
+		return parse_cap(v) ? 0 : -2;
 	else if (!strcmp(a, "--features-off"))
 		o->features_off = (uint32_t)strtoul(v, NULL, 0);
 	else if (!strcmp(a, "--touch"))
@@ -456,6 +531,10 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(a, "--push-runs")) {
 			o.push_runs = 1;
+			continue;
+		}
+		if (!strcmp(a, "--caps-stdin")) {
+			caps_stdin = 1;
 			continue;
 		}
 		if (!strcmp(a, "--busy-poll")) {

@@ -9,8 +9,9 @@
  *   options.c       vmm run's migration flags, the library's options
  *   incoming.c      the destination: page source, state load, watch
  *   signals.c       SIGINT/SIGTERM while the destination waits for its state
- *   outgoing.c      the source: the VM's callbacks, one migration out, its
- *                   thread (QMP migrate) or timer (--migrate-after)
+ *   outgoing.c      the source: the VM's callbacks, the VM's one migration
+ *                   out on its thread, started by QMP migrate or by the
+ *                   timer of --migrate-after
  *   qmp-params.c    the next migration's parameters (QMP set/query), frozen
  *                   when one starts
  *   qmp-commands.c  the other QMP commands, and the control socket
@@ -67,7 +68,7 @@ struct migrate_glue {
 	struct mig_opts mig_opts;	       /* the running one's, pointing into run_params */
 	struct mig_ctl ctl;
 	char uri[256];
-	int mig_on;		      /* a migration thread was started (join it) */
+	int mig_on;		      /* a migration thread was started (join it), by anyone */
 	int user_paused;	      /* stopped by the QMP command stop */
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 };
@@ -105,9 +106,11 @@ void glue_stop_signal_watch(struct migrate_glue *gl);
 /* Migrate out; returns 0 on success (the VM is then stopped here). */
 int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_opts *m, char *err,
 		     size_t errlen);
-/* The thread of a migration started by QMP migrate (gl->uri, gl->mig_opts). */
+/* Start the VM's one migration (gl->lock held): 0, or -1 with why in err. */
+int glue_start_migration(struct migrate_glue *gl, const char *uri, char *err, size_t errlen);
+/* The thread of the migration (gl->uri, gl->mig_opts). */
 void *glue_migration_thread(void *arg);
-/* The thread of --migrate-after: waits, then migrates to --migrate-to. */
+/* The thread of --migrate-after: waits, then starts the migration to --migrate-to. */
 void *glue_timer_thread(void *arg);
 /* A migration thread was started and its phase is not final (gl->lock held). */
 int glue_mig_active(struct migrate_glue *gl);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The source: the VM's callbacks the library calls (pause, resume, save,
- * the dirty log, guest RAM read in place), one migration out, and the two
- * threads that start one: QMP migrate's and --migrate-after's timer.  Its
- * phases go to the QMP clients as MIGRATION events.
+ * the dirty log, guest RAM read in place), one migration out on its own
+ * thread, started through glue_start_migration() by QMP migrate or by
+ * --migrate-after's timer.  Its phases go to the QMP clients as MIGRATION
+ * events.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -126,6 +127,34 @@ void glue_phase_changed(void *arg, enum mig_phase phase)
 		json_object_put(data);
 }
 
+/*
+ * The VM's one migration, whoever starts it (QMP migrate, --migrate-after):
+ * one object, gl->ctl and gl->mig_thread, that query-migrate,
+ * migrate_cancel and migrate-start-postcopy act on, so a second start is
+ * refused while it runs.  gl->lock held.  0, or -1 with why in err.
+ */
+int glue_start_migration(struct migrate_glue *gl, const char *uri, char *err, size_t errlen)
+{
+	if (glue_mig_active(gl) || gl->user_paused || gl->finishing) {
+		snprintf(err, errlen, "%s",
+			 gl->user_paused ? "the VM is stopped: 'cont' it first"
+			 : gl->finishing ? "the VM is ending"
+					 : "There's a migration process in progress");
+		return -1;
+	}
+	if (gl->mig_on) /* the previous one ended: its thread is done */
+		pthread_join(gl->mig_thread, NULL);
+	gl->mig_on = 0;
+	snprintf(gl->uri, sizeof(gl->uri), "%s", uri);
+	glue_freeze_params(gl);
+	if (pthread_create(&gl->mig_thread, NULL, glue_migration_thread, gl)) {
+		snprintf(err, errlen, "cannot start the migration thread");
+		return -1;
+	}
+	gl->mig_on = 1;
+	return 0;
+}
+
 void *glue_migration_thread(void *arg)
 {
 	struct migrate_glue *gl = arg;
@@ -143,19 +172,13 @@ void *glue_timer_thread(void *arg)
 	uint64_t ns = (uint64_t)ts.tv_nsec + gl->o->migrate_after_ms * 1000000ull;
 	ts.tv_sec += (time_t)(ns / 1000000000ull);
 	ts.tv_nsec = (long)(ns % 1000000000ull);
+	char err[400];
 	pthread_mutex_lock(&gl->lock);
 	int r = 0;
 	while (!gl->finishing && r != ETIMEDOUT)
 		r = pthread_cond_timedwait(&gl->cond, &gl->lock, &ts);
-	int go = !gl->finishing;
-	if (go) { /* the flags' options, --max-bandwidth included */
-		snprintf(gl->uri, sizeof(gl->uri), "%s", gl->o->migrate_to);
-		glue_freeze_params(gl);
-	}
+	if (!gl->finishing && glue_start_migration(gl, gl->o->migrate_to, err, sizeof(err)))
+		pr_vmm("--migrate-after: no migration started: %s\n", err);
 	pthread_mutex_unlock(&gl->lock);
-	if (go) {
-		char err[400];
-		glue_migrate_out(gl, gl->uri, &gl->mig_opts, err, sizeof(err));
-	}
 	return arg;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The control API: QMP commands on the --control socket (vmm/qmp.h,
- * docs/migration.md "The control API").  A migration started by `migrate`
+ * docs/migration.md "The control API").  The VM's one migration, started
+ * by `migrate` or by --migrate-after's timer (glue_start_migration()),
  * runs on its own thread (outgoing.c); gl->ctl is the live link to it
  * (requests in, progress and the phase out), gl->params the options of the
  * next one (qmp-params.c).  stop, cont and query-status are the VM's run
@@ -36,7 +37,7 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 {
 	static const char *const known[] = { "uri", NULL };
 	struct migrate_glue *gl = ctx;
-	char uri[sizeof(gl->uri)] = "";
+	char uri[sizeof(gl->uri)] = "", err[sizeof(reply->desc)];
 
 	if (!args || args_known(args, known, reply) ||
 	    glue_arg_str(args, "uri", uri, sizeof(uri), reply))
@@ -46,22 +47,8 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 		goto out;
 	}
 	pthread_mutex_lock(&gl->lock);
-	if (glue_mig_active(gl) || gl->user_paused || gl->finishing) {
-		qmp_fail(reply, "%s",
-			 gl->user_paused ? "the VM is stopped: 'cont' it first"
-					 : "There's a migration process in progress");
-		pthread_mutex_unlock(&gl->lock);
-		return;
-	}
-	if (gl->mig_on) /* the previous one ended: its thread is done */
-		pthread_join(gl->mig_thread, NULL);
-	gl->mig_on = 0;
-	memcpy(gl->uri, uri, sizeof(uri));
-	glue_freeze_params(gl);
-	if (pthread_create(&gl->mig_thread, NULL, glue_migration_thread, gl))
-		qmp_fail(reply, "cannot start the migration thread");
-	else
-		gl->mig_on = 1;
+	if (glue_start_migration(gl, uri, err, sizeof(err)))
+		qmp_fail(reply, "%s", err);
 	pthread_mutex_unlock(&gl->lock);
 	return;
 out:

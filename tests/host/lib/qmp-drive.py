@@ -12,6 +12,12 @@ documented QMP wire format, not from this project's code.
                                     collects events; the other only watches
                                     and then leaves; a cancel after the
                                     switch-over is refused
+  qmp-drive.py SOCKET after-cancel URI  the VMM's own --migrate-after
+                                    migration (manual postcopy): seen by
+                                    query-migrate, a second migrate
+                                    refused, cancelled: the VM goes on
+  qmp-drive.py SOCKET after-postcopy    the same, ended by
+                                    migrate-start-postcopy, to completed
 
 Prints what it saw; exits 0 when every check held, 1 with the reason.
 """
@@ -88,10 +94,42 @@ def migrate_case(path, uri):
     check(q.statuses()[0] in ("setup", "active"), "events start at setup or active")
 
 
-def main():
-    path, case, uri = sys.argv[1:4]
+def after_cancel(path, uri):
+    q = QMP(path)
+    st = wait_status(q, ["active"])
+    check(st["ram"]["total"] > 0, "query-migrate shows the --migrate-after migration, active")
+    busy = q.execute("migrate", uri=uri)
+    check(busy.get("error", {}).get("class") == "GenericError" and "in progress" in busy["error"]["desc"],
+          f"a second migrate: GenericError ({busy.get('error', {}).get('desc')})")
+    q.command("migrate_cancel")
+    wait_status(q, ["cancelled"])
+    check(q.command("query-status")["running"], "migrate_cancel cancelled it: the VM runs on here")
+    check("cancelled" in q.statuses() or q.command("query-migrate")["status"] == "cancelled",
+          f"MIGRATION events: {q.statuses()}")
+
+
+def after_postcopy(path, _uri):
+    q = QMP(path)
+    wait_status(q, ["active"])
+    q.command("migrate-start-postcopy")
+    st = wait_status(q, ["postcopy-active", "completed"])
+    check(True, f"migrate-start-postcopy ended the --migrate-after precopy: {st['status']}")
     try:
-        {"cancel": cancel_case, "migrate": migrate_case}[case](path, uri)
+        while "completed" not in q.statuses():
+            msg = q.read()
+            if "event" in msg:
+                q.events.append(msg)
+    except EOFError:
+        pass  # the source VMM exits once the VM runs at the destination
+    check("completed" in q.statuses(), f"MIGRATION events: {q.statuses()}")
+
+
+def main():
+    path, case = sys.argv[1:3]
+    uri = sys.argv[3] if len(sys.argv) > 3 else ""
+    try:
+        {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
+         "after-postcopy": after_postcopy}[case](path, uri)
     except QMPError as e:
         raise SystemExit(f"FAIL: {e}")
 

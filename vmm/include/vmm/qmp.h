@@ -10,10 +10,17 @@
  *   server, any time after negotiation: {"event": NAME, "data": {...},
  *                                        "timestamp": {"seconds", "microseconds"}}
  *
- * Several clients at once (QMP_MAX_CLIENTS), each on its own thread; a
- * client that goes away changes nothing.  Only the server's uid or root may
- * connect (SO_PEERCRED); the socket is created 0600 without a window.
- * Handlers run on the client's thread and must not block for long.
+ * Several clients at once (QMP_MAX_CLIENTS that negotiated, and
+ * QMP_MAX_PENDING connections that have not yet), each on its own thread;
+ * a client that goes away changes nothing.  Only the server's uid or root
+ * may connect (SO_PEERCRED); the socket is created 0600 without a window.
+ * A connection that has not negotiated within QMP_NEGOTIATE_MS is closed,
+ * and the oldest such makes room for a newer one, so idle connections
+ * never lock the owner out.  Replies and events go through each client's
+ * own bounded queue: a client that does not read delays nobody, and is cut
+ * (the reason logged) when its queue is full.  A connection the server
+ * ends is closed at once.  Handlers run on the client's thread and must
+ * not block for long.
  */
 #ifndef VMM_QMP_H
 #define VMM_QMP_H
@@ -21,7 +28,9 @@
 #include <json-c/json.h>
 #include <stddef.h>
 
-#define QMP_MAX_CLIENTS	  16
+#define QMP_MAX_CLIENTS	  16	/* negotiated clients */
+#define QMP_MAX_PENDING	  4	/* connections not negotiated yet */
+#define QMP_NEGOTIATE_MS  10000 /* from connect to qmp_capabilities, at most */
 #define QMP_MAX_REQUEST	  65536 /* bytes of one JSON request */
 #define QMP_ERROR_GENERIC "GenericError"
 #define QMP_ERROR_NOCMD	  "CommandNotFound"

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""qmp-server-check: the VMM's QMP server's connection handling, driven
+through vmm-qmp-test (the server alone, no VM) with the QMP client of
+qmp.py.
+
+  qmp-server-check.py VMM-QMP-TEST WORKDIR CASE...
+
+Cases (each on a fresh server):
+  refused    a request the server cannot use is answered, then the
+             connection is closed at once (no other client connects)
+  idle       16 connections that never negotiate: the owner still gets in
+             and is served; the oldest of them were closed, with a reason
+  deadline   a connection that does not negotiate is closed after the
+             negotiation limit, told why
+  slow       a client that stops reading while events pile up (more than
+             its socket holds) keeps every event, in order; the sender is
+             not held up
+  overflow   a client that never reads while far more than its queue
+             holds is sent: cut, the reason logged; it got a prefix of
+             the events in order; others are served afterwards
+  uid        (as root) another user, through a socket opened to all, is
+             refused by its uid and the connection closed at once
+
+Prints what it saw; exits 0 when every check held, 1 with the reason.
+Waits are hang guards (socket timeouts of GUARD seconds), never a speed
+limit.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from qmp import QMP, QMPClosed
+
+GUARD = 120
+PENDING = 4  # QMP_MAX_PENDING in vmm/include/vmm/qmp.h
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL: {what}")
+    print(f"ok: {what}")
+
+
+class Server:
+    def __init__(self, prog, work, name):
+        self.path = os.path.join(work, name + ".sock")
+        self.log = os.path.join(work, name + ".err")
+        self.proc = subprocess.Popen([prog, self.path], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=open(self.log, "w"),
+                                     text=True)
+        end = time.monotonic() + GUARD
+        while not self.listening():  # the path exists from bind(), before listen()
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise SystemExit(f"FAIL: vmm-qmp-test did not listen: {self.logtext()}")
+            time.sleep(0.02)
+
+    def listening(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(self.path)
+            return True
+        except OSError:
+            return False
+        finally:
+            s.close()
+
+    def events(self, n, size):
+        """n events of size bytes of padding; returns once all were queued."""
+        self.proc.stdin.write(f"events {n} {size}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        check(line.strip() == f"emitted {n}", f"the server sent {n} events")
+
+    def logtext(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=GUARD)
+        check(self.proc.returncode == 0, "the server closed cleanly")
+
+
+def raw(path):
+    """A connection that reads the greeting and does nothing more."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)  # blocking: waits while the listen backlog is full
+    s.settimeout(GUARD)
+    return s
+
+
+def read_to_eof(s):
+    """Everything until the server closes (a hang guard, not a limit)."""
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            raise SystemExit(f"FAIL: still open after {GUARD} s; got {data[-300:]!r}")
+        if not chunk:
+            return data
+        data += chunk
+
+
+def lines(data):
+    return [json.loads(x) for x in data.split(b"\n") if x.strip()]
+
+
+def case_refused(srv):
+    for what, bad in (("malformed JSON", b'{"execute": }\n'), ("a NUL byte", b'{"exec\x00'),
+                      ("a request over 64 KiB", b'{"execute": "' + b"x" * 70000)):
+        q = QMP(srv.path, timeout=GUARD)
+        q.sock.sendall(bad)
+        msgs = lines(q.buf + read_to_eof(q.sock))
+        check(msgs and "error" in msgs[-1], f"{what}: answered with an error ({msgs[-1]['error']['desc']})")
+        print(f"ok: {what}: the connection was closed at once, no other client came")
+        q.close()
+    q = QMP(srv.path, timeout=GUARD)
+    check(q.command("x-echo", a=1) == {"a": 1}, "a well-formed client is served after them")
+
+
+def case_idle(srv):
+    idle = [raw(srv.path) for _ in range(16)]
+    q = QMP(srv.path, timeout=GUARD)
+    check(q.command("x-echo", owner=True) == {"owner": True},
+          "16 connections that never negotiate: the owner still gets in and is served")
+    pushed = 0
+    for s in idle[:16 - PENDING + 1]:
+        msgs = lines(read_to_eof(s))
+        pushed += "error" in msgs[-1]
+    check(pushed == 16 - PENDING + 1, f"the {pushed} oldest idle connections were closed, told why")
+    check("pushed out by a newer connection" in srv.logtext(), "the server logged why")
+
+
+def case_deadline(srv):
+    s = raw(srv.path)
+    t0 = time.monotonic()
+    msgs = lines(read_to_eof(s))
+    check("QMP" in msgs[0] and "error" in msgs[-1] and "qmp_capabilities" in msgs[-1]["error"]["desc"],
+          f"a connection that never negotiates is closed after {time.monotonic() - t0:.1f} s, told why")
+    check("did not negotiate" in srv.logtext(), "the server logged why")
+
+
+def x_tests(q, n):
+    """Read until n X-TEST events came; their numbers."""
+    got = [e["data"]["i"] for e in q.events if e["event"] == "X-TEST"]
+    while len(got) < n:
+        msg = q.read()
+        if msg.get("event") == "X-TEST":
+            got.append(msg["data"]["i"])
+    return got
+
+
+def case_slow(srv):
+    slow = QMP(srv.path, timeout=GUARD)
+    other = QMP(srv.path, timeout=GUARD)
+    # About 700 KB: more than a unix socket holds, less than the 1 MiB queue.
+    srv.events(2000, 300)
+    check(other.command("x-echo", other=1) == {"other": 1}, "another client is served meanwhile")
+    check(x_tests(other, 2000) == list(range(2000)), "the other client got every event in order")
+    check(x_tests(slow, 2000) == list(range(2000)),
+          "the client that did not read got every event in order once it read")
+    check(slow.command("x-echo", slow=1) == {"slow": 1}, "and it is still served")
+    check("cut" not in srv.logtext(), "nobody was cut")
+
+
+def case_overflow(srv):
+    stalled = QMP(srv.path, timeout=GUARD)
+    srv.events(8000, 300)  # about 2.6 MB, past the socket and the 1 MiB queue
+    msgs = lines(stalled.buf + read_to_eof(stalled.sock))
+    got = [m["data"]["i"] for m in msgs if m.get("event") == "X-TEST"]
+    check(0 < len(got) < 8000 and got == list(range(len(got))),
+          f"the stalled client got the first {len(got)} events in order, then was closed")
+    check("does not read what it is sent" in srv.logtext(), "the server logged why it cut it")
+    q = QMP(srv.path, timeout=GUARD)
+    check(q.command("x-echo", after=1) == {"after": 1}, "a new client is served afterwards")
+
+
+def case_uid(srv):
+    os.chmod(os.path.dirname(srv.path), 0o711)
+    os.chmod(srv.path, 0o666)
+    code = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+            f"s.settimeout({GUARD}); d = b''\n"
+            "while True:\n c = s.recv(4096)\n if not c: break\n d += c\n"
+            "sys.stdout.write(d.decode())")
+    out = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                          sys.executable, "-c", code, srv.path],
+                         capture_output=True, text=True, timeout=GUARD + 30)
+    msgs = [json.loads(x) for x in out.stdout.splitlines() if x.strip()]
+    check(out.returncode == 0 and len(msgs) == 1 and "refused: uid" in msgs[0]["error"]["desc"],
+          f"another user: refused, then the connection closed ({out.stdout.strip()}{out.stderr.strip()})")
+    check("control socket: refused: uid" in srv.logtext(), "the server logged the refusal")
+    q = QMP(srv.path, timeout=GUARD)
+    check(q.command("x-echo", owner=1) == {"owner": 1}, "the owner is served")
+
+
+def main():
+    prog, work = sys.argv[1:3]
+    cases = {"refused": case_refused, "idle": case_idle, "deadline": case_deadline,
+             "slow": case_slow, "overflow": case_overflow, "uid": case_uid}
+    for name in sys.argv[3:]:
+        print(f"-- {name}")
+        srv = Server(prog, work, name)
+        try:
+            cases[name](srv)
+        except QMPClosed as e:
+            raise SystemExit(f"FAIL: {name}: {e}; server log: {srv.logtext()}")
+        srv.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# migrate-pacing: max-bandwidth honoured at any cap, and every change of it
+# taking effect at once, at library level (mig-memtest, no KVM).  The
+# source's cap changes while precopy runs (--caps-stdin, as QMP's
+# migrate-set-parameters does), and the bytes that went through a counting
+# proxy (tests/host/lib/count-proxy.py) between two changes stay within
+# the cap:
+#   1 KiB/s from the start, then 1 MiB/s, lowered to 2 KiB/s; postcopy
+#   started (as migrate-start-postcopy: precopy must end at once, not
+#   after the pages left in its round) and 2 KiB/s for the push; then
+#   raised to 1 GiB/s: the migration must then end soon (a hang guard).
+# On main (c859044) the pacer let through one page per 100 ms whatever the
+# cap (40 KB/s), and after a low cap its clock ran minutes ahead, so a
+# raised cap stayed slow until it caught up.
+# Only upper bounds on bytes are checked: a slow machine sends less.
+# timeout: 300
+set -uo pipefail
+. tests/host/migrate-lib.bash
+[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
+
+# Wait for a line matching PATTERN in FILE (a hang guard of 120 s).
+wait_line() { # file pattern
+	for _ in $(seq 1200); do grep -q "$2" "$1" && return 0; sleep 0.1; done
+	cat "$1" >&2
+	fail "no '$2' in $1 after 120 s"
+}
+
+port=$(free_port)
+"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 16M --touch none \
+	--metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
+dpid=$!
+pids+=("$dpid")
+wait_listen "$port" "$dpid" "$work/d.err"
+pport=$(free_port)
+python3 tests/host/lib/count-proxy.py "$pport" "$port" "$work/bytes.log" 2> "$work/p.err" &
+pids+=("$!")
+wait_listen "$pport" "$!" "$work/p.err"
+port=$pport
+mkfifo "$work/caps"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M --precopy-rounds 1 \
+	--max-bandwidth 1024 --caps-stdin < "$work/caps" > /dev/null 2> "$work/s.err" &
+spid=$!
+pids+=("$spid")
+exec 3> "$work/caps"
+wait_line "$work/s.err" "phase active"
+
+# A cap change; prints when the source took it (CLOCK_MONOTONIC ns).
+cap() { # new-cap
+	echo "$1" >&3
+	wait_line "$work/s.err" "memtest: cap .* -> $1 at"
+	sed -n "s/^memtest: cap .* -> $1 at .*(monotonic \([0-9]*\) ns).*/\1/p" "$work/s.err" | tail -n1
+}
+
+# What the source sent through the proxy by time T (ns).
+sent_by() { # t
+	awk -v t="$1" '$1 <= t { b = $2 } END { print b + 0 }' "$work/bytes.log"
+}
+
+# Bytes sent between T0 and T1 within CAP bytes/s, plus what may be on its
+# way at T0 (a batch: the bucket's 20 ms at the cap before, PREV, and a
+# frame), a frame run ahead of its tokens, and the heartbeats.
+within() { # what cap prev t0 t1
+	local b allowed ms=$((($5 - $4) / 1000000))
+	b=$(($(sent_by "$5") - $(sent_by "$4")))
+	allowed=$(($2 * ms / 1000 + $3 / 50 + 2 * 4200 + 2048))
+	echo "$1: $b bytes in $ms ms at a cap of $2 B/s (at most $allowed)"
+	[ "$b" -le "$allowed" ] || fail "$1: the cap of $2 B/s was not honoured"
+}
+
+a=$(cap 1024)
+sleep 6 # the window's length: any length shows the rate
+b=$(cap 1048576)
+within "1 KiB/s from the start" 1024 1024 "$a" "$b"
+sleep 2
+c=$(cap 2048)
+sleep 6
+echo postcopy >&3 # at 2 KiB/s a page takes 2 s: precopy must end at once all the same
+wait_line "$work/s.err" "phase postcopy-active"
+mono() { sed -n "s/^memtest: $1 at .*(monotonic \([0-9]*\) ns).*/\1/p" "$work/s.err" | head -n1; }
+echo "start-postcopy at 2 KiB/s: postcopy-active $((($(mono "phase postcopy-active") - $(mono start-postcopy)) / 1000000)) ms later"
+d=$(cap 2048)
+within "lowered from 1 MiB/s to 2 KiB/s" 2048 1048576 "$c" "$d"
+sleep 6
+e=$(cap 1073741824)
+within "2 KiB/s in postcopy" 2048 2048 "$d" "$e"
+wait_status "$spid" "the source after the cap was raised to 1 GiB/s" 120 ||
+	{ cat "$work/s.err" "$work/d.err" >&2; fail "the source failed"; }
+wait_status "$dpid" "the destination" 60 || { cat "$work/d.err" >&2; fail "the destination failed"; }
+grep -q "checksum ok" "$work/d.err" || fail "no checksum verdict"
+check_exactly_once "$work/d.json"
+echo "raised to 1 GiB/s: completed $((($(mono "phase completed") - e) / 1000000)) ms later"
