@@ -27,7 +27,7 @@
  * left held, never the other way; the ranks of lock-rank.h):
  *
  *   d->loop_lock (the urgent channel while the fault thread reads it)
- *     -> d->lock (flags, why, session, handshake slots, pending channels;
+ *     -> d->lock (flags, why, session, claims, handshake slots, pending channels;
  *                 cond; a failure reported from a frame the loop read)
  *       -> a pending connection's TLS lock (closing it, tls.c)
  *     -> d->req_lock (which connections are live: urg, bulk[], link_ok)
