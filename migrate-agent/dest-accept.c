@@ -166,6 +166,7 @@ static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct m
 	k->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
 	return 1;
 }
+
 /* What a HELLO is checked against: its session's claim, secret and features. */
 struct hs_key {
 	uint64_t gen;
