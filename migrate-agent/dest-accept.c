@@ -27,8 +27,10 @@
  * authenticated connection leaves its slot: it is offered as a pending
  * channel of its session, and dest_accept_pair() takes a complete set.
  *
- * Slots come in two budgets, so that strangers compete only with each
- * other.  A new connection takes one of FRESH_SLOTS; when all are taken it
+ * A connection gets its thread only once it has sent something (until
+ * then it waits in the acceptor's poll set: QUIET_MAX, below), and then a
+ * slot of one of two budgets, so that strangers compete only with each
+ * other.  It takes one of FRESH_SLOTS; when all are taken it
  * evicts the oldest fresh one (a real peer finishes its handshake in
  * milliseconds, so the oldest is the one least likely to be one).  Once it
  * has proved its credentials (TLS: the handshake with the PSK or a
@@ -500,8 +502,8 @@ static int take_slot(struct mig_dest *d)
 	return oldest;
 }
 
-/* Start a handshake thread for fd. */
-static void start_handshake(struct mig_dest *d, int fd)
+/* Start a handshake thread for fd, accepted at t0. */
+static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 {
 	struct hs_arg *a = malloc(sizeof(*a));
 	pthread_t t;
@@ -515,9 +517,7 @@ static void start_handshake(struct mig_dest *d, int fd)
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 	}
 	int slot = take_slot(d);
-	*a = (struct hs_arg){
-		.d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = mig_now_ns()
-	};
+	*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = t0 };
 	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
 	d->handshakes++;
 	d->fresh_handshakes++;
@@ -536,17 +536,103 @@ static void start_handshake(struct mig_dest *d, int fd)
 	close(fd);
 }
 
+/*
+ * A new connection waits in the acceptor's own poll set, without a thread,
+ * until it has sent something (a real source speaks first: its HELLO or
+ * TLS ClientHello): a storm of silent connections costs a file descriptor
+ * each, at most QUIET_MAX of them, the oldest closed when one more comes,
+ * and each at most HANDSHAKE_MS.  Threads were the cost: under a storm the
+ * acceptor spent its time starting and ending handshake threads for
+ * strangers, and a real source's connection waited in the listen queue
+ * behind them (seen in the ASan build: a channel unanswered for 10 s).
+ */
+#define QUIET_MAX 256
+
+/* The acceptor's poll set: the listening socket, then the quiet connections, oldest first. */
+struct quiet_set {
+	struct pollfd pfd[1 + QUIET_MAX];
+	uint64_t t0[1 + QUIET_MAX];
+	int n; /* quiet connections, in pfd[1..n] */
+};
+
+static void quiet_remove(struct quiet_set *q, int k)
+{
+	memmove(&q->pfd[k], &q->pfd[k + 1], (size_t)(q->n - k) * sizeof(q->pfd[0]));
+	memmove(&q->t0[k], &q->t0[k + 1], (size_t)(q->n - k) * sizeof(q->t0[0]));
+	q->n--;
+}
+
+/*
+ * Whether a quiet connection that poll() flagged spoke: 1, or 0 when it
+ * hung up or was reset without a word (closed here: no thread for it),
+ * -1 when it did neither after all.
+ */
+static int quiet_spoke(int fd)
+{
+	char b;
+	ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r > 0)
+		return 1;
+	return r < 0 && (errno == EAGAIN || errno == EINTR) ? -1 : 0;
+}
+
+/* Quiet connections that spoke to handshake threads; the silent ones that hung up or expired closed. */
+static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
+{
+	uint64_t now = mig_now_ns();
+	for (int k = 1; k <= q->n;) {
+		int fd = q->pfd[k].fd;
+		uint64_t t0 = q->t0[k];
+		int spoke = q->pfd[k].revents ? quiet_spoke(fd) : -1;
+		if (spoke >= 0) {
+			quiet_remove(q, k);
+			if (spoke)
+				start_handshake(d, fd, t0);
+			else
+				close(fd);
+		} else if (now - t0 > HANDSHAKE_MS * 1000000ull) {
+			quiet_remove(q, k);
+			close(fd);
+		} else {
+			k++;
+		}
+	}
+}
+
+/* Accept what the listen queue holds (a batch at a time) into the quiet set. */
+static void quiet_accept(struct mig_dest *d, struct quiet_set *q)
+{
+	for (int k = 0; k < 64; k++) {
+		struct pollfd l = { .fd = d->lfd, .events = POLLIN };
+		if (poll(&l, 1, 0) <= 0)
+			return;
+		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (q->n == QUIET_MAX) {
+			close(q->pfd[1].fd); /* the oldest: silent all this time */
+			quiet_remove(q, 1);
+		}
+		q->n++;
+		q->pfd[q->n] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		q->t0[q->n] = mig_now_ns();
+	}
+}
+
 static void *acceptor_thread(void *arg)
 {
 	struct mig_dest *d = arg;
+	struct quiet_set set = { .n = 0 }, *q = &set;
 	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
-		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
-		if (poll(&pfd, 1, 100) <= 0)
+		q->pfd[0] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
+		if (poll(q->pfd, (nfds_t)(1 + q->n), 100) < 0)
 			continue;
-		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd >= 0)
-			start_handshake(d, fd);
+		quiet_poll(d, q);
+		if (q->pfd[0].revents)
+			quiet_accept(d, q);
 	}
+	for (int k = 1; k <= q->n; k++)
+		close(q->pfd[k].fd);
 	return NULL;
 }
 
