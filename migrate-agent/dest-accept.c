@@ -599,10 +599,20 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 	}
 }
 
-/* Accept what the listen queue holds (a batch at a time) into the quiet set. */
+/*
+ * Accept what the listen queue holds, ACCEPT_BATCH at a time, into the
+ * quiet set; nothing while the fresh handshake threads are at their cap
+ * (the connections wait in the listen queue, not as descriptors here: the
+ * quiet set then holds only silent ones, and what one batch brought).
+ */
+#define ACCEPT_BATCH 16
+
 static void quiet_accept(struct mig_dest *d, struct quiet_set *q)
 {
-	for (int k = 0; k < 64; k++) {
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	int full = d->fresh_handshakes >= MAX_FRESH_THREADS;
+	mig_unlock(&d->lock);
+	for (int k = 0; !full && k < ACCEPT_BATCH; k++) {
 		struct pollfd l = { .fd = d->lfd, .events = POLLIN };
 		if (poll(&l, 1, 0) <= 0)
 			return;

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # migrate-storm: no stranger costs the VM (issue 28, item 4).  A storm of
 # connections at this machine's own connect rate (tests/host/lib/storm.py:
-# one loop on 127.0.0.1, silent connections, bounded in time and count)
-# hits a plain, a PSK and an x509 destination during the initial
-# migration and during a recovery after mig-cutproxy cut the link; each
-# must complete with the checksum equal.  Then, plain TCP: a stranger who
-# re-claims the session whenever it may (tests/host/lib/squat.py) cannot
-# keep the real source out; a first connection that loses its AUTH SECRET
-# is tried again within the connect deadline; and a connect of 8 bulk
-# channels over a slow link gives up at its one deadline (10 s), not after
-# every channel's own.  Before the fixes: the storm made a PSK recovery
-# and initial migration fail ("destination unreachable for 10000 ms"),
-# the squatter held the destination ("busy"), the lost secret failed the
-# source at once ("expected AUTH SECRET, got AUTH"), and the slow connect
-# ran past 30 s.  Nothing here asserts on speed: the times checked are
-# deadlines, with a wide margin.  STORM_ONLY="name ..." runs some cases.
+# one loop on 127.0.0.1, connections silent or stalled after a byte,
+# bounded in time and count) hits a plain, a PSK and an x509 destination
+# during the initial migration and during a recovery after mig-cutproxy
+# cut the link; each must complete with the checksum equal.  Then, plain
+# TCP: a stranger who re-claims a session whenever it may
+# (tests/host/lib/squat.py) cannot keep the real source out; a first
+# connection that loses its AUTH SECRET is tried again within the connect
+# deadline; and a connect of 8 bulk channels to a destination that answers
+# each after 2 s (tests/host/lib/slowdest.py) gives up at its one deadline
+# (10 s), not after every channel's own.  Before the fixes: the storm lost
+# the VM in the plain recovery ("destination unreachable for 10000 ms")
+# and failed the PSK migration through the proxy, the squatter held the
+# destination ("busy"), the lost secret failed the source at once
+# ("expected AUTH SECRET, got AUTH"), and the slow connect took 18 s.
+# Nothing here asserts on speed: the times checked are deadlines, with a
+# wide margin.  STORM_ONLY="name ..." runs some cases.
 # timeout: 900
 set -uo pipefail
 . tests/host/migrate-lib.bash
