@@ -48,10 +48,11 @@
  * An evicted handshake's thread lives on until it sees its socket shut
  * down and has refused the stranger; on a loaded host hundreds of them
  * piled up under a churning flood (218 threads seen).  The acceptor waits
- * (the connections stay in the listen backlog) while this many fresh ones
- * run; proven ones are bounded by their slots.
+ * (the connections stay in the listen backlog) while this many handshake
+ * threads run, fresh and proven together: a bound on threads, whoever
+ * holds them (a proven one is never evicted for a fresh one).
  */
-#define MAX_FRESH_THREADS (FRESH_SLOTS + FRESH_SLOTS / 2)
+#define MAX_HANDSHAKE_THREADS (FRESH_SLOTS + FRESH_SLOTS / 2)
 
 #define HANDSHAKE_MS 3000
 
@@ -280,8 +281,6 @@ static int promote(struct mig_dest *d, struct hs_arg *a)
 	d->hs[a->slot].fd = -1;
 	a->slot = to;
 	a->proven = 1;
-	d->fresh_handshakes--;
-	pthread_cond_broadcast(&d->cond); /* the acceptor may wait for fresh ones */
 	return 0;
 }
 
@@ -479,8 +478,6 @@ static void *handshake_thread(void *arg)
 	mig_wire_thread_cleanup();
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->handshakes--;
-	if (!a->proven)
-		d->fresh_handshakes--;
 	pthread_cond_broadcast(&d->cond);
 	mig_unlock(&d->lock);
 	free(a);
@@ -512,7 +509,7 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 		return;
 	}
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (d->fresh_handshakes >= MAX_FRESH_THREADS && !d->stop) {
+	while (d->handshakes >= MAX_HANDSHAKE_THREADS && !d->stop) {
 		struct timespec ts = dest_mono_in_ms(100);
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 	}
@@ -520,7 +517,6 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 	*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = t0 };
 	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
 	d->handshakes++;
-	d->fresh_handshakes++;
 	mig_unlock(&d->lock);
 	if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
 		pthread_detach(t);
@@ -530,7 +526,6 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 	if (d->hs[slot].gen == a->gen)
 		d->hs[slot].fd = -1;
 	d->handshakes--;
-	d->fresh_handshakes--;
 	mig_unlock(&d->lock);
 	free(a);
 	close(fd);
@@ -576,7 +571,7 @@ static int quiet_spoke(int fd)
 	return r < 0 && (errno == EAGAIN || errno == EINTR) ? -1 : 0;
 }
 
-/* Quiet connections that spoke to handshake threads; the silent ones that hung up or expired closed. */
+/* Quiet connections that spoke to handshake threads; those that hung up, or expired, closed. */
 static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 {
 	uint64_t now = mig_now_ns();
@@ -601,7 +596,7 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 
 /*
  * Accept what the listen queue holds, ACCEPT_BATCH at a time, into the
- * quiet set; nothing while the fresh handshake threads are at their cap
+ * quiet set; nothing while the handshake threads are at their cap
  * (the connections wait in the listen queue, not as descriptors here: the
  * quiet set then holds only silent ones, and what one batch brought).
  */
@@ -610,7 +605,7 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 static void quiet_accept(struct mig_dest *d, struct quiet_set *q)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	int full = d->fresh_handshakes >= MAX_FRESH_THREADS;
+	int full = d->handshakes >= MAX_HANDSHAKE_THREADS;
 	mig_unlock(&d->lock);
 	for (int k = 0; !full && k < ACCEPT_BATCH; k++) {
 		struct pollfd l = { .fd = d->lfd, .events = POLLIN };

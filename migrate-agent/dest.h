@@ -182,7 +182,6 @@ struct mig_dest {
 	struct dest_pending pend;
 	pthread_t acceptor;
 	int acceptor_on, handshakes; /* handshake threads running */
-	int fresh_handshakes;	     /* of which not (yet) proven */
 	struct hs_slot hs[DEST_FRESH_SLOTS + DEST_PROVEN_SLOTS];
 	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
 
