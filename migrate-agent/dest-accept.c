@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -561,17 +562,57 @@ static void quiet_remove(struct quiet_set *q, int k)
 }
 
 /*
- * Whether a quiet connection that poll() flagged spoke: 1, or 0 when it
- * hung up or was reset without a word (closed here: no thread for it),
- * -1 when it did neither after all.
+ * How many bytes the first message of a connection needs, from what it
+ * sent so far (hdr, n bytes): a TLS record (5-byte header) or a frame
+ * (24-byte header); 0 when it is neither (its handshake thread refuses it
+ * at once), and the header's size while that is incomplete.
  */
-static int quiet_spoke(int fd)
+static size_t first_message_len(const struct mig_dest *d, const uint8_t *hdr, size_t n)
 {
-	char b;
-	ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (r > 0)
+	if (d->tls) {
+		if (n < 5)
+			return 5;
+		return hdr[0] == 0x16 ? 5 + ((size_t)hdr[3] << 8 | hdr[4]) : 0;
+	}
+	struct mig_frame_hdr h;
+	if (n < sizeof(h))
+		return sizeof(h);
+	memcpy(&h, hdr, sizeof(h));
+	if (h.magic != MIG_MAGIC || h.len > MIG_HANDSHAKE_FRAME_LIMIT)
+		return 0;
+	return sizeof(h) + h.len;
+}
+
+/*
+ * Whether a quiet connection that poll() flagged has sent its whole first
+ * message (a TLS ClientHello record, or a HELLO frame; a real source sends
+ * it at once): 1, its receive low-water mark back at 1 for its handshake.
+ * 0 when it hung up or was reset first (closed here: no thread for it);
+ * -1 when it must wait on: poll() wakes it only once the rest has come
+ * (SO_RCVLOWAT), so that a stranger who sends a byte and stalls costs a
+ * descriptor here, never a thread or a handshake slot.
+ */
+static int quiet_spoke(const struct mig_dest *d, struct pollfd *p)
+{
+	uint8_t hdr[sizeof(struct mig_frame_hdr)];
+	int avail = 0, one = 1;
+	ssize_t r = recv(p->fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return -1;
+	if (r <= 0)
+		return 0;
+	size_t need = first_message_len(d, hdr, (size_t)r);
+	if (ioctl(p->fd, FIONREAD, &avail) < 0)
+		return 0;
+	if (!need || (size_t)avail >= need) {
+		setsockopt(p->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
 		return 1;
-	return r < 0 && (errno == EAGAIN || errno == EINTR) ? -1 : 0;
+	}
+	if (p->revents & (POLLRDHUP | POLLHUP | POLLERR))
+		return 0; /* it will never complete */
+	int lowat = (int)need;
+	setsockopt(p->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+	return -1;
 }
 
 /* Quiet connections that spoke to handshake threads; those that hung up, or expired, closed. */
@@ -581,7 +622,7 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 	for (int k = 1; k <= q->n;) {
 		int fd = q->pfd[k].fd;
 		uint64_t t0 = q->t0[k];
-		int spoke = q->pfd[k].revents ? quiet_spoke(fd) : -1;
+		int spoke = q->pfd[k].revents ? quiet_spoke(d, &q->pfd[k]) : -1;
 		if (spoke >= 0) {
 			quiet_remove(q, k);
 			if (spoke)
@@ -622,7 +663,7 @@ static void quiet_accept(struct mig_dest *d, struct quiet_set *q)
 			quiet_remove(q, 1);
 		}
 		q->n++;
-		q->pfd[q->n] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		q->pfd[q->n] = (struct pollfd){ .fd = fd, .events = POLLIN | POLLRDHUP };
 		q->t0[q->n] = mig_now_ns();
 	}
 }
