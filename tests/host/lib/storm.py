@@ -7,8 +7,8 @@ One loop opens connections back to back without waiting for any (a
 non-blocking connect each), as fast as the kernel and one core allow.
 It says nothing on them but, on every Nth (--speak, default 8), the
 first byte of a TLS record: each waits in the destination's handshake as
-a stranger's, silent, or stalled after one byte (which takes a handshake
-thread).  The newest K (--hold, default 256) stay open, the oldest is
+a stranger's, silent, or stalled after one byte (a destination that gave
+each connection a thread at once gave these one).  The newest K (--hold, default 256) stay open, the oldest is
 reset when one more opens: the destination sees idle connections, churn
 and a full listen queue.  Closes are resets (SO_LINGER 0), so no
 TIME_WAIT piles up on either side.  Stops by itself after --seconds
