@@ -132,7 +132,7 @@ static int connect_channel(struct src *s, struct mig_conn *c, const char *name, 
  * One channel: connected only now (a connection that waited, silent, for
  * the others' handshakes looked like a stranger's to the destination, and
  * was evicted under a storm), then TLS when asked for, then HELLO and
- * AUTH, all by the attempt's deadline.  A destination that accepts but
+ * AUTH, all within idle_ms and by deadline.  A destination that accepts but
  * never answers is silent, not slow: frames no longer than a handshake's
  * until AUTH completed.
  */
@@ -141,6 +141,9 @@ static int open_channel(struct src *s, struct mig_conn *c, int channel, unsigned
 {
 	const char *name = channel == MIG_CHAN_URGENT ? "urgent" : mig_bulk_name(index);
 	char why[200];
+	uint64_t idle = mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
+	if (idle < deadline)
+		deadline = idle; /* a stalled channel is given up, and the attempt tried again */
 	int r = connect_channel(s, c, name, channel != MIG_CHAN_URGENT, deadline, err, errlen);
 	*reached = !r;
 	if (r)
@@ -194,17 +197,15 @@ static int open_all(struct src *s, int recover, uint64_t deadline, int *reached,
 /*
  * Connect every channel (wire.h, Channels), retrying until deadline
  * (monotonic ns): one deadline for everything, whatever the number of
- * channels; an attempt also ends idle_ms after it began (a destination
- * that stalls one attempt gets another).
+ * channels; a channel's handshake also ends idle_ms after it began (a
+ * destination that stalls one attempt gets another).
  */
 int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
 {
 	for (;;) {
-		uint64_t now = mig_now_ns(), idle = (uint64_t)s->o->idle_ms * 1000000ull;
 		s->attempt++; /* every channel of this attempt carries it */
 		int reached = 0;
-		int r = open_all(s, recover, now + idle < deadline ? now + idle : deadline,
-				 &reached, err, errlen);
+		int r = open_all(s, recover, deadline, &reached, err, errlen);
 		if (!r)
 			return 0;
 		/*
