@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,25 +22,41 @@
  * (when asked for), then HELLO, then AUTH, all within one total deadline
  * of HANDSHAKE_MS from the accept, however the bytes trickle in; nothing
  * but HELLO, AUTH and ERROR is accepted before AUTH completed, each frame
- * at most MIG_HANDSHAKE_FRAME_LIMIT bytes.  At most MAX_HANDSHAKES run at
- * once; when all are taken, a new connection evicts the oldest (a real
- * peer finishes its handshake in milliseconds, so the oldest is the one
- * least likely to be one): strangers who trickle bytes or churn
- * connections cannot keep the source, or its recovery, out.  A connection
- * that fails is refused and closed; it never fails the incoming migration,
- * whoever it came from (the destination keeps listening until stopped).
- * An authenticated connection leaves its slot: it is offered as the
- * pending urgent or bulk channel (a newer one replaces an older one), and
- * dest_accept_pair() takes a complete pair.
+ * at most MIG_HANDSHAKE_FRAME_LIMIT bytes.  A connection that fails is
+ * refused and closed; it never fails the incoming migration, whoever it
+ * came from (the destination keeps listening until stopped).  An
+ * authenticated connection leaves its slot: it is offered as a pending
+ * channel of its session, and dest_accept_pair() takes a complete set.
+ *
+ * A connection gets its thread only once it has sent something (until
+ * then it waits in the acceptor's poll set: QUIET_MAX, below), and then a
+ * slot of one of two budgets, so that strangers compete only with each
+ * other.  It takes one of FRESH_SLOTS; when all are taken it
+ * evicts the oldest fresh one (a real peer finishes its handshake in
+ * milliseconds, so the oldest is the one least likely to be one).  Once it
+ * has proved its credentials (TLS: the handshake with the PSK or a
+ * certificate from the CA; plain TCP, which has none: a HELLO this
+ * destination accepts, naming a session it knows or claiming one) it moves
+ * to one of PROVEN_SLOTS, which no fresh connection ever evicts; when
+ * those are all taken, the oldest proven one gives way (only holders of
+ * the credentials get there).  Under a storm of strangers at any rate a
+ * real source's connection is thus at risk only until its TLS handshake
+ * (or HELLO) is through, a few milliseconds.
  */
-#define MAX_HANDSHAKES MAX_HANDSHAKES_
+#define FRESH_SLOTS  DEST_FRESH_SLOTS
+#define PROVEN_SLOTS DEST_PROVEN_SLOTS
 /*
  * An evicted handshake's thread lives on until it sees its socket shut
  * down and has refused the stranger; on a loaded host hundreds of them
  * piled up under a churning flood (218 threads seen).  The acceptor waits
- * (the connections stay in the listen backlog) while this many run.
+ * (the connections stay in the listen backlog) while this many handshake
+ * threads run, fresh and proven together: a bound on threads, whoever
+ * holds them (a proven one is never evicted for a fresh one).  8 over the
+ * fresh slots: with the process's own threads (about 12, more under ASan)
+ * and those still exiting, 48 here once made 65 (migrate-flood.sh allows
+ * 64).
  */
-#define MAX_HANDSHAKE_THREADS (MAX_HANDSHAKES + MAX_HANDSHAKES / 2)
+#define MAX_HANDSHAKE_THREADS (FRESH_SLOTS + 8)
 
 #define HANDSHAKE_MS 3000
 
@@ -72,95 +89,155 @@ void dest_free_conn(struct mig_conn *c)
 	free(c);
 }
 
-/* Every pending channel into drop[MIG_MAX_CHANNELS + 1], none left (under d->lock). */
-static void take_pending(struct mig_dest *d, struct mig_conn **drop)
+/* Every channel of p into drop[MIG_MAX_CHANNELS + 1], none left (under d->lock). */
+static void take_pending(struct dest_pending *p, struct mig_conn **drop)
 {
-	drop[0] = d->pend_urg;
-	drop[1] = d->pend_bulk;
-	d->pend_urg = d->pend_bulk = NULL;
-	for (unsigned k = 0; k < MIG_MAX_CHANNELS - 1; k++) {
-		drop[k + 2] = d->pend_more[k];
-		d->pend_more[k] = NULL;
-	}
-	d->pend_nr_bulk = 0;
+	drop[0] = p->urg;
+	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
+		drop[k + 1] = p->bulk[k];
+	*p = (struct dest_pending){ 0 };
 }
 
-/* The pending channel slot for c's channel: urgent, bulk 0, or bulk index. */
-static struct mig_conn **pending_slot(struct mig_dest *d, uint16_t channel, uint16_t index)
+/* Whether the urgent channel and all bulk channels of p's attempt are there. */
+static int pending_complete(const struct dest_pending *p)
 {
-	if (channel == MIG_CHAN_URGENT)
-		return &d->pend_urg;
-	return index ? &d->pend_more[index - 1] : &d->pend_bulk;
-}
-
-/* Whether the urgent channel and all bulk channels of one attempt are pending (under d->lock). */
-int dest_pending_complete(const struct mig_dest *d)
-{
-	if (!d->pend_urg || !d->pend_bulk)
+	if (!p->urg || !p->nr_bulk)
 		return 0;
-	for (unsigned k = 0; k + 1 < d->pend_nr_bulk; k++)
-		if (!d->pend_more[k])
+	for (unsigned k = 0; k < p->nr_bulk; k++)
+		if (!p->bulk[k])
 			return 0;
 	return 1;
 }
 
+/* Whether a reconnection's channels are all pending (under d->lock). */
+int dest_pending_complete(const struct mig_dest *d)
+{
+	return pending_complete(&d->pend);
+}
+
+/* The claim of generation gen, or NULL (under d->lock). */
+static struct dest_claim *claim_by_gen(struct mig_dest *d, uint64_t gen)
+{
+	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
+		if (d->claims[k].claimed_ns && d->claims[k].gen == gen)
+			return &d->claims[k];
+	return NULL;
+}
+
+/* The claim of session id, or NULL (under d->lock). */
+static struct dest_claim *claim_by_session(struct mig_dest *d, uint64_t id)
+{
+	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
+		if (d->claims[k].claimed_ns && d->claims[k].session == id)
+			return &d->claims[k];
+	return NULL;
+}
+
+/* Forget claim k: its channels into drop[MIG_MAX_CHANNELS + 1], its secret wiped. */
+static void drop_claim(struct dest_claim *k, struct mig_conn **drop)
+{
+	take_pending(&k->pend, drop);
+	mig_auth_wipe(k->secret, sizeof(k->secret));
+	k->claimed_ns = 0;
+}
+
 /*
- * A new session for an urgent HELLO without RECOVER (under d->lock): its
- * own secret; the channels pending for an earlier claim are dropped.
+ * A claim for an urgent HELLO without RECOVER (under d->lock), with a new
+ * secret: the session's own claim again (its source lost the secret, or
+ * gave up an attempt: what was pending for it is dropped), else a free
+ * one, else the oldest's.  A claim is not a lock: a stranger who claims
+ * and stalls (plain TCP: anyone may claim) holds one claim, never the
+ * destination; only a pair of channels fixes a session.
  */
 static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct mig_conn **drop,
-			 char *why, size_t len)
+			 uint64_t *gen, char *why, size_t len)
 {
-	int r = mig_random_bytes(d->secret, sizeof(d->secret), why, len);
+	struct dest_claim *k = claim_by_session(d, m->session_id);
+	for (int i = 0; !k && i < DEST_MAX_CLAIMS; i++)
+		if (!d->claims[i].claimed_ns)
+			k = &d->claims[i];
+	if (!k) {
+		k = &d->claims[0];
+		for (int i = 1; i < DEST_MAX_CLAIMS; i++)
+			if (d->claims[i].claimed_ns < k->claimed_ns)
+				k = &d->claims[i];
+	}
+	if (k->claimed_ns)
+		drop_claim(k, drop);
+	int r = mig_random_bytes(k->secret, sizeof(k->secret), why, len);
 	if (r)
 		return r;
-	d->session_set = 1;
-	d->session = m->session_id;
-	d->session_claimed_ns = mig_now_ns();
-	d->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
-	take_pending(d, drop);
+	k->session = m->session_id;
+	k->claimed_ns = mig_now_ns();
+	k->gen = *gen = ++d->claim_gen;
+	k->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
 	return 1;
 }
 
+/* What a HELLO is checked against: its session's claim, secret and features. */
+struct hs_key {
+	uint64_t gen;
+	uint32_t features;
+	uint8_t secret[MIG_SECRET_LEN];
+};
+
+static void key_of(struct hs_key *key, uint64_t gen, uint32_t features, const uint8_t *secret)
+{
+	key->gen = gen;
+	key->features = features;
+	memcpy(key->secret, secret, sizeof(key->secret));
+}
+
 /*
- * Which session a HELLO belongs to (under d->lock): 1 when it makes the
- * session (an urgent HELLO without RECOVER: it learns the secret), 0 when
- * it must prove the secret, -EPROTO when it cannot belong.  Until a pair
- * of channels was taken the session is only claimed: a claim that made no
- * pair within HANDSHAKE_MS gives way to the next source, so a first comer
- * that stalls cannot hold the destination.  The refusals name no session:
- * they go to strangers.
+ * Which session a HELLO belongs to (under d->lock), into key: 1 when it
+ * claims one (an urgent HELLO without RECOVER: it learns the secret), 0
+ * when it must prove the secret, -EBUSY or -EPROTO when it cannot belong.
+ * Once a pair of channels was taken the session is fixed: every other
+ * session is told BUSY.  The refusals name no session: they go to
+ * strangers.
  */
 static int classify_hello(struct mig_dest *d, const struct mig_hello *m, struct mig_conn **drop,
-			  char *why, size_t len)
+			  struct hs_key *key, char *why, size_t len)
 {
 	int fresh = !(m->flags & MIG_HELLO_RECOVER) && m->channel == MIG_CHAN_URGENT;
-	int stale = d->session_set && !d->session_fixed &&
-		    mig_now_ns() - d->session_claimed_ns > HANDSHAKE_MS * 1000000ull;
+	struct dest_claim *k;
 
-	if (d->session_set && m->session_id == d->session)
+	if (d->session_fixed && m->session_id == d->session) {
+		key_of(key, d->session_gen, d->features, d->secret);
 		return 0;
-	if (fresh && (!d->session_set || stale))
-		return claim_session(d, m, drop, why, len);
-	if (!d->session_set && (m->flags & MIG_HELLO_RECOVER))
-		snprintf(why, len, "recovery HELLO, but no session was started here");
-	else if (!d->session_set)
-		snprintf(why, len, "a session starts with its urgent channel");
-	else {
+	}
+	if (d->session_fixed) {
 		snprintf(why, len, "busy: another source's session holds this destination");
 		return -EBUSY; /* a source that is told so tries again until its deadline */
 	}
+	if (fresh) {
+		uint64_t gen = 0;
+		int r = claim_session(d, m, drop, &gen, why, len);
+		k = claim_by_gen(d, gen);
+		if (r > 0 && k)
+			key_of(key, k->gen, k->features, k->secret);
+		return r;
+	}
+	k = claim_by_session(d, m->session_id);
+	if (k) {
+		key_of(key, k->gen, k->features, k->secret);
+		return 0;
+	}
+	if (m->flags & MIG_HELLO_RECOVER)
+		snprintf(why, len, "recovery HELLO, but no session was started here");
+	else
+		snprintf(why, len, "a session starts with its urgent channel");
 	return -EPROTO;
 }
 
-/* What a connection's HELLO made it: its session, connection attempt and channel. */
+/* What a connection's HELLO made it: its session's claim, connection attempt and channel. */
 struct hs_result {
-	uint64_t session;
+	uint64_t gen;
 	uint32_t attempt;
 	uint16_t channel, bulk_index, nr_bulk;
 };
 
-/* HELLO back, then the secret (a new session) or the proofs both ways. */
+/* HELLO back, then the secret (a new claim) or the proofs both ways. */
 static int answer_hello(struct mig_dest *d, struct mig_hs *hs, const struct mig_hello *m, int owner,
 			uint32_t features, char *why, size_t len)
 {
@@ -175,32 +252,82 @@ static int answer_hello(struct mig_dest *d, struct mig_hs *hs, const struct mig_
 	return r;
 }
 
+struct hs_arg {
+	struct mig_dest *d;
+	int fd, slot, proven;
+	uint64_t gen, t0;
+};
+
+/*
+ * a's connection proved its credentials (under d->lock): from its fresh
+ * slot to a proven one, a free one or the oldest proven one's.  -ECONNRESET
+ * when it was evicted meanwhile (its socket is shut down).
+ */
+static int promote(struct mig_dest *d, struct hs_arg *a)
+{
+	if (a->proven)
+		return 0;
+	if (d->hs[a->slot].gen != a->gen)
+		return -ECONNRESET;
+	int to = -1;
+	for (int k = FRESH_SLOTS; to < 0 && k < FRESH_SLOTS + PROVEN_SLOTS; k++)
+		if (d->hs[k].fd < 0)
+			to = k;
+	if (to < 0) {
+		to = FRESH_SLOTS;
+		for (int k = FRESH_SLOTS + 1; k < FRESH_SLOTS + PROVEN_SLOTS; k++)
+			if (d->hs[k].t0 < d->hs[to].t0)
+				to = k;
+		shutdown(d->hs[to].fd, SHUT_RDWR); /* its thread sees the end, and refuses */
+		d->evicted++;
+	}
+	d->hs[to] = d->hs[a->slot];
+	d->hs[a->slot].fd = -1;
+	a->slot = to;
+	a->proven = 1;
+	return 0;
+}
+
+/*
+ * The HELLO classified (under d->lock): on plain TCP, which has no
+ * credentials, a HELLO this destination accepts is the proof that
+ * promotes the connection.
+ */
+static int classify_locked(struct mig_dest *d, struct hs_arg *a, const struct mig_hello *m,
+			   struct mig_conn **drop, struct hs_key *key, char *why, size_t len)
+{
+	int owner = classify_hello(d, m, drop, key, why, len);
+	if (owner >= 0 && !d->tls && promote(d, a)) {
+		snprintf(why, len, "evicted during its handshake");
+		return -ECONNRESET;
+	}
+	return owner;
+}
+
 /* HELLO and AUTH on a new connection; 0 when it is an authenticated channel. */
-static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *res, char *why,
-		     size_t len)
+static int handshake(struct mig_dest *d, struct hs_arg *a, struct mig_conn *c,
+		     struct hs_result *res, char *why, size_t len)
 {
 	struct mig_conn *drop[MIG_MAX_CHANNELS + 1] = { NULL };
-	uint8_t secret[MIG_SECRET_LEN];
-	struct mig_hs hs = { .c = c, .role = MIG_ROLE_DEST, .secret = secret, .tag = "" };
+	struct hs_key key = { 0 };
+	struct mig_hs hs = { .c = c, .role = MIG_ROLE_DEST, .secret = key.secret, .tag = "" };
 	struct mig_hello m;
 	int r = mig_hs_recv_hello(&hs, &m, why, len);
 	if (r)
 		return r;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	int owner = classify_hello(d, &m, drop, why, len);
-	uint32_t features = d->features;
-	memcpy(secret, d->secret, sizeof(secret));
+	int owner = classify_locked(d, a, &m, drop, &key, why, len);
 	mig_unlock(&d->lock);
 	dest_free_conns(drop, MIG_MAX_CHANNELS + 1);
 	if (owner >= 0) {
 		/* The session's, less what this connection cannot have (plain TCP: the CRC). */
-		c->wire.features &= features;
+		c->wire.features &= key.features;
 		r = answer_hello(d, &hs, &m, owner, c->wire.features, why, len);
 	}
-	mig_auth_wipe(secret, sizeof(secret));
+	mig_auth_wipe(key.secret, sizeof(key.secret));
 	if (owner < 0 || r)
 		return owner < 0 ? owner : r;
-	*res = (struct hs_result){ .session = m.session_id,
+	*res = (struct hs_result){ .gen = key.gen,
 				   .attempt = m.attempt,
 				   .channel = m.channel,
 				   .bulk_index = m.bulk_index,
@@ -213,39 +340,52 @@ static int handshake(struct mig_dest *d, struct mig_conn *c, struct hs_result *r
 	return 0;
 }
 
+/* The pending set of the session (or claim) of generation gen, or NULL (under d->lock). */
+static struct dest_pending *pending_of(struct mig_dest *d, uint64_t gen)
+{
+	if (d->session_fixed)
+		return gen == d->session_gen ? &d->pend : NULL;
+	struct dest_claim *k = claim_by_gen(d, gen);
+	return k ? &k->pend : NULL;
+}
+
 /*
  * An authenticated channel of the source's connection attempt: pending
  * until the urgent channel and all HELLO.nr_bulk bulk channels of the same
  * attempt arrived.  A later attempt replaces whatever an earlier one left;
- * a channel of an earlier attempt, or of a session claim that gave way, is
- * dropped, and one whose nr_bulk differs from its attempt's is refused.
+ * a channel of an earlier attempt, or of a claim that was dropped or made
+ * again, is dropped, and one whose nr_bulk differs from its attempt's is
+ * refused.
  */
 static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result *res)
 {
 	struct mig_conn *drop[MIG_MAX_CHANNELS + 2] = { NULL };
 	struct mig_conn *refused = NULL;
 	uint32_t attempt = res->attempt;
+	unsigned want = 0;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	if (res->session != d->session) {
+	struct dest_pending *p = pending_of(d, res->gen);
+	if (!p) {
 		drop[0] = c;
 	} else {
-		if (attempt > d->pend_attempt || !d->pend_nr_bulk) {
-			take_pending(d, drop);
-			d->pend_attempt = attempt;
-			d->pend_nr_bulk = res->nr_bulk;
+		if (attempt > p->attempt || !p->nr_bulk) {
+			take_pending(p, drop);
+			p->attempt = attempt;
+			p->nr_bulk = res->nr_bulk;
 		}
-		if (attempt != d->pend_attempt) {
+		if (attempt != p->attempt) {
 			drop[MIG_MAX_CHANNELS + 1] = c; /* left over from an earlier attempt */
-		} else if (res->nr_bulk != d->pend_nr_bulk) {
+		} else if (res->nr_bulk != p->nr_bulk) {
 			refused = c;
 		} else {
-			struct mig_conn **slot = pending_slot(d, res->channel, res->bulk_index);
+			struct mig_conn **slot =
+			    res->channel == MIG_CHAN_URGENT ? &p->urg : &p->bulk[res->bulk_index];
 			drop[MIG_MAX_CHANNELS + 1] = *slot;
 			*slot = c;
 			pthread_cond_broadcast(&d->cond);
 		}
+		want = p->nr_bulk;
 	}
-	unsigned want = d->pend_nr_bulk;
 	mig_unlock(&d->lock);
 	dest_free_conns(drop, MIG_MAX_CHANNELS + 2);
 	if (refused) {
@@ -259,27 +399,31 @@ static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result
 	}
 }
 
-struct hs_arg {
-	struct mig_dest *d;
-	int fd, slot;
-	uint64_t gen, t0;
-};
-
 /*
  * TLS (when asked for), then HELLO and AUTH, all by t0 + HANDSHAKE_MS.  A
- * connection that fails TLS proved nothing: it gets no frame.
+ * connection that fails TLS proved nothing: it gets no frame.  One that
+ * passed it proved its credentials: promoted.
  */
-static int handshake_all(struct mig_dest *d, struct mig_conn *c, uint64_t t0, struct hs_result *res,
-			 int *tls_failed, char *why, size_t len)
+static int handshake_all(struct mig_dest *d, struct hs_arg *a, struct mig_conn *c,
+			 struct hs_result *res, int *tls_failed, char *why, size_t len)
 {
-	uint64_t deadline = t0 + HANDSHAKE_MS * 1000000ull, now = mig_now_ns();
+	uint64_t deadline = a->t0 + HANDSHAKE_MS * 1000000ull, now = mig_now_ns();
 	int left_ms = now < deadline ? (int)((deadline - now) / 1000000) : 0;
 	int r = mig_tls_secure(d->tls, c, left_ms, why, len);
 	*tls_failed = r != 0;
 	if (r)
 		return r;
+	if (d->tls) {
+		mig_lock(&d->lock, MIG_RANK_DEST);
+		r = promote(d, a);
+		mig_unlock(&d->lock);
+		if (r) {
+			snprintf(why, len, "evicted during its handshake");
+			return r;
+		}
+	}
 	mig_conn_set_deadline(c, deadline);
-	return handshake(d, c, res, why, len);
+	return handshake(d, a, c, res, why, len);
 }
 
 /*
@@ -324,7 +468,7 @@ static void *handshake_thread(void *arg)
 	struct hs_result res = { 0 };
 	int tls_failed = 0;
 	struct mig_conn *c = new_conn(d, a->fd, "incoming");
-	int r = c ? handshake_all(d, c, a->t0, &res, &tls_failed, why, sizeof(why)) : -ENOMEM;
+	int r = c ? handshake_all(d, a, c, &res, &tls_failed, why, sizeof(why)) : -ENOMEM;
 	mig_auth_thread_cleanup(); /* before this thread counts as gone */
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (d->hs[a->slot].gen == a->gen)
@@ -344,11 +488,11 @@ static void *handshake_thread(void *arg)
 	return NULL;
 }
 
-/* A free handshake slot, or the oldest one's, its handshake ended (under d->lock). */
+/* A free fresh slot, or the oldest fresh one's, its handshake ended (under d->lock). */
 static int take_slot(struct mig_dest *d)
 {
 	int oldest = 0;
-	for (int k = 0; k < MAX_HANDSHAKES; k++) {
+	for (int k = 0; k < FRESH_SLOTS; k++) {
 		if (d->hs[k].fd < 0)
 			return k;
 		if (d->hs[k].t0 < d->hs[oldest].t0)
@@ -359,8 +503,8 @@ static int take_slot(struct mig_dest *d)
 	return oldest;
 }
 
-/* Start a handshake thread for fd. */
-static void start_handshake(struct mig_dest *d, int fd)
+/* Start a handshake thread for fd, accepted at t0. */
+static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 {
 	struct hs_arg *a = malloc(sizeof(*a));
 	pthread_t t;
@@ -374,9 +518,7 @@ static void start_handshake(struct mig_dest *d, int fd)
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 	}
 	int slot = take_slot(d);
-	*a = (struct hs_arg){
-		.d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = mig_now_ns()
-	};
+	*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = t0 };
 	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
 	d->handshakes++;
 	mig_unlock(&d->lock);
@@ -393,24 +535,160 @@ static void start_handshake(struct mig_dest *d, int fd)
 	close(fd);
 }
 
+/*
+ * A new connection waits in the acceptor's own poll set, without a thread,
+ * until it has sent something (a real source speaks first: its HELLO or
+ * TLS ClientHello): a storm of silent connections costs a file descriptor
+ * each, at most QUIET_MAX of them, the oldest closed when one more comes,
+ * and each at most HANDSHAKE_MS.  Threads were the cost: under a storm the
+ * acceptor spent its time starting and ending handshake threads for
+ * strangers, and a real source's connection waited in the listen queue
+ * behind them (seen in the ASan build: a channel unanswered for 10 s).
+ */
+#define QUIET_MAX 256
+
+/* The acceptor's poll set: the listening socket, then the quiet connections, oldest first. */
+struct quiet_set {
+	struct pollfd pfd[1 + QUIET_MAX];
+	uint64_t t0[1 + QUIET_MAX];
+	int n; /* quiet connections, in pfd[1..n] */
+};
+
+static void quiet_remove(struct quiet_set *q, int k)
+{
+	memmove(&q->pfd[k], &q->pfd[k + 1], (size_t)(q->n - k) * sizeof(q->pfd[0]));
+	memmove(&q->t0[k], &q->t0[k + 1], (size_t)(q->n - k) * sizeof(q->t0[0]));
+	q->n--;
+}
+
+/*
+ * How many bytes the first message of a connection needs, from what it
+ * sent so far (hdr, n bytes): a TLS record (5-byte header) or a frame
+ * (24-byte header); 0 when it is neither (its handshake thread refuses it
+ * at once), and the header's size while that is incomplete.
+ */
+static size_t first_message_len(const struct mig_dest *d, const uint8_t *hdr, size_t n)
+{
+	if (d->tls) {
+		if (n < 5)
+			return 5;
+		return hdr[0] == 0x16 ? 5 + ((size_t)hdr[3] << 8 | hdr[4]) : 0;
+	}
+	struct mig_frame_hdr h;
+	if (n < sizeof(h))
+		return sizeof(h);
+	memcpy(&h, hdr, sizeof(h));
+	if (h.magic != MIG_MAGIC || h.len > MIG_HANDSHAKE_FRAME_LIMIT)
+		return 0;
+	return sizeof(h) + h.len;
+}
+
+/*
+ * Whether a quiet connection that poll() flagged has sent its whole first
+ * message (a TLS ClientHello record, or a HELLO frame; a real source sends
+ * it at once): 1, its receive low-water mark back at 1 for its handshake.
+ * 0 when it hung up or was reset first (closed here: no thread for it);
+ * -1 when it must wait on: poll() wakes it only once the rest has come
+ * (SO_RCVLOWAT), so that a stranger who sends a byte and stalls costs a
+ * descriptor here, never a thread or a handshake slot.
+ */
+static int quiet_spoke(const struct mig_dest *d, struct pollfd *p)
+{
+	uint8_t hdr[sizeof(struct mig_frame_hdr)];
+	int avail = 0, one = 1;
+	ssize_t r = recv(p->fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return -1;
+	if (r <= 0)
+		return 0;
+	size_t need = first_message_len(d, hdr, (size_t)r);
+	if (ioctl(p->fd, FIONREAD, &avail) < 0)
+		return 0;
+	if (!need || (size_t)avail >= need) {
+		setsockopt(p->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+		return 1;
+	}
+	if (p->revents & (POLLRDHUP | POLLHUP | POLLERR))
+		return 0; /* it will never complete */
+	int lowat = (int)need;
+	setsockopt(p->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+	return -1;
+}
+
+/* Quiet connections that spoke to handshake threads; those that hung up, or expired, closed. */
+static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
+{
+	uint64_t now = mig_now_ns();
+	for (int k = 1; k <= q->n;) {
+		int fd = q->pfd[k].fd;
+		uint64_t t0 = q->t0[k];
+		int spoke = q->pfd[k].revents ? quiet_spoke(d, &q->pfd[k]) : -1;
+		if (spoke >= 0) {
+			quiet_remove(q, k);
+			if (spoke)
+				start_handshake(d, fd, t0);
+			else
+				close(fd);
+		} else if (now - t0 > HANDSHAKE_MS * 1000000ull) {
+			quiet_remove(q, k);
+			close(fd);
+		} else {
+			k++;
+		}
+	}
+}
+
+/*
+ * Accept what the listen queue holds, ACCEPT_BATCH at a time, into the
+ * quiet set; nothing while the handshake threads are at their cap
+ * (the connections wait in the listen queue, not as descriptors here: the
+ * quiet set then holds only silent ones, and what one batch brought).
+ */
+#define ACCEPT_BATCH 16
+
+static void quiet_accept(struct mig_dest *d, struct quiet_set *q)
+{
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	int full = d->handshakes >= MAX_HANDSHAKE_THREADS;
+	mig_unlock(&d->lock);
+	for (int k = 0; !full && k < ACCEPT_BATCH; k++) {
+		struct pollfd l = { .fd = d->lfd, .events = POLLIN };
+		if (poll(&l, 1, 0) <= 0)
+			return;
+		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (q->n == QUIET_MAX) {
+			close(q->pfd[1].fd); /* the oldest: silent all this time */
+			quiet_remove(q, 1);
+		}
+		q->n++;
+		q->pfd[q->n] = (struct pollfd){ .fd = fd, .events = POLLIN | POLLRDHUP };
+		q->t0[q->n] = mig_now_ns();
+	}
+}
+
 static void *acceptor_thread(void *arg)
 {
 	struct mig_dest *d = arg;
+	struct quiet_set set = { .n = 0 }, *q = &set;
 	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
-		struct pollfd pfd = { .fd = d->lfd, .events = POLLIN };
-		if (poll(&pfd, 1, 100) <= 0)
+		q->pfd[0] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
+		if (poll(q->pfd, (nfds_t)(1 + q->n), 100) < 0)
 			continue;
-		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd >= 0)
-			start_handshake(d, fd);
+		quiet_poll(d, q);
+		if (q->pfd[0].revents)
+			quiet_accept(d, q);
 	}
+	for (int k = 1; k <= q->n; k++)
+		close(q->pfd[k].fd);
 	return NULL;
 }
 
 /* Start accepting connections (the acceptor thread); 0, or -errno with err. */
 int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen)
 {
-	for (int k = 0; k < MAX_HANDSHAKES; k++)
+	for (int k = 0; k < FRESH_SLOTS + PROVEN_SLOTS; k++)
 		d->hs[k].fd = -1;
 	if (pthread_create(&d->acceptor, NULL, acceptor_thread, d)) {
 		snprintf(err, errlen, "cannot start the acceptor thread");
@@ -420,22 +698,66 @@ int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* Every claim dropped, their channels into drop[DEST_MAX_CLAIMS][...] (under d->lock). */
+static void drop_claims(struct mig_dest *d, struct mig_conn **drop)
+{
+	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
+		if (d->claims[k].claimed_ns)
+			drop_claim(&d->claims[k], drop + k * (MIG_MAX_CHANNELS + 1));
+}
+
+#define DROP_ALL ((DEST_MAX_CLAIMS + 1) * (MIG_MAX_CHANNELS + 1))
+
 /* Stop accepting; end the handshakes in progress and wait for them. */
 void dest_stop_accepting(struct mig_dest *d)
 {
+	struct mig_conn *drop[DROP_ALL] = { NULL };
 	if (d->acceptor_on)
 		pthread_join(d->acceptor, NULL);
 	d->acceptor_on = 0;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	for (int k = 0; k < MAX_HANDSHAKES; k++)
+	for (int k = 0; k < FRESH_SLOTS + PROVEN_SLOTS; k++)
 		if (d->hs[k].fd >= 0)
 			shutdown(d->hs[k].fd, SHUT_RDWR);
 	while (d->handshakes)
 		pthread_cond_wait(&d->cond, &d->lock);
-	struct mig_conn *drop[MIG_MAX_CHANNELS + 1];
-	take_pending(d, drop);
-	dest_free_conns(drop, MIG_MAX_CHANNELS + 1);
+	drop_claims(d, drop);
+	take_pending(&d->pend, drop + DEST_MAX_CLAIMS * (MIG_MAX_CHANNELS + 1));
 	mig_unlock(&d->lock);
+	dest_free_conns(drop, DROP_ALL);
+}
+
+/*
+ * A complete set of channels (under d->lock): the session's, or before it
+ * is fixed any claim's (its claim in *from).  NULL when there is none.
+ */
+static struct dest_pending *complete_set(struct mig_dest *d, struct dest_claim **from)
+{
+	*from = NULL;
+	if (d->session_fixed)
+		return pending_complete(&d->pend) ? &d->pend : NULL;
+	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
+		if (d->claims[k].claimed_ns && pending_complete(&d->claims[k].pend)) {
+			*from = &d->claims[k];
+			return &d->claims[k].pend;
+		}
+	return NULL;
+}
+
+/*
+ * The first pair fixes its claim's session (under d->lock): its secret and
+ * features are the session's; every other claim is dropped, its channels
+ * into drop (DROP_ALL).
+ */
+static void fix_session(struct mig_dest *d, struct dest_claim *k, struct mig_conn **drop)
+{
+	d->session = k->session;
+	d->session_gen = k->gen;
+	d->features = k->features;
+	memcpy(d->secret, k->secret, sizeof(d->secret));
+	d->session_fixed = 1;
+	d->pend = (struct dest_pending){ 0 };
+	drop_claims(d, drop);
 }
 
 /*
@@ -447,9 +769,12 @@ void dest_stop_accepting(struct mig_dest *d)
 int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
 		     struct mig_conn **bulk, unsigned *nr_bulk, char *err, size_t errlen)
 {
+	struct mig_conn *drop[DROP_ALL] = { NULL };
+	struct dest_claim *from;
+	struct dest_pending *p;
 	int r = 0;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (!dest_pending_complete(d) && !d->stop && !d->failed) {
+	while (!(p = complete_set(d, &from)) && !d->stop && !d->failed) {
 		if (!deadline) {
 			pthread_cond_wait(&d->cond, &d->lock);
 			continue;
@@ -458,14 +783,15 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 		if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) == ETIMEDOUT)
 			break;
 	}
-	if (dest_pending_complete(d)) {
+	if (p) {
 		struct mig_conn *all[MIG_MAX_CHANNELS + 1];
-		*nr_bulk = d->pend_nr_bulk;
-		take_pending(d, all);
+		*nr_bulk = p->nr_bulk;
+		take_pending(p, all);
 		*urg = all[0];
 		for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
 			bulk[k] = all[k + 1];
-		d->session_fixed = 1;
+		if (from)
+			fix_session(d, from, drop);
 	} else if (d->failed) {
 		snprintf(err, errlen, "%s", d->why);
 		r = -ECANCELED;
@@ -475,5 +801,6 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 		r = d->stop ? -ECANCELED : -ETIMEDOUT;
 	}
 	mig_unlock(&d->lock);
+	dest_free_conns(drop, DROP_ALL);
 	return r;
 }

@@ -27,7 +27,7 @@
  * left held, never the other way; the ranks of lock-rank.h):
  *
  *   d->loop_lock (the urgent channel while the fault thread reads it)
- *     -> d->lock (flags, why, session, handshake slots, pending channels;
+ *     -> d->lock (flags, why, session, claims, handshake slots, pending channels;
  *                 cond; a failure reported from a frame the loop read)
  *       -> a pending connection's TLS lock (closing it, tls.c)
  *     -> d->req_lock (which connections are live: urg, bulk[], link_ok)
@@ -58,12 +58,36 @@
 #include "stamps.h"
 #include "vmm/ram.h"
 
-#define MAX_HANDSHAKES_ 32 /* see MAX_HANDSHAKES (dest-accept.c) */
+/* Handshake slots and session claims: see dest-accept.c. */
+#define DEST_FRESH_SLOTS  32
+#define DEST_PROVEN_SLOTS 16
+#define DEST_MAX_CLAIMS	  8
 
 struct hs_slot {
 	int fd;	      /* -1: free */
 	uint64_t gen; /* which handshake holds it */
 	uint64_t t0;  /* when it was accepted */
+};
+
+/*
+ * The authenticated channels of one session's connection attempt, pending
+ * until the urgent channel and all nr_bulk bulk channels are there.
+ */
+struct dest_pending {
+	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS]; /* bulk[k]: bulk channel k */
+	uint32_t attempt; /* the source's connection attempt they belong to */
+	unsigned nr_bulk; /* its HELLO.nr_bulk (0: no channel pending) */
+};
+
+/*
+ * A session claimed by an urgent HELLO and not fixed yet (no pair taken):
+ * its own secret and pending channels.  Free when claimed_ns is 0.
+ */
+struct dest_claim {
+	uint64_t session, claimed_ns, gen;
+	uint32_t features;
+	uint8_t secret[MIG_SECRET_LEN];
+	struct dest_pending pend;
 };
 
 /*
@@ -145,20 +169,21 @@ struct mig_dest {
 	struct mig_link_watch watch; /* link.h, dest-watch.c */
 
 	/*
-	 * The session and its secret; connections being authenticated; an
-	 * authenticated pair not yet taken.  All under lock (cond signals).
+	 * Until a pair was taken, the sessions claimed (each its secret and
+	 * pending channels); then the session, its secret (session_gen: the
+	 * claim it was), the pending channels of its reconnections.
+	 * Connections being authenticated: hs[] (DEST_FRESH_SLOTS, then
+	 * DEST_PROVEN_SLOTS).  All under lock (cond signals).
 	 */
-	int session_set, session_fixed; /* claimed; fixed once a pair was taken */
-	uint64_t session_claimed_ns;
+	struct dest_claim claims[DEST_MAX_CLAIMS];
+	int session_fixed;
+	uint64_t session_gen, claim_gen;
 	uint8_t secret[MIG_SECRET_LEN];
+	struct dest_pending pend;
 	pthread_t acceptor;
 	int acceptor_on, handshakes; /* handshake threads running */
-	struct hs_slot hs[MAX_HANDSHAKES_];
+	struct hs_slot hs[DEST_FRESH_SLOTS + DEST_PROVEN_SLOTS];
 	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
-	struct mig_conn *pend_urg, *pend_bulk;
-	struct mig_conn *pend_more[MIG_MAX_CHANNELS - 1]; /* bulk channels 1.. */
-	uint32_t pend_attempt; /* the source's connection attempt they belong to */
-	unsigned pend_nr_bulk; /* its HELLO.nr_bulk (0: no channel pending) */
 
 	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
 	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */

@@ -74,6 +74,18 @@ static void addr_str(const struct sockaddr_in *sa, char *buf, size_t len)
 	snprintf(buf, len, "%s:%u", ip, ntohs(sa->sin_port));
 }
 
+/*
+ * The listen backlog.  Under a storm of strangers' connections a full
+ * accept queue drops the real source's SYN, and its kernel retries only
+ * after a second (TCP's initial RTO), then 3 s, 7 s: a recovery's whole
+ * deadline.  The queue must rather hold a burst while the acceptor is
+ * busy: the acceptor takes several thousand connections a second, so
+ * 1024 queued wait well under the source's connect timeout, where 8 (the
+ * old value) overflowed within 2 ms of a storm.  The kernel caps it at
+ * net.core.somaxconn (4096 by default).
+ */
+#define MIG_LISTEN_BACKLOG 1024
+
 int mig_listen(const struct sockaddr_in *sa, char *err, size_t errlen)
 {
 	char a[64];
@@ -85,7 +97,8 @@ int mig_listen(const struct sockaddr_in *sa, char *err, size_t errlen)
 	}
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 || listen(fd, 8) < 0) {
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 ||
+	    listen(fd, MIG_LISTEN_BACKLOG) < 0) {
 		int e = errno;
 		snprintf(err, errlen, "cannot listen on %s: %s", a, strerror(e));
 		close(fd);

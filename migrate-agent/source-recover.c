@@ -11,13 +11,15 @@
 #include "source.h"
 
 /*
- * Wait for RESUME on a reconnected pair, within idle_ms (heartbeats do not
- * extend it): 0 with *h and *p, -ETIMEDOUT or another -errno with err.
+ * Wait for RESUME on a reconnected pair, within idle_ms and by the
+ * recovery's deadline (heartbeats extend neither): 0 with *h and *p,
+ * -ETIMEDOUT or another -errno with err.
  */
-static int await_resume(struct src *s, struct mig_frame_hdr *h, const uint8_t **p, char *err,
-			size_t errlen)
+static int await_resume(struct src *s, uint64_t deadline, struct mig_frame_hdr *h,
+			const uint8_t **p, char *err, size_t errlen)
 {
-	mig_conn_set_deadline(&s->urg, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
+	uint64_t by = mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
+	mig_conn_set_deadline(&s->urg, by < deadline ? by : deadline);
 	int r = mig_conn_recv(&s->urg, h, p, err, errlen);
 	mig_conn_set_deadline(&s->urg, 0);
 	if (r == -ETIMEDOUT)
@@ -43,7 +45,7 @@ static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_fra
 		if (r)
 			return r;
 		src_set_link_up(s, 1);
-		r = await_resume(s, h, p, err, errlen);
+		r = await_resume(s, deadline, h, p, err, errlen);
 		if (!r)
 			return 0;
 		src_set_link_up(s, 0);

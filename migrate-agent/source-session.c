@@ -87,93 +87,137 @@ static int permanent_refusal(int r)
 	return r == -ECONNREFUSED || r == -EPROTO || r == -EPROTONOSUPPORT || r == -EACCES;
 }
 
-/* One channel: TLS first when asked for, then HELLO and AUTH. */
-static int open_channel(struct src *s, struct mig_conn *c, int channel, unsigned index, int recover,
-			char *err, size_t errlen)
+/* Milliseconds from now to deadline (monotonic ns), at most cap, at least 1. */
+static int ms_left(uint64_t deadline, int cap)
 {
-	char why[200];
-	int r = mig_tls_secure(s->tls, c, s->o->idle_ms, why, sizeof(why));
-	if (r) {
-		snprintf(err, errlen, "%s channel: %s", c->name, why);
-		return r;
-	}
-	/*
-	 * A destination that accepts but never answers is silent, not slow:
-	 * one deadline for HELLO and AUTH, however the bytes trickle in, and
-	 * frames no longer than a handshake's until AUTH completed.
-	 */
-	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
-	mig_conn_set_deadline(c, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
-	r = hello(s, c, channel, index, recover, err, errlen);
-	mig_conn_set_deadline(c, 0);
-	c->wire.frame_limit = 0;
-	return r;
+	uint64_t now = mig_now_ns();
+	uint64_t ms = deadline > now ? (deadline - now) / 1000000 : 0;
+	return ms < 1 ? 1 : ms > (uint64_t)cap ? cap : (int)ms;
 }
 
-/* Connect the urgent channel and every bulk channel: 0, or -errno with err. */
-static int connect_all(struct src *s, char *err, size_t errlen)
+/*
+ * The TCP connection of one channel.  Its connect may wait for a SYN
+ * retransmitted after 1 s (a destination's listen queue overflowing under
+ * a storm drops SYNs), so up to CONNECT_MS, within the attempt's deadline.
+ */
+#define CONNECT_MS 3000
+
+static int connect_channel(struct src *s, struct mig_conn *c, const char *name, int bulk,
+			   uint64_t deadline, char *err, size_t errlen)
 {
-	int fd = mig_connect(&s->sa, 1000, err, errlen);
-	if (fd < 0)
+	int fd = mig_connect(&s->sa, ms_left(deadline, CONNECT_MS), err, errlen);
+	if (fd < 0) {
+		memset(c, 0, sizeof(*c));
+		c->fd = -1; /* nothing to close */
 		return fd;
-	mig_conn_init(&s->urg, fd, "urgent", MIG_ROLE_DEST, s->features);
-	s->urg.wire.ram_size = s->vm->ram_size;
-	for (unsigned k = 0; k < s->nr_bulk; k++) {
-		fd = mig_connect(&s->sa, 1000, err, errlen);
-		if (fd < 0) {
-			mig_conn_close(&s->urg);
-			src_close_bulk(s);
-			return fd;
-		}
-		struct mig_conn *c = src_bulk(s, k);
-		mig_conn_init(c, fd, mig_bulk_name(k), MIG_ROLE_DEST, s->features);
+	}
+	if (mig_conn_init(c, fd, name, MIG_ROLE_DEST, s->features)) {
+		mig_conn_close(c);
+		snprintf(err, errlen, "%s channel: out of memory", name);
+		return -ENOMEM;
+	}
+	c->wire.ram_size = s->vm->ram_size;
+	if (bulk) {
 		/*
 		 * A short bulk queue: a demand fault on a page already pushed
 		 * waits for whatever is queued before it (1 MiB ~ 1 ms here).
 		 */
 		int sb = BULK_SNDBUF;
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
-		c->wire.ram_size = s->vm->ram_size;
 	}
 	return 0;
 }
 
-/* TLS, HELLO and AUTH on every channel of the attempt, the urgent one first. */
-static int open_all(struct src *s, int recover, char *err, size_t errlen)
+/*
+ * One channel: connected only now (a connection that waited, silent, for
+ * the others' handshakes looked like a stranger's to the destination, and
+ * was evicted under a storm), then TLS when asked for, then HELLO and
+ * AUTH, all within idle_ms and by deadline.  A destination that accepts but
+ * never answers is silent, not slow: frames no longer than a handshake's
+ * until AUTH completed.
+ */
+static int open_channel(struct src *s, struct mig_conn *c, int channel, unsigned index, int recover,
+			uint64_t deadline, int *reached, char *err, size_t errlen)
 {
-	int r = open_channel(s, &s->urg, MIG_CHAN_URGENT, 0, recover, err, errlen);
-	for (unsigned k = 0; !r && k < s->nr_bulk; k++)
-		r = open_channel(s, src_bulk(s, k), MIG_CHAN_BULK, k, recover, err, errlen);
+	const char *name = channel == MIG_CHAN_URGENT ? "urgent" : mig_bulk_name(index);
+	char why[200];
+	uint64_t idle = mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
+	if (idle < deadline)
+		deadline = idle; /* a stalled channel is given up, and the attempt tried again */
+	int r = connect_channel(s, c, name, channel != MIG_CHAN_URGENT, deadline, err, errlen);
+	*reached = !r;
 	if (r)
 		return r;
+	r = mig_tls_secure(s->tls, c, ms_left(deadline, INT32_MAX), why, sizeof(why));
+	if (r) {
+		snprintf(err, errlen, "%s channel: %s", c->name, why);
+		return r;
+	}
+	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
+	mig_conn_set_deadline(c, deadline);
+	r = hello(s, c, channel, index, recover, err, errlen);
+	mig_conn_set_deadline(c, 0);
+	c->wire.frame_limit = 0;
+	return r;
+}
+
+/*
+ * Every channel of one attempt, the urgent one first, by deadline: 0, or
+ * -errno with err and every channel closed (*reached: the failed channel's
+ * TCP connection was made; a refused connect is no peer's refusal).  Before the first pair the
+ * urgent channel always asks for the secret afresh (the destination gives
+ * a new one to a new attempt): a first connection that lost its AUTH
+ * SECRET, or whose bulk channels failed, is tried again, not refused.
+ */
+static int open_all(struct src *s, int recover, uint64_t deadline, int *reached, char *err,
+		    size_t errlen)
+{
+	if (!recover) {
+		mig_auth_wipe(s->secret, sizeof(s->secret));
+		s->have_secret = 0;
+	}
+	int r =
+	    open_channel(s, &s->urg, MIG_CHAN_URGENT, 0, recover, deadline, reached, err, errlen);
+	unsigned k;
+	for (k = 0; !r && k < s->nr_bulk; k++)
+		r = open_channel(s, src_bulk(s, k), MIG_CHAN_BULK, k, recover, deadline, reached,
+				 err, errlen);
+	if (r) {
+		mig_conn_close(&s->urg);
+		for (unsigned j = 0; j < k; j++) /* the ones connected (the failed one too) */
+			mig_conn_close(src_bulk(s, j));
+		return r;
+	}
 	mig_conn_set_liveness(&s->urg, s->o->idle_ms);
-	for (unsigned k = 0; k < s->nr_bulk; k++)
+	for (k = 0; k < s->nr_bulk; k++)
 		mig_conn_set_liveness(src_bulk(s, k), s->o->idle_ms);
 	return 0;
 }
 
-/* Connect every channel (wire.h, Channels), retrying until deadline (monotonic ns). */
+/*
+ * Connect every channel (wire.h, Channels), retrying until deadline
+ * (monotonic ns): one deadline for everything, whatever the number of
+ * channels; a channel's handshake also ends idle_ms after it began (a
+ * destination that stalls one attempt gets another).
+ */
 int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
 {
 	for (;;) {
 		s->attempt++; /* every channel of this attempt carries it */
-		if (!connect_all(s, err, errlen)) {
-			int r = open_all(s, recover, err, errlen);
-			if (!r)
-				return 0;
-			mig_conn_close(&s->urg);
-			src_close_bulk(s);
-			/*
-			 * While recovering, whoever answers at the address may be an
-			 * impostor, or a stranger's connection may have taken the
-			 * slot: only the deadline ends the tries.
-			 */
-			if (!recover && permanent_refusal(r))
-				return r;
-			if (recover)
-				pr_mig("reconnection refused (%s); trying again\n", err);
-		}
-		if (mig_now_ns() > deadline)
+		int reached = 0;
+		int r = open_all(s, recover, deadline, &reached, err, errlen);
+		if (!r)
+			return 0;
+		/*
+		 * While recovering, whoever answers at the address may be an
+		 * impostor, or a stranger's connection may have taken the
+		 * slot: only the deadline ends the tries.
+		 */
+		if (!recover && reached && permanent_refusal(r))
+			return r;
+		if (recover && reached)
+			pr_mig("reconnection refused (%s); trying again\n", err);
+		if (mig_now_ns() + 100 * 1000000ull > deadline)
 			return -ETIMEDOUT;
 		if (!recover && s->vm->stopped && s->vm->stopped(s->vm->ctx)) {
 			snprintf(err, errlen, "the VM stopped before a destination answered");

@@ -67,9 +67,9 @@ refused bulk-count "HELLO with 9 bulk channels"
 refused old-hello "protocol version 3, this side speaks 4"
 refused count-mismatch "3 bulk channels, its attempt's others said 2"
 refused big-frame "frame of 16777216 bytes before the handshake completed"
-# A stranger who speaks the protocol claims the session (plain TCP: it gets
-# the secret) and stalls: the real source, told BUSY, tries again and gets
-# in once the claim, which made no pair, goes stale (3 s).
+# A stranger who speaks the protocol claims a session (plain TCP: it gets
+# the secret) and stalls: a claim is not a lock, the real source claims its
+# own beside it and completes (migrate-storm.sh: a stranger who re-claims).
 start_memtest_dest claim --metrics "$work/claim-d.json"
 "$BIN/mig-evil" claim-stall "tcp:127.0.0.1:$dport" --mem 4 2> "$work/claim-e.err" &
 pids+=($!)
@@ -79,9 +79,8 @@ timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$w
 	{ cat "$work/claim-s.err" "$work/claim-d.err" >&2; fail "claim: the real source was kept out"; }
 wait_status "$dpid" "claim: the destination"
 [ $? = 0 ] && grep -q "checksum ok" "$work/claim-d.err" || { cat "$work/claim-d.err" >&2; fail "claim: destination failed"; }
-grep -q "refused a connection: busy" "$work/claim-d.err" || fail "claim: the source was never told BUSY"
 check_exactly_once "$work/claim-d.json"
-echo "claim: a stalled stranger's claim gave way; the real source completed"
+echo "claim: a stalled stranger's claim held nothing; the real source completed"
 
 expect bad-layout "LAYOUT regions cover"
 expect truncated "truncated PAGE frame"
