@@ -126,7 +126,8 @@ int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t 
 			/* poll() ends with EINTR when the process was stopped and continued. */
 			do {
 				now = mig_now_ns();
-				n = poll(&pfd, 1, now < end ? (int)((end - now + 999999) / 1000000) : 0);
+				n = poll(&pfd, 1,
+					 now < end ? (int)((end - now + 999999) / 1000000) : 0);
 			} while (n < 0 && errno == EINTR);
 			socklen_t sl = sizeof(e);
 			if (n == 0)
