@@ -39,6 +39,10 @@ run_case() { # name agent-options [proxy-cut-bytes]
 	check_dest "$name" "$ref" "$work/$name-d.err" "$work/$name-d.json"
 	check_json "$work/$name-agent.json" '.role == "source" and .dest_pages_received == .pages and .duplicate_pages == 0' \
 		"$name: the CLI's summary"
+	# Why a link recovered, in a case with a proxy or not (a recovery with
+	# nothing breaking the link is a defect the counters alone hide).
+	grep -h "broken\|unanswered\|heartbeats" "$work/$name-s.err" "$work/$name-d.err" \
+		"$work/$name-agent.err" | sed "s/^/$name: /"
 	echo "$name: checksum equal; $(jq -c '{downtime_us, precopy_rounds, pages_precopy, pages_precopy_resent, pages_demand, pages_pushed, pages_zstd, recoveries, p50: .fault_latency_us.p50, p99: .fault_latency_us.p99}' "$work/$name-agent.json")"
 }
 

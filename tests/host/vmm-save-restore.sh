@@ -30,7 +30,8 @@ grep -q "guest: done .*checksum=$ref" "$tmp/r.out" || fail "serial 'done' line m
 echo "ok: save, restore, save, restore: checksum $got equals the uninterrupted run"
 
 # The first snapshot, restored directly, gives the same result too.
-"$BIN/vmm" restore "$tmp/snap1" > "$tmp/r1.out" 2> "$tmp/r1.err" || fail "restore of snap1 failed"
+"$BIN/vmm" restore "$tmp/snap1" > "$tmp/r1.out" 2> "$tmp/r1.err" ||
+	{ cat "$tmp/r1.err" >&2; fail "restore of snap1 failed"; }
 [ "$(port_sum "$tmp/r1.err")" = "$ref" ] || fail "snap1 restore checksum differs"
 echo "ok: restore of the first snapshot: same checksum"
 
