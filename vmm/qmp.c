@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The QMP server (vmm/include/vmm/qmp.h): the socket, one thread per
- * client, JSON in through json-c's incremental tokener (a request may
- * arrive in pieces, or several in one read), JSON out through json-c (every
- * string a peer gave is escaped on the way back).
+ * client; input cut into messages as QEMU cuts it (vmm/qmp-frame.c: a
+ * request may arrive in pieces, or several in one read, and a bad one is
+ * answered without losing the stream), each parsed by json-c; JSON out
+ * through json-c (every string a peer gave is escaped on the way back).
  *
  * Output: every reply and event goes into the client's own queue, bounded
  * (QMP_QUEUE_MAX); only the client's thread writes its socket, never
@@ -38,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/qmp-frame.h"
 #include "vmm/qmp.h"
 
 #ifndef BUILD_VERSION
@@ -341,51 +343,65 @@ static void serve_request(struct qmp_client *c, struct json_object *req)
 	client_send(c, out);
 }
 
+/* A client's input: the message being cut, and the parser of whole ones. */
+struct qmp_input {
+	struct json_tokener *tok;
+	struct qmp_frame frame;
+};
+
 /*
- * Feed n bytes to the tokener, serving each complete request.  0 to go on;
- * -1 to end the connection after a malformed or over-long request (it is
- * answered first: nothing after it can be trusted to line up).
+ * A whole message (text NUL-terminated): parsed, served.  A syntax error
+ * is answered as QEMU answers it ("JSON parse error, ..."; no id: it
+ * could not be read), and the stream goes on after it.
  */
-static int feed(struct qmp_client *c, struct json_tokener *tok, const char *buf, size_t n,
-		size_t *pending)
+static void serve_message(struct qmp_client *c, struct qmp_input *in)
+{
+	struct qmp_frame *f = &in->frame;
+	struct json_object *req;
+	enum json_tokener_error e;
+	char desc[160];
+
+	json_tokener_reset(in->tok);
+	/* len + 1: the NUL says the input ends there (a number at the end is whole) */
+	req = json_tokener_parse_ex(in->tok, f->text, (int)f->len + 1);
+	e = json_tokener_get_error(in->tok);
+	if (e == json_tokener_success && json_tokener_get_parse_end(in->tok) >= f->len) {
+		serve_request(c, req);
+	} else {
+		snprintf(desc, sizeof(desc), "JSON parse error, %s",
+			 e == json_tokener_success ? "unexpected characters after a value"
+						   : json_tokener_error_desc(e));
+		client_send(c, error_object(QMP_ERROR_GENERIC, desc));
+	}
+	json_object_put(req);
+}
+
+/*
+ * Feed n bytes, serving each whole message.  0 to go on; -1 to end the
+ * connection after a request over QMP_MAX_REQUEST (answered first): its
+ * end cannot be found without keeping it, nor anything after it trusted.
+ */
+static int feed(struct qmp_client *c, struct qmp_input *in, const char *buf, size_t n)
 {
 	while (n) {
-		struct json_object *req;
-		enum json_tokener_error e;
-		size_t used;
+		unsigned char stray;
+		char desc[64];
 
-		if (memchr(buf, 0, n)) {
-			client_send(c, error_object(QMP_ERROR_GENERIC, "NUL byte in QMP input"));
-			return -1;
-		}
-		req = json_tokener_parse_ex(tok, buf, (int)n);
-		e = json_tokener_get_error(tok);
-		used = json_tokener_get_parse_end(tok);
-		if (e == json_tokener_continue) {
-			*pending += n;
-			if (*pending > QMP_MAX_REQUEST) {
-				client_send(c, error_object(QMP_ERROR_GENERIC,
-							    "QMP request over 65536 bytes"));
-				return -1;
-			}
+		switch (qmp_frame_feed(&in->frame, &buf, &n, &stray)) {
+		case QMP_FRAME_MORE:
 			return 0;
-		}
-		if (e != json_tokener_success) {
-			char desc[160];
-			snprintf(desc, sizeof(desc), "JSON parse error: %s",
-				 json_tokener_error_desc(e));
+		case QMP_FRAME_MESSAGE:
+			serve_message(c, in);
+			qmp_frame_reset(&in->frame);
+			break;
+		case QMP_FRAME_STRAY: /* QEMU's words for a lexical error */
+			snprintf(desc, sizeof(desc), "JSON parse error, stray '\\x%02x'", stray);
 			client_send(c, error_object(QMP_ERROR_GENERIC, desc));
+			break;
+		case QMP_FRAME_TOO_LONG:
+			client_send(
+			    c, error_object(QMP_ERROR_GENERIC, "QMP request over 65536 bytes"));
 			return -1;
-		}
-		*pending = 0;
-		json_tokener_reset(tok);
-		serve_request(c, req);
-		json_object_put(req);
-		buf += used;
-		n -= used;
-		while (n && (*buf == ' ' || *buf == '\n' || *buf == '\r' || *buf == '\t')) {
-			buf++;
-			n--;
 		}
 	}
 	return 0;
@@ -455,8 +471,7 @@ static int negotiate_timeout(struct qmp_client *c)
 }
 
 /* Read what the client sent and serve it: NULL to go on, or why the connection ends. */
-static const char *client_read(struct qmp_client *c, struct json_tokener *tok, size_t *pending,
-			       int *flush_ms)
+static const char *client_read(struct qmp_client *c, struct qmp_input *in, int *flush_ms)
 {
 	char buf[4096];
 	ssize_t k = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
@@ -467,7 +482,7 @@ static const char *client_read(struct qmp_client *c, struct json_tokener *tok, s
 		*flush_ms = k == 0 ? QMP_FLUSH_MS : 0;
 		return LEFT;
 	}
-	if (feed(c, tok, buf, (size_t)k, pending)) {
+	if (feed(c, in, buf, (size_t)k)) {
 		*flush_ms = QMP_FLUSH_MS;
 		return "closed after a request it could not use (answered)";
 	}
@@ -480,8 +495,7 @@ static const char *client_read(struct qmp_client *c, struct json_tokener *tok, s
  * NULL to go on, or why the connection ends (*flush_ms: how long its
  * queue may still take to go out).
  */
-static const char *client_step(struct qmp_client *c, struct json_tokener *tok, size_t *pending,
-			       int *flush_ms)
+static const char *client_step(struct qmp_client *c, struct qmp_input *in, int *flush_ms)
 {
 	struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN },
 			       { .fd = c->efd, .events = POLLIN } };
@@ -509,7 +523,7 @@ static const char *client_step(struct qmp_client *c, struct json_tokener *tok, s
 	if ((p[0].revents & POLLOUT) && send_some(c))
 		return LEFT;
 	if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
-		why = client_read(c, tok, pending, flush_ms);
+		why = client_read(c, in, flush_ms);
 	return why ? why : cut_reason(c);
 }
 
@@ -579,16 +593,24 @@ static void client_end(struct qmp_client *c, const char *why, int flush_ms)
 static void *client_thread(void *arg)
 {
 	struct qmp_client *c = arg;
-	struct json_tokener *tok = json_tokener_new();
-	const char *why = tok ? NULL : "cut: out of memory";
-	size_t pending = 0;
+	struct qmp_input *in = malloc(sizeof(*in));
+	const char *why = NULL;
 	int flush_ms = 0;
 
+	if (!in || !(in->tok = json_tokener_new()))
+		why = "cut: out of memory";
+	else
+		qmp_frame_reset(&in->frame);
+#ifdef JSON_TOKENER_VALIDATE_UTF8
+	if (!why) /* the QMP spec: input is UTF-8 */
+		json_tokener_set_flags(in->tok, JSON_TOKENER_VALIDATE_UTF8);
+#endif
 	greet(c);
 	while (!why)
-		why = client_step(c, tok, &pending, &flush_ms);
-	if (tok)
-		json_tokener_free(tok);
+		why = client_step(c, in, &flush_ms);
+	if (in && in->tok)
+		json_tokener_free(in->tok);
+	free(in);
 	client_end(c, why, flush_ms);
 	return NULL;
 }

@@ -6,8 +6,13 @@ qmp.py.
   qmp-server-check.py VMM-QMP-TEST WORKDIR CASE...
 
 Cases (each on a fresh server):
-  refused    a request the server cannot use is answered, then the
-             connection is closed at once (no other client connects)
+  refused    a request over 64 KiB is answered, then the connection is
+             closed at once (no other client connects)
+  parse      QMP spec: a JSON syntax error is answered (GenericError,
+             "JSON parse error, ...", no id) and the next request on the
+             same connection is served; a reset byte (a control character,
+             0xFF) drops an unfinished request, is answered, and the
+             stream goes on from the next byte
   idle       16 connections that never negotiate: the owner still gets in
              and is served; the oldest of them were closed, with a reason
   deadline   a connection that does not negotiate is closed after the
@@ -110,8 +115,7 @@ def lines(data):
 
 
 def case_refused(srv):
-    for what, bad in (("malformed JSON", b'{"execute": }\n'), ("a NUL byte", b'{"exec\x00'),
-                      ("a request over 64 KiB", b'{"execute": "' + b"x" * 70000)):
+    for what, bad in (("a request over 64 KiB", b'{"execute": "' + b"x" * 70000),):
         q = QMP(srv.path, timeout=GUARD)
         q.sock.sendall(bad)
         msgs = lines(q.buf + read_to_eof(q.sock))
@@ -120,6 +124,48 @@ def case_refused(srv):
         q.close()
     q = QMP(srv.path, timeout=GUARD)
     check(q.command("x-echo", a=1) == {"a": 1}, "a well-formed client is served after them")
+
+
+def parse_error(msg, what, stray=False):
+    err = msg.get("error", {})
+    check(err.get("class") == "GenericError" and "id" not in msg and
+          err.get("desc", "").startswith("JSON parse error, " + ("stray" if stray else "")),
+          f"{what}: answered {msg}")
+
+
+def case_parse(srv):
+    q = QMP(srv.path, timeout=GUARD)
+    q.sock.sendall(b'{"execute": }\n')
+    parse_error(q.read(), "a syntax error")
+    check(q.command("x-echo", a=1) == {"a": 1}, "the same connection is served next")
+    # Two requests in one write, the first bad: the second is not lost.
+    q.sock.sendall(b'{"execute": "x-echo", "arguments": {"a": [1,, 2]}}'
+                   b'{"execute": "x-echo", "arguments": {"b": "}{"}, "id": 7}\r\n')
+    parse_error(q.read(), "a bad request followed by a good one")
+    check(q.read() == {"return": {"b": "}{"}, "id": 7}, "the good one after it is served")
+    q.sock.sendall(b'] {"execute": "x-echo", "arguments": {"c": 3}, "id": 8}\n')
+    parse_error(q.read(), "a stray closing bracket")
+    check(q.read() == {"return": {"c": 3}, "id": 8}, "the request after it is served")
+    # QEMU's extension: 'single-quoted' strings; a request over several
+    # lines, in pieces.
+    q.sock.sendall(b"{'execute': 'x-echo', 'arguments': {'f': '}\\''}, 'id': 10}")
+    check(q.read() == {"return": {"f": "}'"}, "id": 10}, "single-quoted strings, as QEMU")
+    for piece in (b'{"execute":\n  "x-', b'echo", "argu', b'ments": {"g": [1,\n 2]}, "id": 11\n}\n'):
+        q.sock.sendall(piece)
+        time.sleep(0.05)
+    check(q.read() == {"return": {"g": [1, 2]}, "id": 11}, "a request in pieces over lines")
+    for name, byte in (("0xFF", b"\xff"), ("a control character (0x01)", b"\x01"),
+                       ("a NUL byte", b"\x00")):
+        # Unfinished: an open string in an open object, never closed.
+        q.sock.sendall(b'{"execute": "x-echo", "arguments": {"d": "never closed ' + byte)
+        parse_error(q.read(), f"an unfinished request then {name}", stray=True)
+        q.sock.sendall(b'{"execute": "x-echo", "arguments": {"e": 5}, "id": 9}\n')
+        check(q.read() == {"return": {"e": 5}, "id": 9}, f"{name} reset the parser: served next")
+    # Hostile but within 64 KiB: nested past json-c's depth limit.
+    q.sock.sendall(b"[" * 30000 + b"]" * 30000 + b"\n")
+    parse_error(q.read(), "30000 nested arrays")
+    check(q.command("x-echo", h=1) == {"h": 1}, "served after them")
+    check("closed after" not in srv.logtext(), "no connection was closed")
 
 
 def case_idle(srv):
@@ -199,7 +245,8 @@ def case_uid(srv):
 
 def main():
     prog, work = sys.argv[1:3]
-    cases = {"refused": case_refused, "idle": case_idle, "deadline": case_deadline,
+    cases = {"refused": case_refused, "parse": case_parse,
+             "idle": case_idle, "deadline": case_deadline,
              "slow": case_slow, "overflow": case_overflow, "uid": case_uid}
     for name in sys.argv[3:]:
         print(f"-- {name}")
