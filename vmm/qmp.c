@@ -18,10 +18,17 @@
  * oldest pending one.  So idle connections never keep the owner (whoever
  * the uid check lets in) from a place.
  *
- * Locking: q->lock guards the client table, each client's negotiated and
- * done, and the wake-up of its thread (its eventfd is closed only after
- * done is set under q->lock); a client's qlock guards its queue and cut.
- * Order: q->lock, then a qlock.  No socket is written under either.
+ * Negotiation: a client gets events only in QMP_COMMANDS, and enters it
+ * only after its thread has queued the {"return": {}} of qmp_capabilities
+ * (QMP_ADMITTED in between: its place is taken, no event yet).  Events
+ * are queued under q->lock to clients in QMP_COMMANDS only, so none can
+ * be ahead of that reply in its queue: QEMU's own clients take anything
+ * else first for a failed negotiation.
+ *
+ * Locking: q->lock guards the client table, each client's mode and done,
+ * and the wake-up of its thread (its eventfd is closed only after done is
+ * set under q->lock); a client's qlock guards its queue and cut.  Order:
+ * q->lock, then a qlock.  No socket is written under either.
  */
 #include <errno.h>
 #include <poll.h>
@@ -56,11 +63,19 @@ struct qmp_msg {
 	char text[];
 };
 
+/* Where a client is in QMP's negotiation (see the top of this file). */
+enum qmp_mode {
+	QMP_GREETED,  /* only qmp_capabilities runs; no events */
+	QMP_ADMITTED, /* qmp_capabilities accepted, its reply not queued yet */
+	QMP_COMMANDS, /* every command, and events */
+};
+
 struct qmp_client {
 	struct qmp_server *q;
 	int fd, efd; /* the socket (non-blocking); an eventfd that wakes the thread */
 	unsigned id; /* the n-th connection, for the log */
-	int negotiated, done;
+	enum qmp_mode mode;
+	int done;
 	uint64_t t_connect_ms;
 	pthread_t thread;
 	pthread_mutex_t qlock;
@@ -264,25 +279,25 @@ static struct json_object *command_list(struct qmp_server *q)
 
 /*
  * qmp_capabilities: the client takes one of the QMP_MAX_CLIENTS places of
- * negotiated clients, or is refused and cut.
+ * negotiated clients, or is refused and cut.  It enters QMP_COMMANDS
+ * (events) only once this reply is queued: serve_request().
  */
 static void negotiate(struct qmp_client *c, struct qmp_reply *reply)
 {
 	struct qmp_server *q = c->q;
 	int n = 0;
 
-	if (c->negotiated) {
-		qmp_fail(reply, "Capabilities negotiation is already complete, command ignored");
-		return;
-	}
 	pthread_mutex_lock(&q->lock);
 	for (int i = 0; i < QMP_SLOTS; i++)
-		n += q->clients[i] && !q->clients[i]->done && q->clients[i]->negotiated;
-	if (n >= QMP_MAX_CLIENTS) {
+		n += q->clients[i] && !q->clients[i]->done && q->clients[i]->mode != QMP_GREETED;
+	if (c->mode != QMP_GREETED) {
+		qmp_fail(reply, "Capabilities negotiation is already complete, command ignored");
+		reply->error_class = QMP_ERROR_NOCMD; /* as QEMU: it is not a command any more */
+	} else if (n >= QMP_MAX_CLIENTS) {
 		qmp_fail(reply, "too many QMP clients: %d have negotiated; closing", n);
 		cut_client(c, "cut: too many negotiated clients");
 	} else {
-		c->negotiated = 1;
+		c->mode = QMP_ADMITTED;
 	}
 	pthread_mutex_unlock(&q->lock);
 }
@@ -297,7 +312,7 @@ static void dispatch(struct qmp_client *c, const char *name, struct json_object 
 		negotiate(c, reply);
 		return;
 	}
-	if (!c->negotiated) {
+	if (c->mode == QMP_GREETED) {
 		qmp_fail(reply, "Expecting capabilities negotiation with 'qmp_capabilities'");
 		reply->error_class = QMP_ERROR_NOCMD;
 		return;
@@ -313,6 +328,14 @@ static void dispatch(struct qmp_client *c, const char *name, struct json_object 
 		return;
 	}
 	cmd->run(c->q->ctx, args, reply);
+}
+
+/* Events from now on: the reply that admitted the client is queued. */
+static void enter_command_mode(struct qmp_client *c)
+{
+	pthread_mutex_lock(&c->q->lock);
+	c->mode = QMP_COMMANDS;
+	pthread_mutex_unlock(&c->q->lock);
 }
 
 /* One parsed request: checked, run, its answer queued. */
@@ -341,6 +364,8 @@ static void serve_request(struct qmp_client *c, struct json_object *req)
 	if (json_object_is_type(req, json_type_object) && json_object_object_get_ex(req, "id", &id))
 		json_object_object_add(out, "id", json_object_get(id));
 	client_send(c, out);
+	if (c->mode == QMP_ADMITTED) /* only this thread changes it from there */
+		enter_command_mode(c);
 }
 
 /* A client's input: the message being cut, and the parser of whole ones. */
@@ -446,7 +471,7 @@ static int is_negotiated(struct qmp_client *c)
 	int n;
 
 	pthread_mutex_lock(&c->q->lock);
-	n = c->negotiated;
+	n = c->mode != QMP_GREETED;
 	pthread_mutex_unlock(&c->q->lock);
 	return n;
 }
@@ -666,7 +691,7 @@ static int free_slot(struct qmp_server *q)
 		struct qmp_client *c = q->clients[i];
 		if (!c) {
 			slot = slot < 0 ? i : slot;
-		} else if (!c->negotiated) {
+		} else if (c->mode == QMP_GREETED) {
 			pending++;
 			if (oldest < 0 || c->id < q->clients[oldest]->id)
 				oldest = i;
@@ -790,7 +815,7 @@ void qmp_event(struct qmp_server *q, const char *name, struct json_object *data)
 	for (int i = 0; i < QMP_SLOTS; i++) {
 		struct qmp_client *c = q->clients[i];
 
-		if (!c || c->done || !c->negotiated)
+		if (!c || c->done || c->mode != QMP_COMMANDS)
 			continue;
 		enqueue(c, new_msg(text, len));
 		wake(c);

@@ -13,6 +13,9 @@ Cases (each on a fresh server):
              same connection is served; a reset byte (a control character,
              0xFF) drops an unfinished request, is answered, and the
              stream goes on from the next byte
+  renegotiate  qmp_capabilities again: CommandNotFound with QEMU's text
+  race       while events are sent back to back, clients negotiate: the
+             first line after the greeting is always {"return": {}}
   idle       16 connections that never negotiate: the owner still gets in
              and is served; the oldest of them were closed, with a reason
   deadline   a connection that does not negotiate is closed after the
@@ -49,6 +52,11 @@ def check(cond, what):
     print(f"ok: {what}")
 
 
+def check_quiet(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL: {what}")
+
+
 class Server:
     def __init__(self, prog, work, name):
         self.path = os.path.join(work, name + ".sock")
@@ -78,6 +86,15 @@ class Server:
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         check(line.strip() == f"emitted {n}", f"the server sent {n} events")
+
+    def storm(self, start):
+        """Start or stop events sent back to back; at the stop, how many."""
+        self.proc.stdin.write("storm start\n" if start else "storm stop\n")
+        self.proc.stdin.flush()
+        if not start:
+            line = self.proc.stdout.readline().split()
+            check_quiet(line[:1] == ["storm"], f"the storm stopped: {line}")
+            return int(line[1])
 
     def logtext(self):
         with open(self.log) as f:
@@ -168,6 +185,43 @@ def case_parse(srv):
     check("closed after" not in srv.logtext(), "no connection was closed")
 
 
+def case_renegotiate(srv):
+    q = QMP(srv.path, timeout=GUARD)
+    r = q.execute("qmp_capabilities")
+    check(r.get("error") == {"class": "CommandNotFound",
+                             "desc": "Capabilities negotiation is already complete, command ignored"},
+          f"a second qmp_capabilities: {r}")
+    check(q.command("x-echo", a=1) == {"a": 1}, "the client is still served")
+
+
+def case_race(srv):
+    """Events are queued for a client from the moment it is negotiated; the
+    reply that negotiates it must be in its queue before that moment."""
+    srv.storm(True)
+    rounds, batch, seen_events = 400, 4, 0
+    for r in range(rounds):
+        socks = [raw(srv.path) for _ in range(batch)]
+        files = [s.makefile("rb") for s in socks]
+        for f in files:
+            check_quiet("QMP" in json.loads(f.readline()), "a greeting")
+        for i, s in enumerate(socks):
+            s.sendall(json.dumps({"execute": "qmp_capabilities", "id": [r, i]}).encode() + b"\n")
+        for i, f in enumerate(files):
+            first = json.loads(f.readline())
+            if first != {"return": {}, "id": [r, i]}:
+                srv.storm(False)
+                raise SystemExit(f"FAIL: round {r}: the first line after qmp_capabilities "
+                                 f"was {first}, not its reply")
+            seen_events += json.loads(f.readline()).get("event") == "X-STORM"
+        for f, s in zip(files, socks):
+            f.close()
+            s.close()
+    sent = srv.storm(False)
+    check(seen_events == rounds * batch,
+          f"{rounds * batch} clients negotiated while {sent} events were sent: the reply came "
+          "first every time, and an event right after it")
+
+
 def case_idle(srv):
     idle = [raw(srv.path) for _ in range(16)]
     q = QMP(srv.path, timeout=GUARD)
@@ -246,6 +300,7 @@ def case_uid(srv):
 def main():
     prog, work = sys.argv[1:3]
     cases = {"refused": case_refused, "parse": case_parse,
+             "renegotiate": case_renegotiate, "race": case_race,
              "idle": case_idle, "deadline": case_deadline,
              "slow": case_slow, "overflow": case_overflow, "uid": case_uid}
     for name in sys.argv[3:]:

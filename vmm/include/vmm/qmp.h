@@ -13,7 +13,9 @@
  * As QEMU:
  * - input that does not parse is answered ("JSON parse error, ...", no
  *   id) and the next message read (vmm/include/vmm/qmp-frame.h: how
- *   messages are cut, and the reset bytes).
+ *   messages are cut, and the reset bytes);
+ * - no event before the reply to qmp_capabilities, and a second
+ *   qmp_capabilities is CommandNotFound.
  *
  * Several clients at once (QMP_MAX_CLIENTS that negotiated, and
  * QMP_MAX_PENDING connections that have not yet), each on its own thread;
