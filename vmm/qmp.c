@@ -52,6 +52,9 @@
 #ifndef BUILD_VERSION
 #define BUILD_VERSION "unknown" /* the Makefile passes git describe */
 #endif
+#if !defined(VERSION_MAJOR) || !defined(VERSION_MINOR) || !defined(VERSION_MICRO)
+#error "the Makefile passes the numbers of the VERSION file"
+#endif
 
 #define QMP_QUEUE_MAX (1u << 20) /* bytes waiting for one client; over it, it is cut */
 #define QMP_FLUSH_MS  2000	 /* a leaving client's last replies may take this long */
@@ -234,47 +237,31 @@ static struct json_object *error_object(const char *class, const char *desc)
 	return o;
 }
 
-static void greet(struct qmp_client *c)
+/*
+ * The project's version in query-version's shape, which the greeting
+ * carries too (QMP spec): the numbers of the VERSION file and the build's
+ * git describe, both passed by the Makefile.
+ */
+static struct json_object *version_object(void)
 {
-	struct json_object *g = json_object_new_object(), *v = json_object_new_object();
-	struct json_object *qemu = json_object_new_object(), *qmp = json_object_new_object();
+	struct json_object *v = json_object_new_object(), *qemu = json_object_new_object();
 
-	json_object_object_add(qemu, "major", json_object_new_int(0));
-	json_object_object_add(qemu, "minor", json_object_new_int(0));
-	json_object_object_add(qemu, "micro", json_object_new_int(0));
+	json_object_object_add(qemu, "major", json_object_new_int(VERSION_MAJOR));
+	json_object_object_add(qemu, "minor", json_object_new_int(VERSION_MINOR));
+	json_object_object_add(qemu, "micro", json_object_new_int(VERSION_MICRO));
 	json_object_object_add(v, "qemu", qemu);
 	json_object_object_add(v, "package", json_object_new_string("postcopy-kvm " BUILD_VERSION));
-	json_object_object_add(qmp, "version", v);
+	return v;
+}
+
+static void greet(struct qmp_client *c)
+{
+	struct json_object *g = json_object_new_object(), *qmp = json_object_new_object();
+
+	json_object_object_add(qmp, "version", version_object());
 	json_object_object_add(qmp, "capabilities", json_object_new_array());
 	json_object_object_add(g, "QMP", qmp);
 	client_send(c, g);
-}
-
-static const struct qmp_command *find_command(struct qmp_server *q, const char *name)
-{
-	for (const struct qmp_command *cmd = q->cmds; cmd->name; cmd++)
-		if (!strcmp(cmd->name, name))
-			return cmd;
-	return NULL;
-}
-
-/* The names every client may ask for: query-commands. */
-static struct json_object *command_list(struct qmp_server *q)
-{
-	struct json_object *a = json_object_new_array();
-	static const char *const own[] = { "qmp_capabilities", "query-commands" };
-
-	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
-		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "name", json_object_new_string(own[i]));
-		json_object_array_add(a, o);
-	}
-	for (const struct qmp_command *cmd = q->cmds; cmd->name; cmd++) {
-		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "name", json_object_new_string(cmd->name));
-		json_object_array_add(a, o);
-	}
-	return a;
 }
 
 /*
@@ -282,11 +269,13 @@ static struct json_object *command_list(struct qmp_server *q)
  * negotiated clients, or is refused and cut.  It enters QMP_COMMANDS
  * (events) only once this reply is queued: serve_request().
  */
-static void negotiate(struct qmp_client *c, struct qmp_reply *reply)
+static void cmd_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
+	struct qmp_client *c = ctx;
 	struct qmp_server *q = c->q;
 	int n = 0;
 
+	(void)args;
 	pthread_mutex_lock(&q->lock);
 	for (int i = 0; i < QMP_SLOTS; i++)
 		n += q->clients[i] && !q->clients[i]->done && q->clients[i]->mode != QMP_GREETED;
@@ -302,32 +291,78 @@ static void negotiate(struct qmp_client *c, struct qmp_reply *reply)
 	pthread_mutex_unlock(&q->lock);
 }
 
+static void cmd_query_commands(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+static void cmd_query_version(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)ctx;
+	(void)args;
+	reply->ret = version_object();
+}
+
+/* The server's own commands; their ctx is the client. */
+static const struct qmp_command builtins[] = {
+	{ "qmp_capabilities", cmd_capabilities },
+	{ "query-commands", cmd_query_commands },
+	{ "query-version", cmd_query_version },
+	{ NULL, NULL },
+};
+
+/*
+ * The i-th command dispatched: the built-ins, then the table given to
+ * qmp_listen(); NULL past the end.  *own: a built-in.  The one list that
+ * both dispatch() and query-commands read.
+ */
+static const struct qmp_command *command_at(struct qmp_server *q, size_t i, int *own)
+{
+	size_t n = sizeof(builtins) / sizeof(builtins[0]) - 1;
+
+	*own = i < n;
+	if (i < n)
+		return &builtins[i];
+	for (const struct qmp_command *cmd = q->cmds; cmd->name; cmd++)
+		if (i-- == n)
+			return cmd;
+	return NULL;
+}
+
+static void cmd_query_commands(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct qmp_client *c = ctx;
+	struct json_object *a = json_object_new_array();
+	const struct qmp_command *cmd;
+	int own;
+
+	(void)args;
+	for (size_t i = 0; (cmd = command_at(c->q, i, &own)); i++) {
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "name", json_object_new_string(cmd->name));
+		json_object_array_add(a, o);
+	}
+	reply->ret = a;
+}
+
 /* Run one command for the client into reply. */
 static void dispatch(struct qmp_client *c, const char *name, struct json_object *args,
 		     struct qmp_reply *reply)
 {
 	const struct qmp_command *cmd;
+	int own = 0;
 
-	if (!strcmp(name, "qmp_capabilities")) {
-		negotiate(c, reply);
-		return;
-	}
-	if (c->mode == QMP_GREETED) {
+	if (c->mode == QMP_GREETED && strcmp(name, "qmp_capabilities")) {
 		qmp_fail(reply, "Expecting capabilities negotiation with 'qmp_capabilities'");
 		reply->error_class = QMP_ERROR_NOCMD;
 		return;
 	}
-	if (!strcmp(name, "query-commands")) {
-		reply->ret = command_list(c->q);
-		return;
-	}
-	cmd = find_command(c->q, name);
+	for (size_t i = 0; (cmd = command_at(c->q, i, &own)); i++)
+		if (!strcmp(cmd->name, name))
+			break;
 	if (!cmd) {
 		qmp_fail(reply, "The command %.64s has not been found", name);
 		reply->error_class = QMP_ERROR_NOCMD;
 		return;
 	}
-	cmd->run(c->q->ctx, args, reply);
+	cmd->run(own ? (void *)c : c->q->ctx, args, reply);
 }
 
 /* Events from now on: the reply that admitted the client is queued. */

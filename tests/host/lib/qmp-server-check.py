@@ -16,6 +16,10 @@ Cases (each on a fresh server):
   renegotiate  qmp_capabilities again: CommandNotFound with QEMU's text
   race       while events are sent back to back, clients negotiate: the
              first line after the greeting is always {"return": {}}
+  version    query-version in QEMU's shape, the numbers of the VERSION
+             file; the greeting's version is the same object
+  commands   query-commands lists exactly what is dispatched: each name
+             listed runs, a name not listed is CommandNotFound
   idle       16 connections that never negotiate: the owner still gets in
              and is served; the oldest of them were closed, with a reason
   deadline   a connection that does not negotiate is closed after the
@@ -59,6 +63,7 @@ def check_quiet(cond, what):
 
 class Server:
     def __init__(self, prog, work, name):
+        self.version_file = "VERSION"  # the tree's, where tests/run runs
         self.path = os.path.join(work, name + ".sock")
         self.log = os.path.join(work, name + ".err")
         self.proc = subprocess.Popen([prog, self.path], stdin=subprocess.PIPE,
@@ -222,6 +227,36 @@ def case_race(srv):
           "first every time, and an event right after it")
 
 
+def case_version(srv):
+    with open(srv.version_file) as f:
+        want = [int(x) for x in f.read().strip().split(".")]
+    s = raw(srv.path)
+    f = s.makefile("rb")
+    greeting = json.loads(f.readline())["QMP"]["version"]
+    s.close()
+    q = QMP(srv.path, timeout=GUARD)
+    r = q.execute("query-version")
+    check("return" in r, f"query-version answers: {r}")
+    v = r["return"]
+    check(str(v.get("package")).startswith("postcopy-kvm ") and
+          [v.get("qemu", {}).get(k) for k in ("major", "minor", "micro")] == want,
+          f"query-version {v}: VERSION's {'.'.join(map(str, want))}")
+    check(greeting == v, "the greeting's version is the same")
+
+
+def case_commands(srv):
+    q = QMP(srv.path, timeout=GUARD)
+    names = [c["name"] for c in q.command("query-commands")]
+    check(sorted(names) == sorted(["qmp_capabilities", "query-commands", "query-version", "x-echo"]),
+          f"query-commands: {names}")
+    for name in names:
+        err = q.execute(name).get("error", {})
+        check(err.get("class") != "CommandNotFound" or "already complete" in err.get("desc"),
+              f"{name}, listed, is dispatched")
+    r = q.execute("query-kvm")
+    check(r.get("error", {}).get("class") == "CommandNotFound", "a name not listed is not found")
+
+
 def case_idle(srv):
     idle = [raw(srv.path) for _ in range(16)]
     q = QMP(srv.path, timeout=GUARD)
@@ -301,6 +336,7 @@ def main():
     prog, work = sys.argv[1:3]
     cases = {"refused": case_refused, "parse": case_parse,
              "renegotiate": case_renegotiate, "race": case_race,
+             "version": case_version, "commands": case_commands,
              "idle": case_idle, "deadline": case_deadline,
              "slow": case_slow, "overflow": case_overflow, "uid": case_uid}
     for name in sys.argv[3:]:

@@ -3,7 +3,7 @@
  * A QMP server on a unix socket: QEMU's wire format (docs/migration.md,
  * "The control API"), so that any QMP client can drive the VMM.
  *
- *   server: {"QMP": {"version": ..., "capabilities": []}}
+ *   server: {"QMP": {"version": (query-version's), "capabilities": []}}
  *   client: {"execute": "qmp_capabilities"}              -> {"return": {}}
  *   client: {"execute": CMD, "arguments": {...}, "id": X} -> {"return": ..., "id": X}
  *                                                         or {"error": {"class", "desc"}, "id": X}
@@ -15,7 +15,11 @@
  *   id) and the next message read (vmm/include/vmm/qmp-frame.h: how
  *   messages are cut, and the reset bytes);
  * - no event before the reply to qmp_capabilities, and a second
- *   qmp_capabilities is CommandNotFound.
+ *   qmp_capabilities is CommandNotFound;
+ * - the server's own commands: qmp_capabilities, query-commands (every
+ *   command dispatched) and query-version (the VERSION file's numbers,
+ *   the build's git describe as "package"), whose object the greeting
+ *   carries.
  *
  * Several clients at once (QMP_MAX_CLIENTS that negotiated, and
  * QMP_MAX_PENDING connections that have not yet), each on its own thread;
