@@ -569,9 +569,6 @@ static const char *client_step(struct qmp_client *c, struct qmp_input *in, int *
 	if (p[1].revents & POLLIN)
 		drain_wakeups(c);
 	why = cut_reason(c);
-	if (why == PUSHED_OUT)
-		last_words(c, "closing: too many connections had not negotiated; this was the "
-			      "oldest");
 	if (why)
 		return why;
 	if (timeout >= 0 && negotiate_timeout(c) == 0) {
@@ -668,6 +665,10 @@ static void *client_thread(void *arg)
 	greet(c);
 	while (!why)
 		why = client_step(c, in, &flush_ms);
+	/* Here, not in client_step(): the cut may come after its first look */
+	if (why == PUSHED_OUT)
+		last_words(c, "closing: too many connections had not negotiated; this was the "
+			      "oldest");
 	if (in && in->tok)
 		json_tokener_free(in->tok);
 	free(in);
