@@ -75,6 +75,15 @@ VERSION_OBJS := $(foreach f,obj san/obj node/obj,$(B)/$(f)/vmm/main.o $(B)/$(f)/
 	$(B)/$(f)/vmm/qmp.o)
 $(VERSION_OBJS): BASE_CFLAGS += -DBUILD_VERSION='"$(BUILD_VERSION)"'
 $(VERSION_OBJS): $(B)/version.stamp
+# The release number, one record: VERSION, MAJOR.MINOR.MICRO (QMP's
+# query-version and greeting carry it in QEMU's shape; vmm/qmp.c).
+VERSION_NUMBERS := $(subst ., ,$(strip $(file < VERSION)))
+$(if $(filter-out 3,$(words $(VERSION_NUMBERS)))$(shell echo '$(VERSION_NUMBERS)' | \
+	grep -Eqx '[0-9]+ [0-9]+ [0-9]+' || echo bad),\
+	$(error VERSION must be MAJOR.MINOR.MICRO, not '$(file < VERSION)'))
+$(VERSION_OBJS): BASE_CFLAGS += -DVERSION_MAJOR=$(word 1,$(VERSION_NUMBERS)) \
+	-DVERSION_MINOR=$(word 2,$(VERSION_NUMBERS)) -DVERSION_MICRO=$(word 3,$(VERSION_NUMBERS))
+$(VERSION_OBJS): VERSION
 $(B)/version.stamp: FORCE
 	@mkdir -p $(@D)
 	@echo '$(BUILD_VERSION)' | cmp -s - $@ || echo '$(BUILD_VERSION)' > $@

@@ -18,7 +18,7 @@ VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c 
 # and json-c, which migrate-agent/build.mk adds to the vmm's link rules.
 VMM_MIGRATE_SRCS := vmm/migrate/glue.c vmm/migrate/options.c vmm/migrate/incoming.c \
 	vmm/migrate/signals.c vmm/migrate/outgoing.c vmm/migrate/qmp-params.c \
-	vmm/migrate/qmp-commands.c vmm/qmp.c
+	vmm/migrate/qmp-commands.c vmm/qmp.c vmm/qmp-frame.c
 
 BASE_CFLAGS += -Ivmm/include
 
@@ -28,4 +28,4 @@ $(eval $(call program,vmm,$(VMM_CMD_SRCS) $(VMM_MIGRATE_SRCS) $(VMM_LIB_SRCS),))
 $(eval $(call program,vmm-api-test,vmm/tests/api-test.c $(VMM_LIB_SRCS),))
 
 # The QMP server alone, without a VM (tests/host/vmm-qmp-server.sh).
-$(eval $(call program,vmm-qmp-test,vmm/tests/qmp-test.c vmm/qmp.c,-ljson-c))
+$(eval $(call program,vmm-qmp-test,vmm/tests/qmp-test.c vmm/qmp.c vmm/qmp-frame.c,-ljson-c))

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The QMP server (vmm/include/vmm/qmp.h): the socket, one thread per
- * client, JSON in through json-c's incremental tokener (a request may
- * arrive in pieces, or several in one read), JSON out through json-c (every
- * string a peer gave is escaped on the way back).
+ * client; input cut into messages as QEMU cuts it (vmm/qmp-frame.c: a
+ * request may arrive in pieces, or several in one read, and a bad one is
+ * answered without losing the stream), each parsed by json-c; JSON out
+ * through json-c (every string a peer gave is escaped on the way back).
  *
  * Output: every reply and event goes into the client's own queue, bounded
  * (QMP_QUEUE_MAX); only the client's thread writes its socket, never
@@ -17,10 +18,17 @@
  * oldest pending one.  So idle connections never keep the owner (whoever
  * the uid check lets in) from a place.
  *
- * Locking: q->lock guards the client table, each client's negotiated and
- * done, and the wake-up of its thread (its eventfd is closed only after
- * done is set under q->lock); a client's qlock guards its queue and cut.
- * Order: q->lock, then a qlock.  No socket is written under either.
+ * Negotiation: a client gets events only in QMP_COMMANDS, and enters it
+ * only after its thread has queued the {"return": {}} of qmp_capabilities
+ * (QMP_ADMITTED in between: its place is taken, no event yet).  Events
+ * are queued under q->lock to clients in QMP_COMMANDS only, so none can
+ * be ahead of that reply in its queue: QEMU's own clients take anything
+ * else first for a failed negotiation.
+ *
+ * Locking: q->lock guards the client table, each client's mode and done,
+ * and the wake-up of its thread (its eventfd is closed only after done is
+ * set under q->lock); a client's qlock guards its queue and cut.  Order:
+ * q->lock, then a qlock.  No socket is written under either.
  */
 #include <errno.h>
 #include <poll.h>
@@ -38,10 +46,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/qmp-frame.h"
 #include "vmm/qmp.h"
 
 #ifndef BUILD_VERSION
 #define BUILD_VERSION "unknown" /* the Makefile passes git describe */
+#endif
+#if !defined(VERSION_MAJOR) || !defined(VERSION_MINOR) || !defined(VERSION_MICRO)
+#error "the Makefile passes the numbers of the VERSION file"
 #endif
 
 #define QMP_QUEUE_MAX (1u << 20) /* bytes waiting for one client; over it, it is cut */
@@ -54,11 +66,19 @@ struct qmp_msg {
 	char text[];
 };
 
+/* Where a client is in QMP's negotiation (see the top of this file). */
+enum qmp_mode {
+	QMP_GREETED,  /* only qmp_capabilities runs; no events */
+	QMP_ADMITTED, /* qmp_capabilities accepted, its reply not queued yet */
+	QMP_COMMANDS, /* every command, and events */
+};
+
 struct qmp_client {
 	struct qmp_server *q;
 	int fd, efd; /* the socket (non-blocking); an eventfd that wakes the thread */
 	unsigned id; /* the n-th connection, for the log */
-	int negotiated, done;
+	enum qmp_mode mode;
+	int done;
 	uint64_t t_connect_ms;
 	pthread_t thread;
 	pthread_mutex_t qlock;
@@ -217,72 +237,109 @@ static struct json_object *error_object(const char *class, const char *desc)
 	return o;
 }
 
-static void greet(struct qmp_client *c)
+/*
+ * The project's version in query-version's shape, which the greeting
+ * carries too (QMP spec): the numbers of the VERSION file and the build's
+ * git describe, both passed by the Makefile.
+ */
+static struct json_object *version_object(void)
 {
-	struct json_object *g = json_object_new_object(), *v = json_object_new_object();
-	struct json_object *qemu = json_object_new_object(), *qmp = json_object_new_object();
+	struct json_object *v = json_object_new_object(), *qemu = json_object_new_object();
 
-	json_object_object_add(qemu, "major", json_object_new_int(0));
-	json_object_object_add(qemu, "minor", json_object_new_int(0));
-	json_object_object_add(qemu, "micro", json_object_new_int(0));
+	json_object_object_add(qemu, "major", json_object_new_int(VERSION_MAJOR));
+	json_object_object_add(qemu, "minor", json_object_new_int(VERSION_MINOR));
+	json_object_object_add(qemu, "micro", json_object_new_int(VERSION_MICRO));
 	json_object_object_add(v, "qemu", qemu);
 	json_object_object_add(v, "package", json_object_new_string("postcopy-kvm " BUILD_VERSION));
-	json_object_object_add(qmp, "version", v);
+	return v;
+}
+
+static void greet(struct qmp_client *c)
+{
+	struct json_object *g = json_object_new_object(), *qmp = json_object_new_object();
+
+	json_object_object_add(qmp, "version", version_object());
 	json_object_object_add(qmp, "capabilities", json_object_new_array());
 	json_object_object_add(g, "QMP", qmp);
 	client_send(c, g);
 }
 
-static const struct qmp_command *find_command(struct qmp_server *q, const char *name)
+/*
+ * qmp_capabilities: the client takes one of the QMP_MAX_CLIENTS places of
+ * negotiated clients, or is refused and cut.  It enters QMP_COMMANDS
+ * (events) only once this reply is queued: serve_request().
+ */
+static void cmd_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
+	struct qmp_client *c = ctx;
+	struct qmp_server *q = c->q;
+	int n = 0;
+
+	(void)args;
+	pthread_mutex_lock(&q->lock);
+	for (int i = 0; i < QMP_SLOTS; i++)
+		n += q->clients[i] && !q->clients[i]->done && q->clients[i]->mode != QMP_GREETED;
+	if (c->mode != QMP_GREETED) {
+		qmp_fail(reply, "Capabilities negotiation is already complete, command ignored");
+		reply->error_class = QMP_ERROR_NOCMD; /* as QEMU: it is not a command any more */
+	} else if (n >= QMP_MAX_CLIENTS) {
+		qmp_fail(reply, "too many QMP clients: %d have negotiated; closing", n);
+		cut_client(c, "cut: too many negotiated clients");
+	} else {
+		c->mode = QMP_ADMITTED;
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void cmd_query_commands(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+static void cmd_query_version(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)ctx;
+	(void)args;
+	reply->ret = version_object();
+}
+
+/* The server's own commands; their ctx is the client. */
+static const struct qmp_command builtins[] = {
+	{ "qmp_capabilities", cmd_capabilities },
+	{ "query-commands", cmd_query_commands },
+	{ "query-version", cmd_query_version },
+	{ NULL, NULL },
+};
+
+/*
+ * The i-th command dispatched: the built-ins, then the table given to
+ * qmp_listen(); NULL past the end.  *own: a built-in.  The one list that
+ * both dispatch() and query-commands read.
+ */
+static const struct qmp_command *command_at(struct qmp_server *q, size_t i, int *own)
+{
+	size_t n = sizeof(builtins) / sizeof(builtins[0]) - 1;
+
+	*own = i < n;
+	if (i < n)
+		return &builtins[i];
 	for (const struct qmp_command *cmd = q->cmds; cmd->name; cmd++)
-		if (!strcmp(cmd->name, name))
+		if (i-- == n)
 			return cmd;
 	return NULL;
 }
 
-/* The names every client may ask for: query-commands. */
-static struct json_object *command_list(struct qmp_server *q)
+static void cmd_query_commands(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
+	struct qmp_client *c = ctx;
 	struct json_object *a = json_object_new_array();
-	static const char *const own[] = { "qmp_capabilities", "query-commands" };
+	const struct qmp_command *cmd;
+	int own;
 
-	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
-		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "name", json_object_new_string(own[i]));
-		json_object_array_add(a, o);
-	}
-	for (const struct qmp_command *cmd = q->cmds; cmd->name; cmd++) {
+	(void)args;
+	for (size_t i = 0; (cmd = command_at(c->q, i, &own)); i++) {
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "name", json_object_new_string(cmd->name));
 		json_object_array_add(a, o);
 	}
-	return a;
-}
-
-/*
- * qmp_capabilities: the client takes one of the QMP_MAX_CLIENTS places of
- * negotiated clients, or is refused and cut.
- */
-static void negotiate(struct qmp_client *c, struct qmp_reply *reply)
-{
-	struct qmp_server *q = c->q;
-	int n = 0;
-
-	if (c->negotiated) {
-		qmp_fail(reply, "Capabilities negotiation is already complete, command ignored");
-		return;
-	}
-	pthread_mutex_lock(&q->lock);
-	for (int i = 0; i < QMP_SLOTS; i++)
-		n += q->clients[i] && !q->clients[i]->done && q->clients[i]->negotiated;
-	if (n >= QMP_MAX_CLIENTS) {
-		qmp_fail(reply, "too many QMP clients: %d have negotiated; closing", n);
-		cut_client(c, "cut: too many negotiated clients");
-	} else {
-		c->negotiated = 1;
-	}
-	pthread_mutex_unlock(&q->lock);
+	reply->ret = a;
 }
 
 /* Run one command for the client into reply. */
@@ -290,27 +347,30 @@ static void dispatch(struct qmp_client *c, const char *name, struct json_object 
 		     struct qmp_reply *reply)
 {
 	const struct qmp_command *cmd;
+	int own = 0;
 
-	if (!strcmp(name, "qmp_capabilities")) {
-		negotiate(c, reply);
-		return;
-	}
-	if (!c->negotiated) {
+	if (c->mode == QMP_GREETED && strcmp(name, "qmp_capabilities")) {
 		qmp_fail(reply, "Expecting capabilities negotiation with 'qmp_capabilities'");
 		reply->error_class = QMP_ERROR_NOCMD;
 		return;
 	}
-	if (!strcmp(name, "query-commands")) {
-		reply->ret = command_list(c->q);
-		return;
-	}
-	cmd = find_command(c->q, name);
+	for (size_t i = 0; (cmd = command_at(c->q, i, &own)); i++)
+		if (!strcmp(cmd->name, name))
+			break;
 	if (!cmd) {
 		qmp_fail(reply, "The command %.64s has not been found", name);
 		reply->error_class = QMP_ERROR_NOCMD;
 		return;
 	}
-	cmd->run(c->q->ctx, args, reply);
+	cmd->run(own ? (void *)c : c->q->ctx, args, reply);
+}
+
+/* Events from now on: the reply that admitted the client is queued. */
+static void enter_command_mode(struct qmp_client *c)
+{
+	pthread_mutex_lock(&c->q->lock);
+	c->mode = QMP_COMMANDS;
+	pthread_mutex_unlock(&c->q->lock);
 }
 
 /* One parsed request: checked, run, its answer queued. */
@@ -339,53 +399,69 @@ static void serve_request(struct qmp_client *c, struct json_object *req)
 	if (json_object_is_type(req, json_type_object) && json_object_object_get_ex(req, "id", &id))
 		json_object_object_add(out, "id", json_object_get(id));
 	client_send(c, out);
+	if (c->mode == QMP_ADMITTED) /* only this thread changes it from there */
+		enter_command_mode(c);
+}
+
+/* A client's input: the message being cut, and the parser of whole ones. */
+struct qmp_input {
+	struct json_tokener *tok;
+	struct qmp_frame frame;
+};
+
+/*
+ * A whole message (text NUL-terminated): parsed, served.  A syntax error
+ * is answered as QEMU answers it ("JSON parse error, ..."; no id: it
+ * could not be read), and the stream goes on after it.
+ */
+static void serve_message(struct qmp_client *c, struct qmp_input *in)
+{
+	struct qmp_frame *f = &in->frame;
+	struct json_object *req;
+	enum json_tokener_error e;
+	char desc[160];
+
+	json_tokener_reset(in->tok);
+	/* len + 1: the NUL says the input ends there (a number at the end is whole) */
+	req = json_tokener_parse_ex(in->tok, f->text, (int)f->len + 1);
+	e = json_tokener_get_error(in->tok);
+	if (e == json_tokener_success && json_tokener_get_parse_end(in->tok) >= f->len) {
+		serve_request(c, req);
+	} else {
+		snprintf(desc, sizeof(desc), "JSON parse error, %s",
+			 e == json_tokener_success ? "unexpected characters after a value"
+						   : json_tokener_error_desc(e));
+		client_send(c, error_object(QMP_ERROR_GENERIC, desc));
+	}
+	json_object_put(req);
 }
 
 /*
- * Feed n bytes to the tokener, serving each complete request.  0 to go on;
- * -1 to end the connection after a malformed or over-long request (it is
- * answered first: nothing after it can be trusted to line up).
+ * Feed n bytes, serving each whole message.  0 to go on; -1 to end the
+ * connection after a request over QMP_MAX_REQUEST (answered first): its
+ * end cannot be found without keeping it, nor anything after it trusted.
  */
-static int feed(struct qmp_client *c, struct json_tokener *tok, const char *buf, size_t n,
-		size_t *pending)
+static int feed(struct qmp_client *c, struct qmp_input *in, const char *buf, size_t n)
 {
 	while (n) {
-		struct json_object *req;
-		enum json_tokener_error e;
-		size_t used;
+		unsigned char stray;
+		char desc[64];
 
-		if (memchr(buf, 0, n)) {
-			client_send(c, error_object(QMP_ERROR_GENERIC, "NUL byte in QMP input"));
-			return -1;
-		}
-		req = json_tokener_parse_ex(tok, buf, (int)n);
-		e = json_tokener_get_error(tok);
-		used = json_tokener_get_parse_end(tok);
-		if (e == json_tokener_continue) {
-			*pending += n;
-			if (*pending > QMP_MAX_REQUEST) {
-				client_send(c, error_object(QMP_ERROR_GENERIC,
-							    "QMP request over 65536 bytes"));
-				return -1;
-			}
+		switch (qmp_frame_feed(&in->frame, &buf, &n, &stray)) {
+		case QMP_FRAME_MORE:
 			return 0;
-		}
-		if (e != json_tokener_success) {
-			char desc[160];
-			snprintf(desc, sizeof(desc), "JSON parse error: %s",
-				 json_tokener_error_desc(e));
+		case QMP_FRAME_MESSAGE:
+			serve_message(c, in);
+			qmp_frame_reset(&in->frame);
+			break;
+		case QMP_FRAME_STRAY: /* QEMU's words for a lexical error */
+			snprintf(desc, sizeof(desc), "JSON parse error, stray '\\x%02x'", stray);
 			client_send(c, error_object(QMP_ERROR_GENERIC, desc));
+			break;
+		case QMP_FRAME_TOO_LONG:
+			client_send(
+			    c, error_object(QMP_ERROR_GENERIC, "QMP request over 65536 bytes"));
 			return -1;
-		}
-		*pending = 0;
-		json_tokener_reset(tok);
-		serve_request(c, req);
-		json_object_put(req);
-		buf += used;
-		n -= used;
-		while (n && (*buf == ' ' || *buf == '\n' || *buf == '\r' || *buf == '\t')) {
-			buf++;
-			n--;
 		}
 	}
 	return 0;
@@ -430,7 +506,7 @@ static int is_negotiated(struct qmp_client *c)
 	int n;
 
 	pthread_mutex_lock(&c->q->lock);
-	n = c->negotiated;
+	n = c->mode != QMP_GREETED;
 	pthread_mutex_unlock(&c->q->lock);
 	return n;
 }
@@ -455,8 +531,7 @@ static int negotiate_timeout(struct qmp_client *c)
 }
 
 /* Read what the client sent and serve it: NULL to go on, or why the connection ends. */
-static const char *client_read(struct qmp_client *c, struct json_tokener *tok, size_t *pending,
-			       int *flush_ms)
+static const char *client_read(struct qmp_client *c, struct qmp_input *in, int *flush_ms)
 {
 	char buf[4096];
 	ssize_t k = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
@@ -467,7 +542,7 @@ static const char *client_read(struct qmp_client *c, struct json_tokener *tok, s
 		*flush_ms = k == 0 ? QMP_FLUSH_MS : 0;
 		return LEFT;
 	}
-	if (feed(c, tok, buf, (size_t)k, pending)) {
+	if (feed(c, in, buf, (size_t)k)) {
 		*flush_ms = QMP_FLUSH_MS;
 		return "closed after a request it could not use (answered)";
 	}
@@ -480,8 +555,7 @@ static const char *client_read(struct qmp_client *c, struct json_tokener *tok, s
  * NULL to go on, or why the connection ends (*flush_ms: how long its
  * queue may still take to go out).
  */
-static const char *client_step(struct qmp_client *c, struct json_tokener *tok, size_t *pending,
-			       int *flush_ms)
+static const char *client_step(struct qmp_client *c, struct qmp_input *in, int *flush_ms)
 {
 	struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN },
 			       { .fd = c->efd, .events = POLLIN } };
@@ -495,9 +569,6 @@ static const char *client_step(struct qmp_client *c, struct json_tokener *tok, s
 	if (p[1].revents & POLLIN)
 		drain_wakeups(c);
 	why = cut_reason(c);
-	if (why == PUSHED_OUT)
-		last_words(c, "closing: too many connections had not negotiated; this was the "
-			      "oldest");
 	if (why)
 		return why;
 	if (timeout >= 0 && negotiate_timeout(c) == 0) {
@@ -509,7 +580,7 @@ static const char *client_step(struct qmp_client *c, struct json_tokener *tok, s
 	if ((p[0].revents & POLLOUT) && send_some(c))
 		return LEFT;
 	if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
-		why = client_read(c, tok, pending, flush_ms);
+		why = client_read(c, in, flush_ms);
 	return why ? why : cut_reason(c);
 }
 
@@ -579,16 +650,28 @@ static void client_end(struct qmp_client *c, const char *why, int flush_ms)
 static void *client_thread(void *arg)
 {
 	struct qmp_client *c = arg;
-	struct json_tokener *tok = json_tokener_new();
-	const char *why = tok ? NULL : "cut: out of memory";
-	size_t pending = 0;
+	struct qmp_input *in = malloc(sizeof(*in));
+	const char *why = NULL;
 	int flush_ms = 0;
 
+	if (!in || !(in->tok = json_tokener_new()))
+		why = "cut: out of memory";
+	else
+		qmp_frame_reset(&in->frame);
+#ifdef JSON_TOKENER_VALIDATE_UTF8
+	if (!why) /* the QMP spec: input is UTF-8 */
+		json_tokener_set_flags(in->tok, JSON_TOKENER_VALIDATE_UTF8);
+#endif
 	greet(c);
 	while (!why)
-		why = client_step(c, tok, &pending, &flush_ms);
-	if (tok)
-		json_tokener_free(tok);
+		why = client_step(c, in, &flush_ms);
+	/* Here, not in client_step(): the cut may come after its first look */
+	if (why == PUSHED_OUT)
+		last_words(c, "closing: too many connections had not negotiated; this was the "
+			      "oldest");
+	if (in && in->tok)
+		json_tokener_free(in->tok);
+	free(in);
 	client_end(c, why, flush_ms);
 	return NULL;
 }
@@ -644,7 +727,7 @@ static int free_slot(struct qmp_server *q)
 		struct qmp_client *c = q->clients[i];
 		if (!c) {
 			slot = slot < 0 ? i : slot;
-		} else if (!c->negotiated) {
+		} else if (c->mode == QMP_GREETED) {
 			pending++;
 			if (oldest < 0 || c->id < q->clients[oldest]->id)
 				oldest = i;
@@ -768,7 +851,7 @@ void qmp_event(struct qmp_server *q, const char *name, struct json_object *data)
 	for (int i = 0; i < QMP_SLOTS; i++) {
 		struct qmp_client *c = q->clients[i];
 
-		if (!c || c->done || !c->negotiated)
+		if (!c || c->done || c->mode != QMP_COMMANDS)
 			continue;
 		enqueue(c, new_msg(text, len));
 		wake(c);

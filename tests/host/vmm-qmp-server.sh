@@ -5,12 +5,18 @@
 # fix: a refused request's connection stayed open until another client
 # connected; 16 idle connections locked the owner out and none was ever
 # closed; a client that stopped reading for 2 s was cut, and held every
-# event meanwhile; nothing said why a client was dropped.
+# event meanwhile; nothing said why a client was dropped.  The protocol
+# cases failed on e183779, before their fixes:
+#   parse: a JSON parse error (or a NUL byte) closed the connection
+#   renegotiate: a second qmp_capabilities was a GenericError
+#   race: an event overtook the reply to qmp_capabilities (second round)
+#   version, commands: no query-version (the greeting said 0.0.0), so
+#     query-commands did not list it
 # timeout: 300
 set -uo pipefail
 . tests/host/migrate-lib.bash
 [ -x "$BIN/vmm-qmp-test" ] || fail "$BIN/vmm-qmp-test is not built"
-cases=(refused idle deadline slow overflow)
+cases=(refused parse renegotiate race version commands idle deadline slow overflow)
 if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null && id nobody > /dev/null 2>&1 &&
 	getent group nogroup > /dev/null; then
 	cases+=(uid)

@@ -9,9 +9,11 @@
  * Serves one command, x-echo (returns its arguments).  Reads lines on
  * stdin: "events N SIZE" sends N events X-TEST, numbered from 0 in
  * data.i, each with SIZE bytes of padding, then prints "emitted N" on
- * stdout; EOF closes the server and exits 0.  The server's log goes to
- * stderr.
+ * stdout; "storm start" starts a thread that sends events X-STORM back to
+ * back until "storm stop", which prints "storm N" (how many it sent); EOF
+ * closes the server and exits 0.  The server's log goes to stderr.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +52,50 @@ static void emit(struct qmp_server *q, unsigned long n, unsigned long size)
 	fflush(stdout);
 }
 
+struct storm {
+	struct qmp_server *q;
+	pthread_t thread;
+	int on, stop; /* stop: written by main, read by the thread */
+	unsigned long sent;
+};
+
+/* Events as fast as the server takes them: to race whatever else it does. */
+static void *storm_thread(void *arg)
+{
+	struct storm *s = arg;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "i", json_object_new_uint64(s->sent++));
+		qmp_event(s->q, "X-STORM", d);
+	}
+	return NULL;
+}
+
+static void storm(struct storm *s, int start)
+{
+	if (start && !s->on) {
+		s->stop = 0;
+		s->sent = 0;
+		if (pthread_create(&s->thread, NULL, storm_thread, s)) {
+			fprintf(stderr, "vmm-qmp-test: cannot start the storm thread\n");
+			exit(1);
+		}
+		s->on = 1;
+	} else if (!start && s->on) {
+		__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(s->thread, NULL);
+		s->on = 0;
+		printf("storm %lu\n", s->sent);
+		fflush(stdout);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char err[400] = "", line[128];
 	struct qmp_server *q;
+	struct storm st = { 0 };
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: vmm-qmp-test SOCKET\n");
@@ -64,13 +106,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vmm-qmp-test: %s\n", err);
 		return 1;
 	}
+	st.q = q;
 	while (fgets(line, sizeof(line), stdin)) {
 		unsigned long n, size;
 		if (sscanf(line, "events %lu %lu", &n, &size) == 2)
 			emit(q, n, size);
+		else if (!strcmp(line, "storm start\n"))
+			storm(&st, 1);
+		else if (!strcmp(line, "storm stop\n"))
+			storm(&st, 0);
 		else
 			fprintf(stderr, "vmm-qmp-test: not understood: %s", line);
 	}
+	storm(&st, 0);
 	qmp_close(q);
 	return 0;
 }

@@ -6,8 +6,20 @@ qmp.py.
   qmp-server-check.py VMM-QMP-TEST WORKDIR CASE...
 
 Cases (each on a fresh server):
-  refused    a request the server cannot use is answered, then the
-             connection is closed at once (no other client connects)
+  refused    a request over 64 KiB is answered, then the connection is
+             closed at once (no other client connects)
+  parse      QMP spec: a JSON syntax error is answered (GenericError,
+             "JSON parse error, ...", no id) and the next request on the
+             same connection is served; a reset byte (a control character,
+             0xFF) drops an unfinished request, is answered, and the
+             stream goes on from the next byte
+  renegotiate  qmp_capabilities again: CommandNotFound with QEMU's text
+  race       while events are sent back to back, clients negotiate: the
+             first line after the greeting is always {"return": {}}
+  version    query-version in QEMU's shape, the numbers of the VERSION
+             file; the greeting's version is the same object
+  commands   query-commands lists exactly what is dispatched: each name
+             listed runs, a name not listed is CommandNotFound
   idle       16 connections that never negotiate: the owner still gets in
              and is served; the oldest of them were closed, with a reason
   deadline   a connection that does not negotiate is closed after the
@@ -44,8 +56,14 @@ def check(cond, what):
     print(f"ok: {what}")
 
 
+def check_quiet(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL: {what}")
+
+
 class Server:
     def __init__(self, prog, work, name):
+        self.version_file = "VERSION"  # the tree's, where tests/run runs
         self.path = os.path.join(work, name + ".sock")
         self.log = os.path.join(work, name + ".err")
         self.proc = subprocess.Popen([prog, self.path], stdin=subprocess.PIPE,
@@ -73,6 +91,15 @@ class Server:
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         check(line.strip() == f"emitted {n}", f"the server sent {n} events")
+
+    def storm(self, start):
+        """Start or stop events sent back to back; at the stop, how many."""
+        self.proc.stdin.write("storm start\n" if start else "storm stop\n")
+        self.proc.stdin.flush()
+        if not start:
+            line = self.proc.stdout.readline().split()
+            check_quiet(line[:1] == ["storm"], f"the storm stopped: {line}")
+            return int(line[1])
 
     def logtext(self):
         with open(self.log) as f:
@@ -110,8 +137,7 @@ def lines(data):
 
 
 def case_refused(srv):
-    for what, bad in (("malformed JSON", b'{"execute": }\n'), ("a NUL byte", b'{"exec\x00'),
-                      ("a request over 64 KiB", b'{"execute": "' + b"x" * 70000)):
+    for what, bad in (("a request over 64 KiB", b'{"execute": "' + b"x" * 70000),):
         q = QMP(srv.path, timeout=GUARD)
         q.sock.sendall(bad)
         msgs = lines(q.buf + read_to_eof(q.sock))
@@ -120,6 +146,122 @@ def case_refused(srv):
         q.close()
     q = QMP(srv.path, timeout=GUARD)
     check(q.command("x-echo", a=1) == {"a": 1}, "a well-formed client is served after them")
+
+
+def parse_error(msg, what, stray=False):
+    err = msg.get("error", {})
+    check(err.get("class") == "GenericError" and "id" not in msg and
+          err.get("desc", "").startswith("JSON parse error, " + ("stray" if stray else "")),
+          f"{what}: answered {msg}")
+
+
+def case_parse(srv):
+    q = QMP(srv.path, timeout=GUARD)
+    q.sock.sendall(b'{"execute": }\n')
+    parse_error(q.read(), "a syntax error")
+    check(q.command("x-echo", a=1) == {"a": 1}, "the same connection is served next")
+    # Two requests in one write, the first bad: the second is not lost.
+    q.sock.sendall(b'{"execute": "x-echo", "arguments": {"a": [1,, 2]}}'
+                   b'{"execute": "x-echo", "arguments": {"b": "}{"}, "id": 7}\r\n')
+    parse_error(q.read(), "a bad request followed by a good one")
+    check(q.read() == {"return": {"b": "}{"}, "id": 7}, "the good one after it is served")
+    q.sock.sendall(b'] {"execute": "x-echo", "arguments": {"c": 3}, "id": 8}\n')
+    parse_error(q.read(), "a stray closing bracket")
+    check(q.read() == {"return": {"c": 3}, "id": 8}, "the request after it is served")
+    # QEMU's extension: 'single-quoted' strings; a request over several
+    # lines, in pieces.
+    q.sock.sendall(b"{'execute': 'x-echo', 'arguments': {'f': '}\\''}, 'id': 10}")
+    check(q.read() == {"return": {"f": "}'"}, "id": 10}, "single-quoted strings, as QEMU")
+    for piece in (b'{"execute":\n  "x-', b'echo", "argu', b'ments": {"g": [1,\n 2]}, "id": 11\n}\n'):
+        q.sock.sendall(piece)
+        time.sleep(0.05)
+    check(q.read() == {"return": {"g": [1, 2]}, "id": 11}, "a request in pieces over lines")
+    for name, byte in (("0xFF", b"\xff"), ("a control character (0x01)", b"\x01"),
+                       ("a NUL byte", b"\x00")):
+        # Unfinished: an open string in an open object, never closed.
+        q.sock.sendall(b'{"execute": "x-echo", "arguments": {"d": "never closed ' + byte)
+        parse_error(q.read(), f"an unfinished request then {name}", stray=True)
+        q.sock.sendall(b'{"execute": "x-echo", "arguments": {"e": 5}, "id": 9}\n')
+        check(q.read() == {"return": {"e": 5}, "id": 9}, f"{name} reset the parser: served next")
+    # Hostile but within 64 KiB: nested past json-c's depth limit.
+    q.sock.sendall(b"[" * 30000 + b"]" * 30000 + b"\n")
+    parse_error(q.read(), "30000 nested arrays")
+    check(q.command("x-echo", h=1) == {"h": 1}, "served after them")
+    check("closed after" not in srv.logtext(), "no connection was closed")
+
+
+def case_renegotiate(srv):
+    q = QMP(srv.path, timeout=GUARD)
+    r = q.execute("qmp_capabilities")
+    check(r.get("error") == {"class": "CommandNotFound",
+                             "desc": "Capabilities negotiation is already complete, command ignored"},
+          f"a second qmp_capabilities: {r}")
+    check(q.command("x-echo", a=1) == {"a": 1}, "the client is still served")
+
+
+def case_race(srv):
+    """Events are queued for a client from the moment it is negotiated; the
+    reply that negotiates it must be in its queue before that moment.  A
+    refusal for too many clients (the server has not yet seen the last
+    rounds' clients leave) is a reply too, first all the same."""
+    srv.storm(True)
+    rounds, batch, admitted, refused = 400, 4, 0, 0
+    for r in range(rounds):
+        socks = [raw(srv.path) for _ in range(batch)]
+        files = [s.makefile("rb") for s in socks]
+        for f in files:
+            check_quiet("QMP" in json.loads(f.readline()), "a greeting")
+        for i, s in enumerate(socks):
+            s.sendall(json.dumps({"execute": "qmp_capabilities", "id": [r, i]}).encode() + b"\n")
+        for i, f in enumerate(files):
+            first = json.loads(f.readline())
+            if "too many QMP clients" in first.get("error", {}).get("desc", ""):
+                refused += 1
+                continue
+            if first != {"return": {}, "id": [r, i]}:
+                srv.storm(False)
+                raise SystemExit(f"FAIL: round {r}: the first line after qmp_capabilities "
+                                 f"was {first}, not its reply")
+            check_quiet(json.loads(f.readline()).get("event") == "X-STORM",
+                        f"round {r}: an event after the reply")
+            admitted += 1
+        for f, s in zip(files, socks):
+            f.close()
+            s.close()
+    sent = srv.storm(False)
+    check(admitted >= rounds * batch // 2,
+          f"{admitted} clients negotiated ({refused} refused: too many at once) while {sent} "
+          "events were sent: the reply came first every time, and an event right after it")
+
+
+def case_version(srv):
+    with open(srv.version_file) as f:
+        want = [int(x) for x in f.read().strip().split(".")]
+    s = raw(srv.path)
+    f = s.makefile("rb")
+    greeting = json.loads(f.readline())["QMP"]["version"]
+    s.close()
+    q = QMP(srv.path, timeout=GUARD)
+    r = q.execute("query-version")
+    check("return" in r, f"query-version answers: {r}")
+    v = r["return"]
+    check(str(v.get("package")).startswith("postcopy-kvm ") and
+          [v.get("qemu", {}).get(k) for k in ("major", "minor", "micro")] == want,
+          f"query-version {v}: VERSION's {'.'.join(map(str, want))}")
+    check(greeting == v, "the greeting's version is the same")
+
+
+def case_commands(srv):
+    q = QMP(srv.path, timeout=GUARD)
+    names = [c["name"] for c in q.command("query-commands")]
+    check(sorted(names) == sorted(["qmp_capabilities", "query-commands", "query-version", "x-echo"]),
+          f"query-commands: {names}")
+    for name in names:
+        err = q.execute(name).get("error", {})
+        check(err.get("class") != "CommandNotFound" or "already complete" in err.get("desc"),
+              f"{name}, listed, is dispatched")
+    r = q.execute("query-kvm")
+    check(r.get("error", {}).get("class") == "CommandNotFound", "a name not listed is not found")
 
 
 def case_idle(srv):
@@ -199,7 +341,10 @@ def case_uid(srv):
 
 def main():
     prog, work = sys.argv[1:3]
-    cases = {"refused": case_refused, "idle": case_idle, "deadline": case_deadline,
+    cases = {"refused": case_refused, "parse": case_parse,
+             "renegotiate": case_renegotiate, "race": case_race,
+             "version": case_version, "commands": case_commands,
+             "idle": case_idle, "deadline": case_deadline,
              "slow": case_slow, "overflow": case_overflow, "uid": case_uid}
     for name in sys.argv[3:]:
         print(f"-- {name}")

@@ -3,12 +3,23 @@
  * A QMP server on a unix socket: QEMU's wire format (docs/migration.md,
  * "The control API"), so that any QMP client can drive the VMM.
  *
- *   server: {"QMP": {"version": ..., "capabilities": []}}
+ *   server: {"QMP": {"version": (query-version's), "capabilities": []}}
  *   client: {"execute": "qmp_capabilities"}              -> {"return": {}}
  *   client: {"execute": CMD, "arguments": {...}, "id": X} -> {"return": ..., "id": X}
  *                                                         or {"error": {"class", "desc"}, "id": X}
  *   server, any time after negotiation: {"event": NAME, "data": {...},
  *                                        "timestamp": {"seconds", "microseconds"}}
+ *
+ * As QEMU:
+ * - input that does not parse is answered ("JSON parse error, ...", no
+ *   id) and the next message read (vmm/include/vmm/qmp-frame.h: how
+ *   messages are cut, and the reset bytes);
+ * - no event before the reply to qmp_capabilities, and a second
+ *   qmp_capabilities is CommandNotFound;
+ * - the server's own commands: qmp_capabilities, query-commands (every
+ *   command dispatched) and query-version (the VERSION file's numbers,
+ *   the build's git describe as "package"), whose object the greeting
+ *   carries.
  *
  * Several clients at once (QMP_MAX_CLIENTS that negotiated, and
  * QMP_MAX_PENDING connections that have not yet), each on its own thread;
@@ -19,8 +30,8 @@
  * never lock the owner out.  Replies and events go through each client's
  * own bounded queue: a client that does not read delays nobody, and is cut
  * (the reason logged) when its queue is full.  A connection the server
- * ends is closed at once.  Handlers run on the client's thread and must
- * not block for long.
+ * ends (a request over QMP_MAX_REQUEST: answered first) is closed at
+ * once.  Handlers run on the client's thread and must not block for long.
  */
 #ifndef VMM_QMP_H
 #define VMM_QMP_H
@@ -28,10 +39,12 @@
 #include <json-c/json.h>
 #include <stddef.h>
 
-#define QMP_MAX_CLIENTS	  16	/* negotiated clients */
-#define QMP_MAX_PENDING	  4	/* connections not negotiated yet */
-#define QMP_NEGOTIATE_MS  10000 /* from connect to qmp_capabilities, at most */
-#define QMP_MAX_REQUEST	  65536 /* bytes of one JSON request */
+#include "vmm/qmp-frame.h"
+
+#define QMP_MAX_CLIENTS	  16		/* negotiated clients */
+#define QMP_MAX_PENDING	  4		/* connections not negotiated yet */
+#define QMP_NEGOTIATE_MS  10000		/* from connect to qmp_capabilities, at most */
+#define QMP_MAX_REQUEST	  QMP_FRAME_MAX /* bytes of one JSON request */
 #define QMP_ERROR_GENERIC "GenericError"
 #define QMP_ERROR_NOCMD	  "CommandNotFound"
 
