@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "dest.h"
 
@@ -19,6 +20,12 @@ uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st)
 	for (uint64_t i = 0; i < d->nr_pages; i++)
 		n += ram_word_state(ram_page_word(d->ram, i)) == st;
 	return n;
+}
+
+/* Pages the source still owes: neither here, nor staged, nor being installed (a scan). */
+uint64_t dest_pages_owed(struct mig_dest *d)
+{
+	return dest_count_state(d, RAM_PAGE_MISSING) + dest_count_state(d, RAM_PAGE_REQUESTED);
 }
 
 /* Whether COMPLETE may still go out: a live link, and not sent yet (before any scan). */
@@ -171,8 +178,11 @@ void *dest_stager_thread(void *arg)
 	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
 		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
 		for (uint64_t i = c; i < c + n; i++)
-			if (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_STAGED)
+			if (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_STAGED) {
+				if (d->o.x_stager_delay_us) /* a slow install, for the tests */
+					usleep(d->o.x_stager_delay_us);
 				dest_install_staged(d, i);
+			}
 		release_stage(d, c, n);
 	}
 	return NULL;

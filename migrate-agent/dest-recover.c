@@ -110,13 +110,34 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 	return again;
 }
 
+/*
+ * The break's line: where the pages not yet present are (staged here and
+ * not yet installed, being installed, or still to come from the source),
+ * so that a stall on this side is told apart from one at the source.
+ */
+static void report_break(struct mig_dest *d)
+{
+	uint64_t n[RAM_PAGE_PRESENT] = { 0 };
+	for (uint64_t i = 0; i < d->nr_pages; i++) {
+		enum ram_page_state st = ram_word_state(ram_page_word(d->ram, i));
+		if (st < RAM_PAGE_PRESENT)
+			n[st]++;
+	}
+	pr_mig("link to the source broken during postcopy (%s); %llu pages missing (%llu "
+	       "to come, %llu requested, %llu staged, %llu being installed), faulting vCPUs "
+	       "wait; waiting up to %d ms for the source to reconnect to %s\n",
+	       d->why,
+	       (unsigned long long)(n[RAM_PAGE_MISSING] + n[RAM_PAGE_REQUESTED] +
+				    n[RAM_PAGE_STAGED] + n[RAM_PAGE_INSTALLING]),
+	       (unsigned long long)n[RAM_PAGE_MISSING], (unsigned long long)n[RAM_PAGE_REQUESTED],
+	       (unsigned long long)n[RAM_PAGE_STAGED], (unsigned long long)n[RAM_PAGE_INSTALLING],
+	       d->o.recover_ms, d->o.addr);
+}
+
 static int recover_postcopy(struct mig_dest *d)
 {
 	uint64_t t0 = mig_now_ns();
-	uint64_t missing = d->nr_pages - ram_nr_present(d->ram);
-	pr_mig("link to the source broken during postcopy (%s); %llu pages missing, faulting "
-	       "vCPUs wait; waiting up to %d ms for the source to reconnect to %s\n",
-	       d->why, (unsigned long long)missing, d->o.recover_ms, d->o.addr);
+	report_break(d);
 	retire_links(d);
 	struct link_set l;
 	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;

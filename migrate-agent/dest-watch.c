@@ -54,8 +54,13 @@ static uint64_t oldest_request(struct mig_dest *d)
 /*
  * Whether the source makes no progress (under req_lock).  Heartbeats keep
  * a link from being silent; only frames with work in them are progress:
- * while pages are missing, or the state has not come, the source must keep
- * sending them, and it must answer every page request, each within idle_ms.
+ * while the source owes pages it must keep sending them, and it must
+ * answer every page request, each within idle_ms.  Pages staged here (or
+ * being installed) are owed by no one but this side: once the source has
+ * sent the rest it has nothing to send, however long the stager takes (in
+ * a TCG node it took over 10 s, and the link was broken for it).  The
+ * count of owed pages is a scan, so it is asked last, only after idle_ms
+ * without work.
  */
 static int no_progress(void *ctx, uint64_t now, char *why, size_t len)
 {
@@ -68,7 +73,8 @@ static int no_progress(void *ctx, uint64_t now, char *why, size_t len)
 		req = d->t_link_ns; /* requests repeated on a new link start anew */
 	if (req && now > req && now - req > idle)
 		snprintf(why, len, "source left a page request unanswered for %d ms", d->o.idle_ms);
-	else if (ram_nr_present(d->ram) < d->nr_pages && now > work && now - work > idle)
+	else if (ram_nr_present(d->ram) < d->nr_pages && now > work && now - work > idle &&
+		 dest_pages_owed(d))
 		snprintf(why, len, "source sent nothing but heartbeats for %d ms", d->o.idle_ms);
 	else
 		return 0;

@@ -239,6 +239,7 @@ void dest_rx_loop(struct mig_dest *d, struct mig_conn *c);
 
 /* dest-install.c */
 uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st);
+uint64_t dest_pages_owed(struct mig_dest *d);
 void dest_try_complete(struct mig_dest *d);
 bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);

@@ -13,9 +13,10 @@
  *                      [--compress] [--metrics FILE] [--recover-ms MS] [--lockstep]
  *                      [--channels N] [--prepage-fixed] [--prepage N] [--push-runs]
  *                      [--max-bandwidth B] [--caps-stdin]
+ *   either:        [--idle-ms MS] (the link watchdog's limit, default 10000)
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
  *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--metrics FILE]
- *                    [--recover-ms MS] [--busy-poll]
+ *                    [--recover-ms MS] [--busy-poll] [--x-stager-delay-us US]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *   either:        [--features-off MASK] (HELLO features not announced, as
  *                  an older peer: 2 = no PAGE_RUN, 4 = payload CRCs kept)
@@ -39,7 +40,9 @@
  * (leave precopy now, as migrate-start-postcopy does), and the source
  * prints "memtest: cap OLD -> NEW at T ms (monotonic N ns), S bytes sent"
  * first, S the bytes sent on both channels (src_publish()'s figure), and
- * the same for each phase ("memtest: phase NAME at ...").  The destination exits 0 only
+ * the same for each phase ("memtest: phase NAME at ...").  --x-stager-delay-us:
+ * the destination installs what precopy staged that much slower per page
+ * (mig_opts.x_stager_delay_us), as a slow host does.  The destination exits 0 only
  * if every page arrived and the checksum of its RAM equals the source's.
  */
 #include <errno.h>
@@ -483,6 +486,10 @@ static int value_opt(struct mig_opts *o, const char *a, const char *v)
 		o->metrics = v;
 	else if (!strcmp(a, "--recover-ms"))
 		o->recover_ms = atoi(v);
+	else if (!strcmp(a, "--idle-ms"))
+		o->idle_ms = atoi(v);
+	else if (!strcmp(a, "--x-stager-delay-us"))
+		o->x_stager_delay_us = (unsigned)strtoul(v, NULL, 0);
 	else if (!strcmp(a, "--channels"))
 		return parse_channels(v, &o->channels) ? 0 : -2;
 	else if (!strcmp(a, "--max-bandwidth"))

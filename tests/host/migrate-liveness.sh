@@ -187,4 +187,31 @@ cat "$work/pf-e.err" "$work/pingflood-d.err"
 [ "$erc" = 0 ] || fail "ping-flood: no COMPLETE during the flood (status $erc)"
 [ "$rc" = 0 ] || fail "ping-flood: destination exit status $rc"
 
+# 7. A destination slow to install what precopy staged is no stalled source.
+#    Once the source has pushed every page it owes, pages still staged (or
+#    being installed) at the destination are the destination's own work;
+#    the source has nothing to send and must not be called stalled.  In a
+#    TCG node the stager took over 10 s and the link was "recovered" for
+#    it ("source sent nothing but heartbeats").  Here the stager is made
+#    slow on purpose: 2048 pages at 1 ms each outlast the 500 ms limit
+#    four times over, whatever the machine's speed.
+start_memtest_dest slowstage --mem 8M --touch none --idle-ms 500 --recover-ms 5000 \
+	--x-stager-delay-us 1000 --metrics "$work/slowstage-d.json"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 8M --precopy-rounds 2 \
+	--idle-ms 500 --recover-ms 5000 --metrics "$work/slowstage-s.json" 2> "$work/slowstage-s.err" &
+spid=$!
+pids+=("$spid")
+wait_status "$spid" "slow-stager: the source" 300
+src_rc=$?
+wait_status "$dpid" "slow-stager: the destination" 300
+dst_rc=$?
+grep -h "broken\|heartbeats\|unanswered" "$work/slowstage-s.err" "$work/slowstage-d.err" | sed "s/^/slow-stager: /"
+[ "$src_rc" = 0 ] || fail "slow-stager: source exit status $src_rc"
+[ "$dst_rc" = 0 ] || fail "slow-stager: destination exit status $dst_rc"
+grep -q "checksum ok" "$work/slowstage-d.err" || fail "slow-stager: no good checksum at the destination"
+check_json "$work/slowstage-s.json" '.pages_precopy == .pages' "slow-stager: precopy did not stage every page"
+check_json "$work/slowstage-s.json" '.recoveries == 0' \
+	"slow-stager: the link was broken for the destination's own install work"
+echo "slow-stager: $(jq -c '{total_ms, postcopy_ms, pages_pushed, recoveries}' "$work/slowstage-s.json")"
+
 echo "migrate-liveness: passed"

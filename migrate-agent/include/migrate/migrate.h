@@ -45,6 +45,12 @@ struct mig_opts {
 	int push_runs;
 	int prepage_fixed; /* 1: always that window; 0: it adapts (source-prepage.h) */
 	/*
+	 * Destination, for tests only (QEMU's x- prefix): the stager waits
+	 * this long before each staged page it installs, as a slow host
+	 * does, so that a local install outlasting idle_ms can be tested.
+	 */
+	unsigned x_stager_delay_us;
+	/*
 	 * TLS on every connection of the migration when creds_dir or psk_file
 	 * is set (never both): x509 credentials or a PSK file, as QEMU's
 	 * (docs/security.md).  The source checks the destination's certificate
