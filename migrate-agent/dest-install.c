@@ -171,18 +171,56 @@ static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
 	madvise(d->stage + first * MIG_PAGE_SIZE, n * MIG_PAGE_SIZE, MADV_DONTNEED);
 }
 
+/*
+ * The stager's runs: consecutive staged pages of one kind (zero or not)
+ * are claimed together and installed with one call (one UFFDIO_COPY, or
+ * one move of fresh zero pages): page by page, a TCG node took over 10 s
+ * for 32 MiB.  A staged page's zero flag does not change after the
+ * switch-over (nothing stages then), so it is read before the claim.
+ */
+#define STAGE_RUN 64
+
+/* Claim the staged pages from i on (before end) of i's kind: how many. */
+static unsigned claim_staged_run(struct mig_dest *d, uint64_t i, uint64_t end, uint64_t *old)
+{
+	bool zero = ram_word_zero(ram_page_word(d->ram, i));
+	unsigned n = 0;
+	while (n < STAGE_RUN && i + n < end) {
+		uint64_t w = ram_page_word(d->ram, i + n);
+		if (ram_word_state(w) != RAM_PAGE_STAGED || ram_word_zero(w) != zero ||
+		    !dest_claim(d, i + n, RAM_BY_PRECOPY, &old[n]))
+			break;
+		n++;
+	}
+	return n;
+}
+
+/* Install what is still staged in pages [first, end), a run at a time. */
+static void install_staged_chunk(struct mig_dest *d, uint64_t first, uint64_t end)
+{
+	uint64_t old[STAGE_RUN];
+	for (uint64_t i = first; i < end && !d->failed && !d->stop;) {
+		unsigned n = claim_staged_run(d, i, end, old);
+		if (!n) {
+			i++;
+			continue;
+		}
+		if (d->o.x_stager_delay_us) /* a slow install, for the tests */
+			usleep((useconds_t)d->o.x_stager_delay_us * n);
+		void *data = ram_word_zero(old[0]) ? NULL : d->stage + i * MIG_PAGE_SIZE;
+		if (dest_install_run(d, i, n, data, RAM_BY_PRECOPY, old))
+			return; /* the migration failed (reported) */
+		i += n;
+	}
+}
+
 /* Installs what precopy staged, freeing the staging buffer as it goes (RSS ~ RAM). */
 void *dest_stager_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
 		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
-		for (uint64_t i = c; i < c + n; i++)
-			if (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_STAGED) {
-				if (d->o.x_stager_delay_us) /* a slow install, for the tests */
-					usleep(d->o.x_stager_delay_us);
-				dest_install_staged(d, i);
-			}
+		install_staged_chunk(d, c, c + n);
 		release_stage(d, c, n);
 	}
 	return NULL;
