@@ -55,27 +55,30 @@ static uint64_t oldest_request(struct mig_dest *d)
  * Whether the source makes no progress (under req_lock).  Heartbeats keep
  * a link from being silent; only frames with work in them are progress:
  * while the source owes pages it must keep sending them, and it must
- * answer every page request, each within idle_ms.  Pages staged here (or
- * being installed) are owed by no one but this side: once the source has
- * sent the rest it has nothing to send, however long the stager takes (in
- * a TCG node it took over 10 s, and the link was broken for it).  The
- * count of owed pages is a scan, so it is asked last, only after idle_ms
- * without work.
+ * answer every page request, each within the limit `idle` (idle_ms, or
+ * more once the source has shown it can be slower and alive: link.h).
+ * Pages staged here (or being installed) are owed by no one but this
+ * side: once the source has sent the rest it has nothing to send, however
+ * long the stager takes (in a TCG node it took over 10 s, and the link was
+ * broken for it).  The count of owed pages is a scan, so it is asked
+ * last, only after the limit without work.
  */
-static int no_progress(void *ctx, uint64_t now, char *why, size_t len)
+static int no_progress(void *ctx, uint64_t now, uint64_t idle, char *why, size_t len)
 {
 	struct mig_dest *d = ctx;
-	uint64_t idle = (uint64_t)d->o.idle_ms * 1000000ull, work, req, heard = 0;
+	uint64_t work, req, heard = 0;
 	work = mig_conn_progress(d->urg);
 	dest_bulk_heard(d, &heard, &work);
 	req = oldest_request(d);
 	if (req && req < d->t_link_ns)
 		req = d->t_link_ns; /* requests repeated on a new link start anew */
 	if (req && now > req && now - req > idle)
-		snprintf(why, len, "source left a page request unanswered for %d ms", d->o.idle_ms);
+		snprintf(why, len, "source left a page request unanswered for %llu ms",
+			 (unsigned long long)(idle / 1000000));
 	else if (ram_nr_present(d->ram) < d->nr_pages && now > work && now - work > idle &&
 		 dest_pages_owed(d))
-		snprintf(why, len, "source sent nothing but heartbeats for %d ms", d->o.idle_ms);
+		snprintf(why, len, "source sent nothing but heartbeats for %llu ms",
+			 (unsigned long long)(idle / 1000000));
 	else
 		return 0;
 	return 1;

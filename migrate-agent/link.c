@@ -23,32 +23,55 @@ static uint64_t heartbeat_ns(int idle_ms)
 }
 
 /*
+ * The limit for a silence or a wait now: idle_ms, stretched to twice the
+ * longest silence the peer was heard again after (link.h).  heard: when
+ * the peer was last heard from.
+ */
+static uint64_t silence_limit(struct mig_link_watch *w, uint64_t heard)
+{
+	uint64_t idle = (uint64_t)w->idle_ms * 1000000ull, limit;
+
+	if (w->last_heard && heard > w->last_heard && heard - w->last_heard > w->longest_gap)
+		w->longest_gap = heard - w->last_heard;
+	w->last_heard = heard;
+	limit = 2 * w->longest_gap;
+	if (limit < idle)
+		return idle;
+	return limit > MIG_LINK_STRETCH * idle ? MIG_LINK_STRETCH * idle : limit;
+}
+
+/*
  * Is the link broken at now (under hold())?  Nothing heard from the peer
- * for idle_ms: a stalled peer (its kernel still acknowledges, so TCP waits
- * for ever) or a half-open link; else the side's own check.
+ * for the limit: a stalled peer (its kernel still acknowledges, so TCP
+ * waits for ever) or a half-open link; else the side's own check.
  */
 static int link_broken(struct mig_link_watch *w, uint64_t now, char *why, size_t len)
 {
-	uint64_t heard = w->ops->heard(w->ctx);
+	uint64_t heard = w->ops->heard(w->ctx), limit = silence_limit(w, heard);
 
-	if (now > heard && now - heard > (uint64_t)w->idle_ms * 1000000ull) {
-		snprintf(why, len, "%s silent for %d ms: stalled, or the link is down", w->peer,
-			 w->idle_ms);
+	if (now > heard && now - heard > limit) {
+		snprintf(why, len, "%s silent for %llu ms: stalled, or the link is down", w->peer,
+			 (unsigned long long)(limit / 1000000));
 		return 1;
 	}
-	return w->ops->stalled && w->ops->stalled(w->ctx, now, why, len);
+	return w->ops->stalled && w->ops->stalled(w->ctx, now, limit, why, len);
 }
 
-/* One look at the link: a PING if it was quiet, a break if it is broken. */
+/*
+ * One look at the link: a PING if it was quiet, a break if it is broken;
+ * no verdict from a look that comes late (link.h).
+ */
 static void look_at_link(struct mig_link_watch *w)
 {
 	char why[160];
+	uint64_t now = mig_now_ns();
+	int late = w->last_look && now - w->last_look > 3 * w->heartbeat_ns;
+	w->last_look = now;
 	struct mig_conn *urg = w->ops->hold(w->ctx);
 	if (!urg)
 		return;
-	uint64_t now = mig_now_ns();
 	mig_conn_ping_if_quiet(urg, now, w->heartbeat_ns);
-	int broken = link_broken(w, now, why, sizeof(why));
+	int broken = !late && link_broken(w, now, why, sizeof(why));
 	w->ops->release(w->ctx, broken ? why : NULL);
 }
 

@@ -19,6 +19,14 @@
  * release() reports the break where the side's locking order wants it
  * (the source before it lets go, the destination after).
  *
+ * The deadline follows what the link has shown, not a constant tuned on
+ * a fast host: a peer once silent for S and heard again has shown that
+ * it can be that slow and alive, so the limit becomes 2 * S, never less
+ * than idle_ms nor more than MIG_LINK_STRETCH * idle_ms; the side's
+ * stalled() gets the same limit.  And a look that comes late (this
+ * process was stopped or starved for more than two intervals) gives no
+ * verdict: its receivers have not yet read what the peer sent meanwhile.
+ *
  * The watch's own lock (MIG_RANK_LINK_WATCH) guards only its stop flag
  * and cond; the thread never holds it during a look, so it is a leaf.
  */
@@ -31,13 +39,19 @@
 
 #include "migrate/net.h"
 
+/* How far the silence limit may stretch: this many times idle_ms. */
+#define MIG_LINK_STRETCH 4
+
 struct mig_link_ops {
 	/* The urgent connection, with the side's link lock held; NULL (nothing held): not now. */
 	struct mig_conn *(*hold)(void *ctx);
 	/* When the peer was last heard from (mig_now_ns()), under hold(). */
 	uint64_t (*heard)(void *ctx);
-	/* Optional: 1, with why, when the link stalls in the side's own way (under hold()). */
-	int (*stalled)(void *ctx, uint64_t now, char *why, size_t len);
+	/*
+	 * Optional: 1, with why, when the link stalls in the side's own way
+	 * (under hold()); limit_ns: how long a wait may last now (link.h).
+	 */
+	int (*stalled)(void *ctx, uint64_t now, uint64_t limit_ns, char *why, size_t len);
 	/* Let go of what hold() took; why non-NULL: the link is broken, report it. */
 	void (*release)(void *ctx, const char *why);
 };
@@ -48,6 +62,8 @@ struct mig_link_watch {
 	const char *peer; /* who goes silent, in the break's message */
 	int idle_ms;
 	uint64_t heartbeat_ns;
+	/* Only the watch thread's: the stretch (link.h). */
+	uint64_t last_look, last_heard, longest_gap;
 	pthread_mutex_t lock; /* stop, cond */
 	pthread_cond_t cond;
 	pthread_t thread;
