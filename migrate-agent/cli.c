@@ -55,6 +55,15 @@ static void usage(FILE *f)
 		"       migrate-agent start-postcopy --vmm SOCKET  (migrate-start-postcopy)\n");
 }
 
+/* -h, --help: the usage on stdout, exit 0, from any option's place. */
+static int is_help(const char *a)
+{
+	return !strcmp(a, "-h") || !strcmp(a, "--help");
+}
+
+/* parse_args()'s answer when help was asked for and given. */
+#define HELP_GIVEN (-1)
+
 /* A number from min to max, or -1 after a message. */
 static int parse_int(const char *opt, const char *v, unsigned min, unsigned max)
 {
@@ -126,11 +135,15 @@ static int param_arg(int argc, char **argv, int *i, struct request *q)
 	return 1;
 }
 
-/* 0, or 2 (usage) after a message. */
+/* 0, 2 (usage) after a message, or HELP_GIVEN. */
 static int parse_args(int argc, char **argv, struct request *q)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (is_help(a)) {
+			usage(stdout);
+			return HELP_GIVEN;
+		}
 		int taken = param_arg(argc, argv, &i, q);
 		if (taken < 0)
 			return 2;
@@ -355,6 +368,11 @@ static int cmd_migrate(int argc, char **argv)
 	struct qmpc c;
 	int r = parse_args(argc, argv, &q);
 
+	if (r == HELP_GIVEN) {
+		free(q.tls_creds);
+		free(q.tls_psk);
+		return 0;
+	}
 	if (!r && !q.metrics) {
 		int fd = mkstemp(tmp);
 		if (fd < 0) {
@@ -392,6 +410,10 @@ static int cmd_simple(int argc, char **argv, const char *qmp_cmd)
 	struct qmpc c;
 	int r;
 
+	if (argc == 2 && is_help(argv[1])) {
+		usage(stdout);
+		return 0;
+	}
 	if (argc != 3 || strcmp(argv[1], "--vmm")) {
 		usage(stderr);
 		return 2;
@@ -423,7 +445,7 @@ int main(int argc, char **argv)
 		return cmd_simple(argc - 1, argv + 1, "migrate_cancel");
 	if (argc >= 2 && !strcmp(argv[1], "start-postcopy"))
 		return cmd_simple(argc - 1, argv + 1, "migrate-start-postcopy");
-	if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
+	if (argc >= 2 && (!strcmp(argv[1], "help") || is_help(argv[1]))) {
 		usage(stdout);
 		return 0;
 	}

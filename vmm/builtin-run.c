@@ -24,10 +24,8 @@ static void usage(FILE *f)
 	    "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
 	    "       vmm run --lazy-from SNAPSHOT   (= vmm restore SNAPSHOT --lazy)\n"
 	    "               [--lazy [--ram-backend uffd|uffd-move|userfault|auto] [--busy-poll]]\n"
-	    "               [--save-after MS FILE] [--trace-reports]\n"
-	    "  migration (docs/migration.md): [--incoming tcp:H:P] | [--control SOCKET]\n"
-	    "               [--migrate-to tcp:H:P --migrate-after MS] [--precopy-rounds N]\n"
-	    "               [--compress] [--migrate-metrics FILE] [--recover-ms MS]\n");
+	    "               [--save-after MS FILE] [--trace-reports]\n");
+	migrate_usage(f);
 }
 
 /* Migration options and hooks: vmm/include/vmm/migrate.h. */

@@ -62,6 +62,19 @@ static const char **string_flag(struct migrate_vmm_opts *o, const char *a)
 	return NULL;
 }
 
+void migrate_usage(FILE *f)
+{
+	fprintf(
+	    f, "  migration (docs/migration.md): [--incoming tcp:H:P] | [--control SOCKET]\n"
+	       "               [--migrate-to tcp:H:P --migrate-after MS] [--migrate-metrics FILE]\n"
+	       "               [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n");
+	/* The tunables from their one table (migrate/params.h), three to a line. */
+	for (int p = 0; p < MIG_P_NR; p++)
+		fprintf(f, "%s[%s%s]%s", p % 3 ? " " : "               ", mig_param_defs[p].flag,
+			mig_param_defs[p].is_bool ? "" : " N",
+			p % 3 == 2 || p == MIG_P_NR - 1 ? "\n" : "");
+}
+
 int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 {
 	const char *a = argv[*i];

@@ -30,6 +30,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "migrate/params.h"
 
@@ -49,6 +50,8 @@ struct migrate_vmm_opts {
  * not a migration option, -1 after printing a message about a bad value.
  */
 int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o);
+/* The migration options' usage lines, for vmm run --help: every flag migrate_parse_opt() takes. */
+void migrate_usage(FILE *f);
 
 /* True for a destination: RAM must be lazy and no image is loaded. */
 static inline bool migrate_is_incoming(const struct migrate_vmm_opts *o)
