@@ -8,7 +8,7 @@
  *   faults: read() returns 64-bit page-aligned fault addresses;
  *   install: remap_anon_pages(dst, src, 4096, 0) (syscall 451) moves the
  *   caller's page into place; then wake: write {start, end}.
- * Zero pages are installed by moving freshly zeroed pages, a run at a time.  A staging page
+ * Zero pages are installed by moving a freshly zeroed page.  A staging page
  * the kernel will not move (EBUSY: swapped, KSM, shared, pinned) is copied
  * into a fresh page first, so a migration never fails on it.
  * A stock kernel fails the protocol write (EINVAL) or MADV_USERFAULT.
@@ -170,65 +170,23 @@ static int userfault_install(struct ram *ram, uint64_t off, void *page)
 	return userfault_wake(ram, off, PAGE_SIZE);
 }
 
-/*
- * len bytes of fresh zeroed private pages, populated: remap_anon_pages
- * wants mapped source pages.  One populate call, not a fault per page
- * (in a TCG node a fault costs tens of microseconds); pages of their own,
- * not a huge page (the move would have to split it).
- */
-static uint8_t *zeroed_pages(uint64_t len)
-{
-	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (buf == MAP_FAILED)
-		return NULL;
-	madvise(buf, len, MADV_NOHUGEPAGE);
-	if (madvise(buf, len, MADV_POPULATE_WRITE) < 0)
-		for (uint64_t i = 0; i < len; i += PAGE_SIZE) /* before Linux 5.14 */
-			buf[i] = 0;
-	return buf;
-}
-
-/*
- * Zero pages over [off, off + len), moved in with as few calls as the
- * kernel allows: a short count goes on after the pages done; a page
- * already there (EEXIST for the first page not done) is woken and skipped,
- * as the other back ends' runs do.  How many were there, or -errno.
- */
-static int userfault_zero_run(struct ram *ram, uint64_t off, uint64_t len)
-{
-	uint8_t *buf = zeroed_pages(len);
-	uint64_t done = 0;
-	int existed = 0, r = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	while (done < len && r >= 0) {
-		long n = syscall(__NR_remap_anon_pages, ram->host + off + done, buf + done,
-				 len - done, 0UL);
-
-		if (n > 0) {
-			done += (uint64_t)n;
-		} else if (n < 0 && errno == EEXIST) {
-			r = userfault_wake(ram, off + done, PAGE_SIZE);
-			existed++;
-			done += PAGE_SIZE;
-		} else {
-			r = n < 0 ? -errno : -EIO;
-		}
-	}
-	munmap(buf, len);
-	if (r >= 0)
-		r = userfault_wake(ram, off, len);
-	return r < 0 ? r : existed;
-}
-
-/* The per-page contract (ram.h): EEXIST when the one page was there. */
 static int userfault_zero(struct ram *ram, uint64_t off, uint64_t len)
 {
-	int r = userfault_zero_run(ram, off, len);
+	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	long r;
 
-	return r < 0 ? r : r ? -EEXIST : 0;
+	if (buf == MAP_FAILED)
+		return -ENOMEM;
+	madvise(buf, len, MADV_NOHUGEPAGE);
+	/* remap_anon_pages wants mapped source pages: write them. */
+	for (uint64_t i = 0; i < len; i += PAGE_SIZE)
+		buf[i] = 0;
+	r = syscall(__NR_remap_anon_pages, ram->host + off, buf, len, 0UL);
+	r = r < 0 ? -errno : 0;
+	munmap(buf, len);
+	if (r < 0)
+		return (int)r;
+	return userfault_wake(ram, off, len);
 }
 
 static void userfault_disarm(struct ram *ram)
@@ -249,7 +207,6 @@ const struct ram_backend_ops ram_backend_userfault = {
 	.fault_fd = userfault_fault_fd,
 	.read_faults = userfault_read_faults,
 	.install = userfault_install,
-	.zero_run = userfault_zero_run,
 	.zero = userfault_zero,
 	.wake = userfault_wake,
 	.disarm = userfault_disarm,
