@@ -173,9 +173,9 @@ static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
 
 /*
  * The stager's runs: consecutive staged pages of one kind (zero or not)
- * are claimed together and installed with one call (one UFFDIO_COPY, or
- * one move of fresh zero pages): page by page, a TCG node took over 10 s
- * for 32 MiB.  A staged page's zero flag does not change after the
+ * are claimed together and installed with one call where the back end
+ * has one (uffd: one UFFDIO_COPY or UFFDIO_ZEROPAGE); page by page, a TCG
+ * node took over 10 s for 32 MiB.  A staged page's zero flag does not change after the
  * switch-over (nothing stages then), so it is read before the claim.
  */
 #define STAGE_RUN 64
