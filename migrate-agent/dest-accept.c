@@ -76,7 +76,7 @@ static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 		close(fd);
 		return NULL;
 	}
-	c->wire.ram_size = d->ram->size;
+	c->wire.ram_size = ram_bytes(d->ram);
 	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
 	return c;
 }
@@ -245,7 +245,7 @@ static int answer_hello(struct mig_dest *d, struct mig_hs *hs, const struct mig_
 	hs->nr_bulk = m->nr_bulk;
 	hs->bulk_index = m->bulk_index;
 	hs->session = m->session_id;
-	int r = mig_hs_send_hello(hs, m->flags & MIG_HELLO_RECOVER, d->ram->size, features,
+	int r = mig_hs_send_hello(hs, m->flags & MIG_HELLO_RECOVER, ram_bytes(d->ram), features,
 				  m->attempt, why, len);
 	if (!r)
 		r = owner ? mig_hs_send_secret(hs, why, len) : mig_hs_mutual(hs, why, len);

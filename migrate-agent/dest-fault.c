@@ -72,16 +72,16 @@ struct dest_source {
 	int urgent; /* the fault thread took the urgent channel's priority */
 };
 
-static int source_request(struct ram_source *src, struct ram *ram, uint64_t off)
+static int source_request(struct ram_source *src, struct ram *ram, uint64_t pg)
 {
 	struct mig_dest *d = ((struct dest_source *)src)->d;
-	return off < d->ram->size ? fault_requested(d, off / MIG_PAGE_SIZE) : -ERANGE;
+	return pg < ram_nr_pages(d->ram) ? fault_requested(d, pg) : -ERANGE;
 }
 
-static int source_staged(struct ram_source *src, struct ram *ram, uint64_t off)
+static int source_staged(struct ram_source *src, struct ram *ram, uint64_t pg)
 {
 	struct mig_dest *d = ((struct dest_source *)src)->d;
-	return off < d->ram->size ? dest_install_staged(d, off / MIG_PAGE_SIZE) : -ERANGE;
+	return pg < ram_nr_pages(d->ram) ? dest_install_staged(d, pg) : -ERANGE;
 }
 
 static int source_reply_fd(struct ram_source *src)

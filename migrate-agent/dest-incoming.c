@@ -59,13 +59,13 @@ int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, s
 {
 	d->vm = vm;
 	d->ram = vm->ram;
-	if (!d->ram->pages) {
+	if (!ram_has_record(d->ram)) {
 		snprintf(err, errlen, "an incoming migration needs lazy RAM");
 		return -EINVAL;
 	}
-	d->nr_pages = d->ram->nr_pages;
+	d->nr_pages = ram_nr_pages(d->ram);
 	d->stamps = mig_stamps_new(d->nr_pages);
-	d->stage = mmap(NULL, d->ram->size, PROT_READ | PROT_WRITE,
+	d->stage = mmap(NULL, ram_bytes(d->ram), PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (d->stage == MAP_FAILED)
 		d->stage = NULL; /* what dest_incoming_free() unmaps */
@@ -85,7 +85,7 @@ int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, s
 void dest_incoming_free(struct mig_dest *d)
 {
 	if (d->stage)
-		munmap(d->stage, d->ram->size);
+		munmap(d->stage, ram_bytes(d->ram));
 	if (d->loop_run.buf)
 		munmap(d->loop_run.buf, RUN_MAX * MIG_PAGE_SIZE);
 	mig_stamps_free(d->stamps);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The destination's use of the page record (vmm/ram.h, owned by the RAM):
+ * The destination's use of the page record (ram/record.h, owned by the RAM):
  * an arrival claims its page (-> INSTALLING) and installs it once
  * (-> PRESENT); the stager installs what precopy staged; COMPLETE goes out
  * when every page is PRESENT.

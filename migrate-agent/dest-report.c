@@ -139,7 +139,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 	fill_complete(d, &pc, &c);
 	int64_t down = (int64_t)(d->resume_rt - d->pause_rt);
 	struct mig_dest_metrics m = {
-		.ram_bytes = d->ram ? d->ram->size : 0,
+		.ram_bytes = d->ram ? ram_bytes(d->ram) : 0,
 		.pages = d->nr_pages,
 		/* not resumed, or the two clocks disagree (another host): null */
 		.downtime_us = d->t_resumed && down >= 0 ? (double)down / 1000.0 : NAN,

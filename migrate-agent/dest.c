@@ -14,7 +14,7 @@
  *               and repeats outstanding requests;
  *   watch       heartbeats out; silence or no progress in is a break.
  *
- * Each page has one word in the RAM's page record (vmm/ram.h), changed
+ * Each page has one word in the RAM's page record (ram/record.h), changed
  * only by compare-and-swap:
  *   MISSING -> REQUESTED (fault) -> INSTALLING -> PRESENT
  *   MISSING/STAGED -------------------> INSTALLING -> PRESENT
@@ -136,7 +136,7 @@ static void start_postcopy_threads(struct mig_dest *d)
 			dest_fail(d, "cannot start the stager thread");
 	} else {
 		/* Nothing staged is valid (or there was no precopy): all of it goes. */
-		madvise(d->stage, d->ram->size, MADV_DONTNEED);
+		madvise(d->stage, ram_bytes(d->ram), MADV_DONTNEED);
 	}
 	d->sup_on = pthread_create(&d->sup, NULL, dest_supervisor_thread, d) == 0;
 	if (!d->sup_on)

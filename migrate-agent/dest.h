@@ -16,7 +16,7 @@
  *                    precopy pages staged, postcopy pages batched into runs
  *   dest-fault.c     the demand path on the RAM's fault thread: requests
  *                    out, replies in and installed (the page source)
- *   dest-install.c   the page record's use (it is the RAM's, vmm/ram.h):
+ *   dest-install.c   the page record's use (it is the RAM's, ram/record.h):
  *                    claims, the stager, completion
  *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
  *   dest-watch.c     liveness: the destination's hooks for the link watchdog
@@ -55,8 +55,10 @@
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "ram/backend.h"
+#include "ram/ram.h"
+#include "ram/record.h"
 #include "stamps.h"
-#include "vmm/ram.h"
 
 /* Handshake slots and session claims: see dest-accept.c. */
 #define DEST_FRESH_SLOTS  32
@@ -123,7 +125,7 @@ struct mig_dest {
 	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 	struct mig_dest_vm *vm;
 	/*
-	 * The page record is the RAM's (vmm/ram.h): where each page is, how
+	 * The page record is the RAM's (ram/record.h): where each page is, how
 	 * and when it came.  This side keeps transport state only.
 	 */
 	struct ram *ram;

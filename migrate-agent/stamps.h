@@ -2,7 +2,7 @@
 /*
  * Step stamps: where each microsecond of a demand fault goes, for the
  * benchmark (docs/bench.md).  The destination's page map is drawn from the
- * page record (vmm/ram.h), not from here.
+ * page record (ram/record.h), not from here.
  *
  * Each side records, per requested page, the CLOCK_MONOTONIC time
  * (mig_now_ns()) of the steps it sees; nothing goes on the wire.  On one

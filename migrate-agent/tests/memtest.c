@@ -3,7 +3,7 @@
  * mig-memtest: the migration library end to end on plain memory, without a
  * VM: the "guest RAM" is an anonymous mapping, the "VM state" a small blob
  * carrying the RAM checksum taken at the pause, and the "vCPUs" are threads.
- * The destination's RAM is the VMM's own lazy RAM (vmm/ram.h) with the
+ * The destination's RAM is the VMM's own lazy RAM (ram/ram.h) with the
  * stock-kernel back end (userfaultfd, UFFDIO_COPY / UFFDIO_ZEROPAGE), its
  * page record and its fault thread, so demand faults, the background push,
  * recovery and the metrics are all exercised for real, through the same
@@ -63,7 +63,8 @@
 #include "migrate/migrate.h"
 #include "migrate/net.h"
 #include "migrate/params.h"
-#include "vmm/ram.h"
+#include "ram/backend.h"
+#include "ram/ram.h"
 
 #define STATE_MAGIC 0x54534d4dull
 
@@ -302,7 +303,7 @@ static int run_source(struct mig_opts *o)
 
 /* ---- Destination: the VMM's lazy RAM ---- */
 
-static struct ram dram;
+static struct ram *dram;
 static bool busy_poll; /* the fault thread spins instead of sleeping in poll() */
 static struct mig_dest *dest;
 static uint32_t expect_sum;
@@ -384,21 +385,21 @@ static int run_dest(struct mig_opts *o)
 		fprintf(stderr, "memtest: dest: %s\n", err);
 		return 1;
 	}
-	int r = ram_init(&dram, ram_size, &ram_backend_uffd);
+	int r = ram_create(ram_size, &ram_backend_uffd, &dram);
 	if (r) {
 		fprintf(stderr, "memtest: dest: lazy RAM (userfaultfd): %s\n", strerror(-r));
 		return 77;
 	}
-	ram = dram.host;
+	ram = ram_host(dram);
 	struct ram_source *src = mig_dest_page_source(dest);
-	r = src ? ram_start_faults(&dram, src, busy_poll) : -ENOMEM;
+	r = src ? ram_start_faults(dram, src, busy_poll) : -ENOMEM;
 	if (r) {
 		fprintf(stderr, "memtest: dest: cannot start the fault thread: %s\n", strerror(-r));
 		return 1;
 	}
 	pthread_t tt;
 	struct mig_dest_vm vm = {
-		.ram = &dram,
+		.ram = dram,
 		.nr_regions = 1,
 		.regions = { { .gpa = 0, .size = ram_size } },
 		.load_state = dst_load,
@@ -408,7 +409,7 @@ static int run_dest(struct mig_opts *o)
 	r = mig_dest_incoming(dest, &vm, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: incoming migration failed: %s\n", err);
-		ram_stop_faults(&dram);
+		ram_stop_faults(dram);
 		mig_dest_free(dest);
 		return 1;
 	}
@@ -424,7 +425,7 @@ static int run_dest(struct mig_opts *o)
 	}
 	if (touching)
 		pthread_join(tt, NULL);
-	ram_stop_faults(&dram);
+	ram_stop_faults(dram);
 	if (o->metrics) {
 		FILE *f = strcmp(o->metrics, "-") ? fopen(o->metrics, "w") : stdout;
 		if (f) {
