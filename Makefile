@@ -65,23 +65,18 @@ endef
 # a fuzzer links it).  A program names it in OWN_LIBS; the linker takes
 # only the members it needs.
 AR ?= ar
+# $(call archive,FLAVOUR_DIR,NAME,SOURCES,LABEL): one flavour's libNAME.a.
+define archive
+$(B)/$(1)lib/lib$(2).a: $(patsubst %.c,$(B)/$(1)obj/%.o,$(3))
+	@mkdir -p $$(@D)
+	@echo "  AR $(4) $$@"
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+endef
 define library
-$(B)/lib/lib$(1).a: $(patsubst %.c,$(B)/obj/%.o,$(2))
-	@mkdir -p $$(@D)
-	@echo "  AR      $$@"
-	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
-$(B)/san/lib/lib$(1).a: $(patsubst %.c,$(B)/san/obj/%.o,$(2))
-	@mkdir -p $$(@D)
-	@echo "  AR [san] $$@"
-	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
-$(B)/node/lib/lib$(1).a: $(patsubst %.c,$(B)/node/obj/%.o,$(2))
-	@mkdir -p $$(@D)
-	@echo "  AR [node] $$@"
-	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
-$(B)/fuzz/lib/lib$(1).a: $(patsubst %.c,$(B)/fuzz/obj/%.o,$(2))
-	@mkdir -p $$(@D)
-	@echo "  AR [fuzz] $$@"
-	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+$(call archive,,$(1),$(2),     )
+$(call archive,san/,$(1),$(2),[san])
+$(call archive,node/,$(1),$(2),[node])
+$(call archive,fuzz/,$(1),$(2),[fuzz])
 endef
 
 # The fuzz flavour's objects (the libFuzzer targets and the archives they

@@ -280,13 +280,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--pages") && i + 1 < argc &&
-		    !parse_u64(argv[i + 1], &a->pages) && a->pages >= 100 &&
-		    a->pages <= (1 << 20)) {
+		    !parse_u64(argv[i + 1], 100, 1 << 20, &a->pages)) {
 			i++;
 		} else if (!strcmp(argv[i], "--backend") && i + 1 < argc && a->nwant < 8) {
 			a->want[a->nwant++] = argv[++i];
 		} else if (!strcmp(argv[i], "--memcpy-mib") && i + 1 < argc &&
-			   !parse_u64(argv[i + 1], &a->memcpy_mib) && a->memcpy_mib <= 65536) {
+			   !parse_u64(argv[i + 1], 0, 65536, &a->memcpy_mib)) {
 			i++;
 		} else {
 			fprintf(stderr,

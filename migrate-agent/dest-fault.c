@@ -26,9 +26,9 @@ static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 	__atomic_fetch_add(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 	mig_stamp(d->stamps, i, MIG_STEP_FAULT, fault_ns);
 	struct mig_page_request q = { .count = 1 };
-	uint64_t addr = i * MIG_PAGE_SIZE;
+	uint64_t addr = i * PAGE_SIZE;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
+	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, now_ns());
 	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
 	mig_unlock(&d->req_lock);

@@ -37,7 +37,7 @@ static uint64_t heard_link(void *ctx)
 	return heard;
 }
 
-/* The oldest fault still waiting for its page (mig_now_ns()), 0 when none waits. */
+/* The oldest fault still waiting for its page (now_ns()), 0 when none waits. */
 static uint64_t oldest_request(struct mig_dest *d)
 {
 	uint64_t oldest = 0;

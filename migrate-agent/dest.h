@@ -201,7 +201,7 @@ struct mig_dest {
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
 static inline struct timespec dest_mono_in_ms(unsigned ms)
 {
-	return mig_mono_ts(mig_now_ns() + ms * 1000000ull);
+	return mig_mono_ts(now_ns() + ms * 1000000ull);
 }
 
 /* dest.c */

@@ -46,7 +46,7 @@ static void look_at_link(struct mig_link_watch *w)
 	struct mig_conn *urg = w->ops->hold(w->ctx);
 	if (!urg)
 		return;
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	mig_conn_ping_if_quiet(urg, now, w->heartbeat_ns);
 	int broken = link_broken(w, now, why, sizeof(why));
 	w->ops->release(w->ctx, broken ? why : NULL);
@@ -58,7 +58,7 @@ static void *watch_thread(void *arg)
 	struct mig_link_watch *w = arg;
 	mig_lock(&w->lock, MIG_RANK_LINK_WATCH);
 	while (!w->stop) {
-		struct timespec ts = mig_mono_ts(mig_now_ns() + w->heartbeat_ns);
+		struct timespec ts = mig_mono_ts(now_ns() + w->heartbeat_ns);
 		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 		if (w->stop)
 			break;

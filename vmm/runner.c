@@ -45,7 +45,7 @@ int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o)
 	} else if (!strcmp(a, "--save-after")) {
 		if (!(v = arg_value(argc, argv, i)))
 			return -1;
-		if (parse_u64(v, &o->save_after_ms) < 0 || !o->save_after_ms) {
+		if (parse_u64(v, 1, UINT64_MAX, &o->save_after_ms) < 0) {
 			pr_err("--save-after: '%s' is not a positive number of milliseconds", v);
 			return -1;
 		}

@@ -18,4 +18,10 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The same clock in milliseconds, for timeouts counted in ms (poll()'s unit). */
+static inline uint64_t now_ms(void)
+{
+	return now_ns() / 1000000;
+}
+
 #endif /* COMMON_CLOCK_H */

@@ -60,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/parse.h"
 #include "migrate/migrate.h"
 #include "migrate/net.h"
 #include "migrate/params.h"
@@ -96,30 +97,17 @@ static uint64_t mix(uint64_t x)
  */
 static void fill_page(uint64_t i, uint64_t gen)
 {
-	uint64_t *p = (uint64_t *)(ram + i * MIG_PAGE_SIZE);
+	uint64_t *p = (uint64_t *)(ram + i * PAGE_SIZE);
 	if (gen == 0 ? mix(i ^ seed) % 4 == 0 : mix(i ^ seed ^ (gen << 20)) % 8 == 0) {
-		memset(p, 0, MIG_PAGE_SIZE);
+		memset(p, 0, PAGE_SIZE);
 		return;
 	}
 	uint64_t x = mix(seed * 1000003 + i * 7 + gen);
 	/* Half the pattern pages compress well, half do not. */
 	int easy = (i & 1) == 0;
-	for (unsigned k = 0; k < MIG_PAGE_SIZE / 8; k++) {
+	for (unsigned k = 0; k < PAGE_SIZE / 8; k++) {
 		p[k] = easy ? x + (k / 64) : (x = mix(x));
 	}
-}
-
-static uint64_t parse_size(const char *s)
-{
-	char *e;
-	uint64_t v = strtoull(s, &e, 0);
-	if (*e == 'K' || *e == 'k')
-		v <<= 10;
-	else if (*e == 'M' || *e == 'm')
-		v <<= 20;
-	else if (*e == 'G' || *e == 'g')
-		v <<= 30;
-	return v;
 }
 
 /* ---- Source ---- */
@@ -218,7 +206,7 @@ static uint64_t t0_ns;
 
 static void say_at(const char *what)
 {
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	fprintf(stderr, "memtest: %s at %llu ms (monotonic %llu ns), %llu bytes sent\n", what,
 		(unsigned long long)((now - t0_ns) / 1000000), (unsigned long long)now,
 		(unsigned long long)__atomic_load_n(&ctl.bytes_sent, __ATOMIC_RELAXED));
@@ -254,7 +242,7 @@ static void *caps_thread(void *arg)
 static void start_caps(struct mig_opts *o)
 {
 	pthread_t t;
-	t0_ns = mig_now_ns();
+	t0_ns = now_ns();
 	ctl.phase = MIG_PHASE_SETUP;
 	ctl.phase_changed = phase_changed;
 	o->ctl = &ctl;
@@ -325,13 +313,6 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 static const char *touch = "random";
 static uint64_t touched, stride = 16, touch_start, touch_ns;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The k-th page --touch stride reads: k * stride, wrapping one page on. */
 static uint64_t stride_page(uint64_t k)
 {
@@ -355,7 +336,7 @@ static void *toucher_thread(void *arg)
 		}
 		if (strcmp(touch, "random"))
 			i = (i + touch_start) % nr_pages;
-		sink ^= ram[i * MIG_PAGE_SIZE + (k % MIG_PAGE_SIZE)];
+		sink ^= ram[i * PAGE_SIZE + (k % PAGE_SIZE)];
 		touched++;
 		/* --touch-ns: the work between pages (a fault's wait is not work) */
 		for (uint64_t t = now_ns(); touch_ns && now_ns() - t < touch_ns;)
@@ -478,7 +459,7 @@ static int value_opt(struct mig_opts *o, const char *a, const char *v)
 	if (!strcmp(a, "--to") || !strcmp(a, "--listen"))
 		o->addr = v;
 	else if (!strcmp(a, "--mem"))
-		ram_size = parse_size(v);
+		ram_size = parse_size(v, &ram_size) ? 0 : ram_size; /* 0: refused below */
 	else if (!strcmp(a, "--seed"))
 		seed = strtoull(v, NULL, 0);
 	else if (!strcmp(a, "--precopy-rounds"))
@@ -563,12 +544,12 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!o.addr || (strcmp(mode, "source") && strcmp(mode, "dest")) || !ram_size ||
-	    ram_size % MIG_PAGE_SIZE) {
+	    ram_size % PAGE_SIZE) {
 		fprintf(stderr, "usage: mig-memtest source --to tcp:H:P | dest --listen tcp:H:P "
 				"[--mem SIZE] ...\n");
 		return 2;
 	}
-	nr_pages = ram_size / MIG_PAGE_SIZE;
+	nr_pages = ram_size / PAGE_SIZE;
 	if (!strcmp(mode, "dest"))
 		ram = NULL; /* run_dest() maps lazy RAM */
 	else

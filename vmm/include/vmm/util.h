@@ -10,16 +10,13 @@
 #include "common/clock.h"   /* now_ns() */
 #include "common/file-io.h" /* pread_full(), pwrite_full() */
 #include "common/macros.h"
-#include "common/page.h" /* PAGE_SIZE, page_is_zero() */
+#include "common/page.h"
+#include "common/parse.h" /* parse_u64(), parse_size() */ /* PAGE_SIZE, page_is_zero() */
 
 /* One-line messages; only the command edge prints, modules return -errno. */
 #define pr_err(fmt, ...)  fprintf(stderr, "vmm: " fmt "\n", ##__VA_ARGS__)
 #define pr_info(fmt, ...) fprintf(stderr, "vmm: " fmt "\n", ##__VA_ARGS__)
 
-/* "64M", "1G", "4096", "2k": bytes; -EINVAL on anything else. */
-int parse_size(const char *s, uint64_t *out);
-/* Decimal, hexadecimal (0x) or octal number with nothing after it. */
-int parse_u64(const char *s, uint64_t *out);
 /* Sorts v[0..n) ascending (the benchmarks' latency samples). */
 void sort_u64(uint64_t *v, size_t n);
 /*
