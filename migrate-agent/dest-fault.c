@@ -23,7 +23,6 @@
 /* Ask the source for page i, which the fault moved to REQUESTED at fault_ns. */
 static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 {
-	__atomic_fetch_add(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 	mig_stamp(d->stamps, i, MIG_STEP_FAULT, fault_ns);
 	struct mig_page_request q = { .count = 1 };
 	uint64_t addr = i * PAGE_SIZE;

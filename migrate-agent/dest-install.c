@@ -102,7 +102,6 @@ bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *o
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now)
 {
 	if (ram_word_state(old) == RAM_PAGE_REQUESTED) {
-		__atomic_fetch_sub(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = now - ram_word_time_ns(d->ram, old);
 		mig_lock(&d->lat_lock, MIG_RANK_DEST_LAT);

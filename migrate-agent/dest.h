@@ -187,9 +187,8 @@ struct mig_dest {
 	struct hs_slot hs[DEST_FRESH_SLOTS + DEST_PROVEN_SLOTS];
 	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
 
-	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
-	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */
-	uint64_t pages_dup, faults, req_sent, dedup; /* atomic counters */
+	uint64_t t_link_ns; /* when the current link was set up (under req_lock) */
+	uint64_t pages_dup, faults, req_sent; /* atomic counters */
 	pthread_mutex_t lat_lock;
 	struct mig_lat lat;
 	uint64_t t_state_rx, t_phase0;

@@ -29,6 +29,7 @@ struct ram {
 	_Atomic uint64_t *pages; /* the page record: one word per page */
 	uint64_t t0;		 /* now_ns() the record's times count from */
 	_Atomic uint64_t nr_present;
+	_Atomic uint64_t nr_requested; /* pages REQUESTED: kept by ram_claim() and ram_unclaim() */
 	struct ram_source *source;
 	bool busy_poll;
 	int kick_fd; /* eventfd that wakes the fault thread: to stop, to look again */

@@ -121,6 +121,7 @@ int ram_reset(struct ram *ram)
 	/* No other thread touches the record now: as ram_create()'s calloc. */
 	memset((void *)ram->pages, 0, ram->nr_pages * sizeof(*ram->pages));
 	atomic_store(&ram->nr_present, 0);
+	atomic_store(&ram->nr_requested, 0);
 	memset(&ram->st, 0, sizeof(ram->st));
 	atomic_store(&ram->error, 0);
 	atomic_store(&ram->stop, false);

@@ -31,6 +31,26 @@ uint64_t ram_nr_present(const struct ram *ram)
 	return atomic_load(&ram->nr_present);
 }
 
+uint64_t ram_nr_requested(const struct ram *ram)
+{
+	return atomic_load(&ram->nr_requested);
+}
+
+/*
+ * A word went from `was` to `now`: the count of REQUESTED pages follows,
+ * in the same thread as the change, so it never counts a page twice nor
+ * misses one however claims race (a push taking a page between a fault's
+ * claim and the fault thread's next look at it).
+ */
+static void count_requested(struct ram *ram, uint64_t was, uint64_t now)
+{
+	bool before = ram_word_state(was) == RAM_PAGE_REQUESTED;
+	bool after = ram_word_state(now) == RAM_PAGE_REQUESTED;
+
+	if (before != after)
+		atomic_fetch_add(&ram->nr_requested, after ? 1 : (uint64_t)-1);
+}
+
 static uint64_t make_word(const struct ram *ram, enum ram_page_state st, enum ram_arrival by,
 			  bool zero)
 {
@@ -55,6 +75,7 @@ bool ram_claim(struct ram *ram, uint64_t pg, unsigned from, enum ram_page_state 
 		nw = make_word(ram, to, by != RAM_BY_NONE ? by : ram_word_by(w), zero);
 		if (atomic_compare_exchange_weak_explicit(
 			&ram->pages[pg], &w, nw, memory_order_acq_rel, memory_order_acquire)) {
+			count_requested(ram, w, nw);
 			*old = w;
 			return true;
 		}
@@ -63,7 +84,9 @@ bool ram_claim(struct ram *ram, uint64_t pg, unsigned from, enum ram_page_state 
 
 void ram_unclaim(struct ram *ram, uint64_t pg, uint64_t old)
 {
-	atomic_store_explicit(&ram->pages[pg], old, memory_order_release);
+	uint64_t claimed = atomic_exchange_explicit(&ram->pages[pg], old, memory_order_acq_rel);
+
+	count_requested(ram, claimed, old);
 }
 
 /* The back end's call for one page, retried while the address space changes. */

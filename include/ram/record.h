@@ -82,6 +82,12 @@ static inline bool ram_word_zero(uint64_t w)
 }
 
 /*
+ * Pages REQUESTED now: faults waiting for their page.  Counted by the
+ * claims themselves, so it is the record's figure, not a copy of it.
+ */
+uint64_t ram_nr_requested(const struct ram *ram);
+
+/*
  * Moves page pg from one of the states in `from` (RAM_FROM() masks) to
  * `to`, stamped with the current time, how (RAM_BY_NONE keeps the old
  * word's) and the zero flag.  True on success, the replaced word in *old;

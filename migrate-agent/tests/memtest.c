@@ -15,7 +15,8 @@
  *                      [--max-bandwidth B] [--caps-stdin]
  *   either:        [--idle-ms MS] (the link watchdog's limit, default 10000)
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
- *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--metrics FILE]
+ *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--touchers N]
+ *                    [--metrics FILE]
  *                    [--recover-ms MS] [--busy-poll] [--x-stager-delay-us US]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *   either:        [--features-off MASK] (HELLO features not announced, as
@@ -33,7 +34,10 @@
  * faults are not all on pages the push is sending anyway.  --touch-ns: the
  * "vCPU" works NS nanoseconds per page it reads (a busy wait), as a guest
  * computing between pages; without it, it reads a byte per page and
- * outruns any push.  --prepage-fixed: the fixed pre-paging window
+ * outruns any push.  --touchers N: N "vCPUs" (default 1, at most 8) read
+ * the same pages in the same order, so they fault on a page together and
+ * the RAM merges their faults into one request (COMPLETE's
+ * requests_deduped).  --prepage-fixed: the fixed pre-paging window
  * (the adaptive one's baseline).  --max-bandwidth: the push's cap in
  * bytes/s; --caps-stdin: each line read from stdin is a new cap, set while
  * the migration runs (as QMP's migrate-set-parameters does), or "postcopy"
@@ -311,7 +315,7 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 }
 
 static const char *touch = "random";
-static uint64_t touched, stride = 16, touch_start, touch_ns;
+static uint64_t touched, stride = 16, touch_start, touch_ns, touchers = 1;
 
 /* The k-th page --touch stride reads: k * stride, wrapping one page on. */
 static uint64_t stride_page(uint64_t k)
@@ -337,7 +341,7 @@ static void *toucher_thread(void *arg)
 		if (strcmp(touch, "random"))
 			i = (i + touch_start) % nr_pages;
 		sink ^= ram[i * PAGE_SIZE + (k % PAGE_SIZE)];
-		touched++;
+		__atomic_fetch_add(&touched, 1, __ATOMIC_RELAXED); /* touchers share it */
 		/* --touch-ns: the work between pages (a fault's wait is not work) */
 		for (uint64_t t = now_ns(); touch_ns && now_ns() - t < touch_ns;)
 			;
@@ -378,7 +382,7 @@ static int run_dest(struct mig_opts *o)
 		fprintf(stderr, "memtest: dest: cannot start the fault thread: %s\n", strerror(-r));
 		return 1;
 	}
-	pthread_t tt;
+	pthread_t tt[8];
 	struct mig_dest_vm vm = {
 		.ram = dram,
 		.nr_regions = 1,
@@ -397,7 +401,8 @@ static int run_dest(struct mig_opts *o)
 	mig_dest_resumed(dest);
 	int touching = strcmp(touch, "none") != 0;
 	if (touching)
-		pthread_create(&tt, NULL, toucher_thread, NULL);
+		for (uint64_t k = 0; k < touchers; k++)
+			pthread_create(&tt[k], NULL, toucher_thread, NULL);
 	r = mig_dest_wait(dest, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: migration failed: %s\n", err);
@@ -405,7 +410,8 @@ static int run_dest(struct mig_opts *o)
 		_exit(1);
 	}
 	if (touching)
-		pthread_join(tt, NULL);
+		for (uint64_t k = 0; k < touchers; k++)
+			pthread_join(tt[k], NULL);
 	ram_stop_faults(dram);
 	if (o->metrics) {
 		FILE *f = strcmp(o->metrics, "-") ? fopen(o->metrics, "w") : stdout;
@@ -480,7 +486,12 @@ static int value_opt(struct mig_opts *o, const char *a, const char *v)
 		o->features_off = (uint32_t)strtoul(v, NULL, 0);
 	else if (!strcmp(a, "--touch"))
 		touch = v;
-	else if (!strcmp(a, "--touch-ns"))
+	else if (!strcmp(a, "--touchers")) {
+		if (!parse_u64(v, 1, 8, &touchers))
+			return 0;
+		fprintf(stderr, "memtest: --touchers: '%s' is not a number from 1 to 8\n", v);
+		return -2;
+	} else if (!strcmp(a, "--touch-ns"))
 		touch_ns = strtoull(v, NULL, 0);
 	else if (!strcmp(a, "--touch-start"))
 		touch_start = strtoull(v, NULL, 0);

@@ -310,7 +310,7 @@ struct mig_complete {
 	uint64_t pages_duplicate;  /* arrived although already present */
 	uint64_t faults;	   /* distinct demand faults */
 	uint64_t requests_sent;	   /* addresses sent in PAGE_REQUEST */
-	uint64_t requests_deduped; /* faults on pages already requested */
+	uint64_t requests_deduped; /* faults on pages already requested (merged) */
 	uint64_t fault_lat_p50_ns;
 	uint64_t fault_lat_p99_ns;
 	uint64_t fault_lat_max_ns;
