@@ -59,48 +59,51 @@ done < <(section "Include direction" | awk -F'|' '
 [ ${#allow[@]} -gt 3 ] || { echo "FAIL: no include table in $map (section Include direction)"; exit 1; }
 
 # The -I folders, in the build's order (Makefile, */build.mk, the fuzzers').
+# Lookups set globals rather than print, so that the loop forks no subshell
+# per include.
 incdirs=(include migrate-agent/include vmm/include migrate-agent)
-resolve() { # file header
-	local d c
-	d=$(dirname "$1")
-	if [ -f "$d/$2" ]; then
-		realpath -m --relative-to=. "$d/$2"
-		return
-	fi
+resolve() { # file header: the header's path in $found, "" if none
+	local c p
+	found=
+	p=${1%/*}/$2
+	while [[ "$p" == *[!.]/../* ]]; do # a/b/../c -> a/c (only "../" is used)
+		p=$(sed 's|[^/]*/\.\./||' <<< "$p")
+	done
+	[ -f "$p" ] && { found=$p; return; }
 	for c in "${incdirs[@]}"; do
-		[ -f "$c/$2" ] && { echo "$c/$2"; return; }
+		[ -f "$c/$2" ] && { found=$c/$2; return; }
 	done
 }
-rule_of() { # file: the longest prefix of the table that matches it
-	local p best=
+rule_of() { # file: the longest prefix of the table that matches it, in $rule
+	local p
+	rule=
 	for p in "${!allow[@]}"; do
-		[[ "$1" == "$p"* ]] && [ ${#p} -gt ${#best} ] && best=$p
+		[[ "$1" == "$p"* ]] && [ ${#p} -gt ${#rule} ] && rule=$p
 	done
-	echo "$best"
 }
 against=0
 for f in "${files[@]}"; do
-	rule=$(rule_of "$f")
+	rule_of "$f"
 	if [ -z "$rule" ]; then
 		echo "  $f: its folder has no row in the include table"
 		against=$((against + 1))
 		continue
 	fi
 	while read -r h; do
-		t=$(resolve "$f" "$h")
-		if [ -z "$t" ]; then
+		resolve "$f" "$h"
+		if [ -z "$found" ]; then
 			echo "  $f: #include \"$h\" is no file of the tree"
 			against=$((against + 1))
 			continue
 		fi
 		ok=0
 		for a in ${allow[$rule]}; do
-			[[ "$t" == "$a"* ]] && { ok=1; break; }
+			[[ "$found" == "$a"* ]] && { ok=1; break; }
 		done
 		[ "$ok" = 1 ] && continue
-		echo "  $f: #include \"$h\" ($t) runs against the direction ($rule may include: ${allow[$rule]})"
+		echo "  $f: #include \"$h\" ($found) runs against the direction ($rule may include: ${allow[$rule]})"
 		against=$((against + 1))
-	done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+	done < <(grep -h '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | cut -d'"' -f2)
 done
 
 [ "$missing" = 0 ] || { echo "FAIL: $missing C files have no row in $map (one row each: path and job)"; exit 1; }
