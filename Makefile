@@ -9,9 +9,12 @@
 #   make bench        side-by-side measurements into build/bench/
 #
 # Each part adds its programs through its own build.mk (non-recursive make):
-#   $(eval $(call program,NAME,SOURCES,LIBS))
+#   $(eval $(call program,NAME,SOURCES,LIBS,OWN_LIBS))
 # builds build/bin/NAME (host), build/san/bin/NAME (ASan+UBSan) and
-# build/node/bin/NAME (static, for the node initramfs).
+# build/node/bin/NAME (static, for the node initramfs);
+#   $(eval $(call library,NAME,SOURCES))
+# builds libNAME.a the same way under build/lib, build/san/lib,
+# build/node/lib (and build/fuzz/lib for the fuzzers).
 
 B := build
 CC ?= gcc
@@ -39,19 +42,48 @@ NODE_EXTRA :=
 	test-node demo bench clean format check-format
 all: programs node-programs
 
-# $(call program,NAME,SOURCES,LIBS)
+# $(call program,NAME,SOURCES,LIBS,OWN_LIBS): OWN_LIBS names the project's
+# own archives it links (e.g. "migrate ram common", each above the next),
+# each flavour its own build of them, linked after the objects and before
+# the system LIBS.
 define program
 HOST_PROGRAMS += $(1)
-$(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2))
+$(B)/bin/$(1): $(patsubst %.c,$(B)/obj/%.o,$(2)) $(foreach l,$(4),$(B)/lib/lib$(l).a)
 	@mkdir -p $$(@D)
 	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $(3) -lpthread
-$(B)/san/bin/$(1): $(patsubst %.c,$(B)/san/obj/%.o,$(2))
+$(B)/san/bin/$(1): $(patsubst %.c,$(B)/san/obj/%.o,$(2)) $(foreach l,$(4),$(B)/san/lib/lib$(l).a)
 	@mkdir -p $$(@D)
 	$(Q)$$(CC) $(SAN_FLAGS) $$(LDFLAGS) -o $$@ $$^ $(3) -lpthread
-$(B)/node/bin/$(1): $(patsubst %.c,$(B)/node/obj/%.o,$(2))
+$(B)/node/bin/$(1): $(patsubst %.c,$(B)/node/obj/%.o,$(2)) $(foreach l,$(4),$(B)/node/lib/lib$(l).a)
 	@mkdir -p $$(@D)
 	$(Q)$$(CC) -static $$(LDFLAGS) -o $$@ $$^ $(3) -lpthread
 endef
+
+# $(call library,NAME,SOURCES): the archive libNAME.a in each flavour:
+# $(B)/lib (host), $(B)/san/lib (ASan+UBSan), $(B)/node/lib (static) and
+# $(B)/fuzz/lib (clang with the fuzzer's instrumentation; built only when
+# a fuzzer links it).  A program names it in OWN_LIBS; the linker takes
+# only the members it needs.
+AR ?= ar
+# $(call archive,FLAVOUR_DIR,NAME,SOURCES,LABEL): one flavour's libNAME.a.
+define archive
+$(B)/$(1)lib/lib$(2).a: $(patsubst %.c,$(B)/$(1)obj/%.o,$(3))
+	@mkdir -p $$(@D)
+	@echo "  AR $(4) $$@"
+	$(Q)rm -f $$@ && $$(AR) rcs $$@ $$^
+endef
+define library
+$(call archive,,$(1),$(2),     )
+$(call archive,san/,$(1),$(2),[san])
+$(call archive,node/,$(1),$(2),[node])
+$(call archive,fuzz/,$(1),$(2),[fuzz])
+endef
+
+# The fuzz flavour's objects (the libFuzzer targets and the archives they
+# link): clang, ASan+UBSan and the fuzzer's coverage instrumentation.
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -DMIG_LOCK_RANKS -O1 -g -fsanitize=address,undefined -MMD -MP \
+	-Iinclude
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -65,6 +97,12 @@ $(B)/node/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@echo "  CC [node] $<"
 	$(Q)$(CC) $(BASE_CFLAGS) $(CFLAGS) -c -o $@ $<
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC [fuzz] $<"
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+.PRECIOUS: $(B)/fuzz/obj/%.o
+-include $(shell find $(B)/fuzz/obj -name '*.d' 2>/dev/null)
 
 # --version prints the build's git describe, passed as -DBUILD_VERSION to the
 # objects that print it.  The stamp is rewritten only when the describe
@@ -90,10 +128,14 @@ $(B)/version.stamp: FORCE
 .PHONY: FORCE
 FORCE:
 
-# The parts. Each file only adds programs and its own extra targets.
+# The parts, each library before the parts that link it (include/common
+# <- ram <- migrate-agent <- vmm).  Each file adds its own programs and
+# archives and names what they link; none adds to another's rules.
 include tests/build.mk
--include vmm/build.mk
+-include common/build.mk
+-include ram/build.mk
 -include migrate-agent/build.mk
+-include vmm/build.mk
 -include guest-image/build.mk
 -include bench/build.mk
 -include tests/kernel/build.mk

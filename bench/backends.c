@@ -3,7 +3,7 @@
  * bench-backends: what a page install and a fault round trip cost with each
  * guest-RAM back end the kernel has (uffd = UFFDIO_COPY, uffd-move =
  * UFFDIO_MOVE, userfault = remap_anon_pages on the patched kernel), through
- * the VMM's own RAM code (vmm/ram/).  JSON on stdout.
+ * the VMM's own RAM code (ram/, libram.a).  JSON on stdout.
  *
  *   install        ram_install() of a page the caller has filled; prep =
  *                  filling the bounce page (for a moving back end this
@@ -27,7 +27,8 @@
 #include <sys/mman.h>
 #include <sys/utsname.h>
 
-#include "vmm/ram.h"
+#include "ram/backend.h"
+#include "ram/ram.h"
 #include "vmm/util.h"
 
 struct stats {
@@ -69,11 +70,11 @@ static void fill(uint8_t *page, uint64_t i)
 static int bench_install(const struct ram_backend_ops *ops, size_t n, struct stats *inst,
 			 struct stats *prep_inst)
 {
-	struct ram ram;
+	struct ram *ram = NULL;
 	uint64_t *t = calloc(n, sizeof(*t)), *tp = calloc(n, sizeof(*tp)), wall;
 	uint8_t *bounce =
 	    mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	int r = ram_init(&ram, n * PAGE_SIZE, ops);
+	int r = ram_create(n * PAGE_SIZE, ops, &ram);
 
 	if (r < 0 || !t || !tp || bounce == MAP_FAILED) {
 		free(t);
@@ -86,7 +87,7 @@ static int bench_install(const struct ram_backend_ops *ops, size_t n, struct sta
 
 		fill(bounce, i);
 		b = now_ns();
-		r = ram_install(&ram, i * PAGE_SIZE, bounce);
+		r = ram_install(ram, i, bounce);
 		c = now_ns();
 		if (r != 0)
 			break;
@@ -94,14 +95,14 @@ static int bench_install(const struct ram_backend_ops *ops, size_t n, struct sta
 		tp[i] = c - a;
 	}
 	wall = now_ns() - wall;
-	if (r == 0 &&
-	    ((uint64_t *)ram.host)[n * PAGE_SIZE / 8 - 1] != (n - 1) * 0x9e3779b97f4a7c15ULL + 511)
+	if (r == 0 && ((uint64_t *)ram_host(ram))[n * PAGE_SIZE / 8 - 1] !=
+			  (n - 1) * 0x9e3779b97f4a7c15ULL + 511)
 		r = -EIO; /* the last page does not hold what was installed */
 	if (r == 0) {
 		*inst = summarize(t, n, wall);
 		*prep_inst = summarize(tp, n, wall);
 	}
-	ram_exit(&ram);
+	ram_destroy(ram);
 	munmap(bounce, PAGE_SIZE);
 	free(t);
 	free(tp);
@@ -137,7 +138,7 @@ static void *touch_thread(void *arg)
 
 static int bench_faults(const struct ram_backend_ops *ops, size_t n, bool busy, struct stats *out)
 {
-	struct ram ram;
+	struct ram *ram;
 	struct ram_source *src = NULL;
 	struct toucher tc = { .n = n };
 	uint8_t *img =
@@ -150,23 +151,23 @@ static int bench_faults(const struct ram_backend_ops *ops, size_t n, bool busy, 
 	for (size_t i = 0; i < n; i++)
 		fill(img + i * PAGE_SIZE, i);
 	tc.t = calloc(n, sizeof(*tc.t));
-	r = tc.t ? ram_init(&ram, n * PAGE_SIZE, ops) : -ENOMEM;
+	r = tc.t ? ram_create(n * PAGE_SIZE, ops, &ram) : -ENOMEM;
 	if (r < 0)
 		goto out;
 	r = ram_source_buffer_create(img, n * PAGE_SIZE, &src);
 	if (!r)
-		r = ram_start_faults(&ram, src, busy);
+		r = ram_start_faults(ram, src, busy);
 	if (r < 0) {
 		if (src)
 			src->destroy(src);
-		ram_exit(&ram);
+		ram_destroy(ram);
 		goto out;
 	}
-	tc.host = ram.host;
+	tc.host = ram_host(ram);
 	pthread_create(&th, NULL, touch_thread, &tc);
 	pthread_join(th, NULL);
-	r = atomic_load(&ram.error);
-	ram_exit(&ram);
+	r = ram_fault_error(ram);
+	ram_destroy(ram);
 	if (!r && tc.bad)
 		r = -EIO;
 	if (!r)
@@ -279,13 +280,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--pages") && i + 1 < argc &&
-		    !parse_u64(argv[i + 1], &a->pages) && a->pages >= 100 &&
-		    a->pages <= (1 << 20)) {
+		    !parse_u64(argv[i + 1], 100, 1 << 20, &a->pages)) {
 			i++;
 		} else if (!strcmp(argv[i], "--backend") && i + 1 < argc && a->nwant < 8) {
 			a->want[a->nwant++] = argv[++i];
 		} else if (!strcmp(argv[i], "--memcpy-mib") && i + 1 < argc &&
-			   !parse_u64(argv[i + 1], &a->memcpy_mib) && a->memcpy_mib <= 65536) {
+			   !parse_u64(argv[i + 1], 0, 65536, &a->memcpy_mib)) {
 			i++;
 		} else {
 			fprintf(stderr,

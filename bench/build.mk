@@ -3,11 +3,11 @@
 #                    (JSON on stdout; in the node initramfs too, for remap_anon_pages)
 #   bench-vcpu       the pause of a running guest, a vCPU ioctl (the downtime's floors)
 
-BENCH_BACKENDS_SRCS := bench/backends.c $(RAM_SRCS)
-$(eval $(call program,bench-backends,$(BENCH_BACKENDS_SRCS),))
+BENCH_BACKENDS_SRCS := bench/backends.c vmm/util.c
+$(eval $(call program,bench-backends,$(BENCH_BACKENDS_SRCS),,ram common))
 
 # bench-vcpu: the pause of a running guest and a vCPU ioctl, the downtime's floors
-$(eval $(call program,bench-vcpu,bench/vcpu.c $(VMM_LIB_SRCS),-ljson-c))
+$(eval $(call program,bench-vcpu,bench/vcpu.c $(VMM_LIB_SRCS),-ljson-c,$(VMM_OWN)))
 
 # qemu-postcopy: the QEMU baseline (libvirt C API), host only: there is no
 # static libvirt for the node flavour, and the node never runs it.

@@ -42,6 +42,8 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "common/clock.h"
+
 struct opts {
 	const char *src_uri;
 	const char *dst_uri;
@@ -84,12 +86,10 @@ static pthread_cond_t ev_cond = PTHREAD_COND_INITIALIZER;
 static bool ev_completed;
 static volatile int ev_quit;
 
-static double now_ms(void)
+/* The one clock (common/clock.h), in fractional milliseconds. */
+static double now_msf(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	return (double)now_ns() / 1e6;
 }
 
 static void sleep_ms(long ms)
@@ -238,7 +238,7 @@ static char *read_file(const char *path)
 static bool wait_for_text(const char *path, const char *needle, char *line, size_t len,
 			  long timeout_ms)
 {
-	double end = now_ms() + timeout_ms;
+	double end = now_msf() + timeout_ms;
 
 	do {
 		char *s = read_file(path), *p = s ? strstr(s, needle) : NULL;
@@ -253,7 +253,7 @@ static bool wait_for_text(const char *path, const char *needle, char *line, size
 		}
 		free(s);
 		sleep_ms(20);
-	} while (now_ms() < end);
+	} while (now_msf() < end);
 	return false;
 }
 
@@ -357,11 +357,11 @@ static void *migrate_thread(void *arg)
 	virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_URI, uri);
 	virTypedParamsAddString(&params, &nparams, &maxparams, VIR_MIGRATE_PARAM_DEST_XML,
 				m->dest_xml);
-	m->t_start = now_ms();
+	m->t_start = now_msf();
 	m->ret = virDomainMigrateToURI3(m->dom, m->dconnuri, params, nparams,
 					VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER |
 					    VIR_MIGRATE_POSTCOPY | m->extra_flags);
-	m->t_end = now_ms();
+	m->t_end = now_msf();
 	if (m->ret < 0)
 		snprintf(m->err, sizeof(m->err), "%s", virGetLastErrorMessage());
 	virTypedParamsFree(params, nparams);
@@ -565,18 +565,18 @@ static void start_postcopy_at_once(struct migrate_args *m, virDomainPtr dom, dou
 
 	char last[256] = "";
 
-	while (now_ms() < deadline && !migration_done(m)) {
+	while (now_msf() < deadline && !migration_done(m)) {
 		const char *why;
 
 		if (virDomainMigrateStartPostCopy(dom, 0) == 0) {
 			res.postcopy_started = true;
-			res.t_postcopy_after_ms = now_ms() - t0;
+			res.t_postcopy_after_ms = now_msf() - t0;
 			progress("postcopy requested after %.0f ms", res.t_postcopy_after_ms);
 			return;
 		}
 		why = virGetLastErrorMessage();
 		if (strcmp(why, last)) {
-			progress("%.0f ms: not yet: %s", now_ms() - t0, why);
+			progress("%.0f ms: not yet: %s", now_msf() - t0, why);
 			snprintf(last, sizeof(last), "%s", why);
 		}
 		sleep_ms(2);
@@ -595,7 +595,7 @@ static void start_postcopy_after(const struct opts *o, struct migrate_args *m, v
 	bool moving = false;
 	long left;
 
-	while (now_ms() < deadline && !migration_done(m)) {
+	while (now_msf() < deadline && !migration_done(m)) {
 		virTypedParameterPtr st = NULL;
 		int nst = 0, type = 0;
 		unsigned long long processed = 0;
@@ -616,18 +616,18 @@ static void start_postcopy_after(const struct opts *o, struct migrate_args *m, v
 			set_error("the migration job never started");
 		return;
 	}
-	t_mem = now_ms();
+	t_mem = now_msf();
 	res.t_precopy_start_ms = t_mem - t0;
 	/* libvirt re-applies its own migration parameters when the job starts. */
 	if (virDomainMigrateSetMaxDowntime(dom, 1, 0) < 0)
 		progress("warning: virDomainMigrateSetMaxDowntime: %s", virGetLastErrorMessage());
 	progress("precopy moving after %.0f ms", res.t_precopy_start_ms);
-	left = o->precopy_ms - (long)(now_ms() - t_mem);
+	left = o->precopy_ms - (long)(now_msf() - t_mem);
 	if (left > 0)
 		sleep_ms(left);
 	if (virDomainMigrateStartPostCopy(dom, 0) == 0) {
 		res.postcopy_started = true;
-		res.t_postcopy_after_ms = now_ms() - t0;
+		res.t_postcopy_after_ms = now_msf() - t0;
 		progress("postcopy requested after %.0f ms", res.t_postcopy_after_ms);
 	} else {
 		postcopy_refused();
@@ -655,7 +655,7 @@ static void run_migration(const struct opts *o, virConnectPtr src, virConnectPtr
 	 * precopy downtime only. */
 	if (virDomainMigrateSetMaxDowntime(dom, 1, 0) < 0)
 		progress("warning: virDomainMigrateSetMaxDowntime: %s", virGetLastErrorMessage());
-	t0 = now_ms();
+	t0 = now_msf();
 	progress("migrate %s to %s (tcp://127.0.0.1:%d), postcopy after %ld ms", res.name,
 		 o->dst_uri, o->port, o->precopy_ms);
 	if (pthread_create(&th, NULL, migrate_thread, &m))
@@ -680,8 +680,8 @@ static void run_migration(const struct opts *o, virConnectPtr src, virConnectPtr
 
 	/* The completed-job event (source side statistics). */
 	pthread_mutex_lock(&ev_lock);
-	deadline = now_ms() + 1000.0 * o->timeout_s;
-	while (!ev_completed && now_ms() < deadline && m.ret == 0) {
+	deadline = now_msf() + 1000.0 * o->timeout_s;
+	while (!ev_completed && now_msf() < deadline && m.ret == 0) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -693,7 +693,7 @@ static void run_migration(const struct opts *o, virConnectPtr src, virConnectPtr
 		pthread_cond_timedwait(&ev_cond, &ev_lock, &ts);
 	}
 	if (ev_completed)
-		res.t_complete_ms = now_ms() - t0;
+		res.t_complete_ms = now_msf() - t0;
 	pthread_mutex_unlock(&ev_lock);
 	if (m.ret == 0 && !ev_completed)
 		set_error("no JOB_COMPLETED event from the source daemon");
@@ -726,7 +726,7 @@ static void run_migration(const struct opts *o, virConnectPtr src, virConnectPtr
 		if (wait_for_text(path, "guest: done ", line, sizeof(line), 1000 * o->timeout_s)) {
 			char *c = strstr(line, "checksum=");
 
-			res.t_guest_done_ms = now_ms() - t0;
+			res.t_guest_done_ms = now_msf() - t0;
 			if (c)
 				snprintf(res.checksum, sizeof(res.checksum), "%.*s",
 					 (int)strcspn(c + 9, " \r\n"), c + 9);
@@ -777,7 +777,7 @@ int main(int argc, char **argv)
 
 	xml = domain_xml(&o, "src");
 	{
-		double t = now_ms();
+		double t = now_msf();
 		char path[4096];
 
 		dom = virDomainCreateXML(src, xml, 0);
@@ -790,7 +790,7 @@ int main(int argc, char **argv)
 			set_error("the guest never printed the --start-text line at the source");
 			goto out;
 		}
-		res.t_boot_ms = now_ms() - t;
+		res.t_boot_ms = now_msf() - t;
 		progress("guest printed '%s' at the source after %.0f ms", o.start_text,
 			 res.t_boot_ms);
 	}

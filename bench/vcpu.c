@@ -123,7 +123,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--guest"))
 			guest = argv[i + 1];
-		else if (strcmp(argv[i], "--rounds") || parse_u64(argv[i + 1], &rounds))
+		else if (strcmp(argv[i], "--rounds") ||
+			 parse_u64(argv[i + 1], 0, UINT64_MAX, &rounds))
 			guest = NULL, argc = 0;
 	}
 	if (!guest || argc % 2 == 0 || rounds < 1 || rounds > 100000) {

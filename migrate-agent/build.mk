@@ -4,14 +4,13 @@
 
 BASE_CFLAGS += -Imigrate-agent/include
 
-# The library, one archive per flavour: $(B)/lib/libmigrate.a (host),
-# $(B)/san/lib/ (ASan+UBSan), $(B)/node/lib/ (static) and $(B)/fuzz/lib/
-# (clang, libFuzzer instrumentation).  A program links it with $(MIG_LIBS)
-# after its own objects; the linker takes only the members it needs.
-# The library carries guest RAM's objects (RAM_SRCS, vmm/build.mk): it
-# writes the page record, and the fuzzers and mig-memtest use lazy RAM
-# without a VM.
-MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
+# The library, one archive per flavour (the top Makefile's `library`):
+# $(B)/lib/libmigrate.a (host), $(B)/san/lib/, $(B)/node/lib/ and
+# $(B)/fuzz/lib/.  It sits on guest RAM (libram.a: the page record it
+# writes; mig-memtest and the fuzzers use lazy RAM without a VM) and
+# libcommon.a; a program that links it names all three, MIG_OWN, and the
+# system libraries MIG_LIBS after them.
+MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/link.c \
 	migrate-agent/session.c migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
@@ -19,50 +18,18 @@ MIG_LIB_SRCS := $(RAM_SRCS) migrate-agent/params.c migrate-agent/wire.c migrate-
 	migrate-agent/source-channels.c migrate-agent/dest-channels.c \
 	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
+$(eval $(call library,migrate,$(MIG_LIB_SRCS)))
+MIG_OWN := migrate ram common
 MIG_LIBS := -luring -lzstd -lssl -lcrypto -ljson-c
-AR ?= ar
 
-$(B)/lib/libmigrate.a: $(patsubst %.c,$(B)/obj/%.o,$(MIG_LIB_SRCS))
-	@mkdir -p $(@D)
-	@echo "  AR      $@"
-	$(Q)rm -f $@ && $(AR) rcs $@ $^
-$(B)/san/lib/libmigrate.a: $(patsubst %.c,$(B)/san/obj/%.o,$(MIG_LIB_SRCS))
-	@mkdir -p $(@D)
-	@echo "  AR [san] $@"
-	$(Q)rm -f $@ && $(AR) rcs $@ $^
-$(B)/node/lib/libmigrate.a: $(patsubst %.c,$(B)/node/obj/%.o,$(MIG_LIB_SRCS))
-	@mkdir -p $(@D)
-	@echo "  AR [node] $@"
-	$(Q)rm -f $@ && $(AR) rcs $@ $^
-
-# $(call mig_program,NAME,SOURCES,LIBS): a program linked with libmigrate.a
+# $(call mig_program,NAME,SOURCES,LIBS): a program linked with the library
 # (each flavour its own), then LIBS.
 define mig_program
-$(call program,$(1),$(2),$(3))
-$(B)/bin/$(1): $(B)/lib/libmigrate.a
-$(B)/san/bin/$(1): $(B)/san/lib/libmigrate.a
-$(B)/node/bin/$(1): $(B)/node/lib/libmigrate.a
+$(call program,$(1),$(2),$(3),$(MIG_OWN))
 endef
 
 # The CLI that attaches to a source VMM's control socket.
 $(eval $(call program,migrate-agent,migrate-agent/cli.c migrate-agent/qmp-client.c migrate-agent/params.c,-ljson-c))
-
-# The vmm binary (vmm/build.mk, whose glue in vmm/migrate/ calls the library)
-# links the library and its dependencies: they are added as extra
-# prerequisites of its three link rules, libraries by full path (the node
-# flavour is static), so $$^ carries them in link order (after the vmm's own
-# objects, the glue's among them, which call the archive).
-MIG_SO := $(shell $(CC) -print-file-name=liburing.so) $(shell $(CC) -print-file-name=libzstd.so) \
-	$(shell $(CC) -print-file-name=libssl.so) $(shell $(CC) -print-file-name=libcrypto.so) \
-	$(shell $(CC) -print-file-name=libjson-c.so)
-MIG_A := $(shell $(CC) -print-file-name=liburing.a) $(shell $(CC) -print-file-name=libzstd.a) \
-	$(shell $(CC) -print-file-name=libssl.a) $(shell $(CC) -print-file-name=libcrypto.a) \
-	$(shell $(CC) -print-file-name=libjson-c.a)
-ifneq ($(filter vmm,$(HOST_PROGRAMS)),)
-$(B)/bin/vmm: $(B)/lib/libmigrate.a $(MIG_SO)
-$(B)/san/bin/vmm: $(B)/san/lib/libmigrate.a $(MIG_SO)
-$(B)/node/bin/vmm: $(B)/node/lib/libmigrate.a $(MIG_A)
-endif
 
 # Test programs: plain-memory end-to-end migration, adversarial peer, link cutter.
 $(eval $(call mig_program,mig-memtest,migrate-agent/tests/memtest.c,$(MIG_LIBS)))
@@ -76,27 +43,15 @@ $(eval $(call mig_program,mig-memtest,migrate-agent/tests/memtest.c,$(MIG_LIBS))
 #                (migrate-agent/dest.h);
 #   source-fuzz  the source's side: the frames a destination sends after the
 #                switch-over, through its own steps (migrate-agent/source.h).
-FUZZ_CC ?= clang
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -DMIG_LOCK_RANKS -O1 -g -fsanitize=address,undefined -MMD -MP \
-	-Iinclude -Imigrate-agent -Imigrate-agent/include -Ivmm/include
+FUZZ_FLAGS += -Imigrate-agent -Imigrate-agent/include
 FUZZ_TARGETS := wire-fuzz dest-fuzz source-fuzz
 .PHONY: fuzz
 fuzz: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
 programs: $(addprefix $(B)/fuzz/,$(FUZZ_TARGETS))
-$(B)/fuzz/obj/%.o: %.c
-	@mkdir -p $(@D)
-	@echo "  CC [fuzz] $<"
-	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
-$(B)/fuzz/lib/libmigrate.a: $(patsubst %.c,$(B)/fuzz/obj/%.o,$(MIG_LIB_SRCS))
-	@mkdir -p $(@D)
-	@echo "  AR [fuzz] $@"
-	$(Q)rm -f $@ && $(AR) rcs $@ $^
-$(B)/fuzz/%-fuzz: $(B)/fuzz/obj/migrate-agent/fuzz/%-fuzz.o $(B)/fuzz/lib/libmigrate.a
+$(B)/fuzz/%-fuzz: $(B)/fuzz/obj/migrate-agent/fuzz/%-fuzz.o $(foreach l,$(MIG_OWN),$(B)/fuzz/lib/lib$(l).a)
 	@mkdir -p $(@D)
 	@echo "  FUZZ    $@"
 	$(Q)$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(MIG_LIBS) -lpthread
-.PRECIOUS: $(B)/fuzz/obj/%.o
--include $(shell find $(B)/fuzz/obj -name '*.d' 2>/dev/null)
 $(eval $(call mig_program,mig-evil,migrate-agent/tests/evil.c,$(MIG_LIBS)))
 $(eval $(call mig_program,mig-cutproxy,migrate-agent/tests/cutproxy.c,$(MIG_LIBS)))
 

@@ -76,7 +76,7 @@ static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 		close(fd);
 		return NULL;
 	}
-	c->wire.ram_size = d->ram->size;
+	c->wire.ram_size = ram_bytes(d->ram);
 	c->wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
 	return c;
 }
@@ -168,7 +168,7 @@ static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct m
 	if (r)
 		return r;
 	k->session = m->session_id;
-	k->claimed_ns = mig_now_ns();
+	k->claimed_ns = now_ns();
 	k->gen = *gen = ++d->claim_gen;
 	k->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
 	return 1;
@@ -245,7 +245,7 @@ static int answer_hello(struct mig_dest *d, struct mig_hs *hs, const struct mig_
 	hs->nr_bulk = m->nr_bulk;
 	hs->bulk_index = m->bulk_index;
 	hs->session = m->session_id;
-	int r = mig_hs_send_hello(hs, m->flags & MIG_HELLO_RECOVER, d->ram->size, features,
+	int r = mig_hs_send_hello(hs, m->flags & MIG_HELLO_RECOVER, ram_bytes(d->ram), features,
 				  m->attempt, why, len);
 	if (!r)
 		r = owner ? mig_hs_send_secret(hs, why, len) : mig_hs_mutual(hs, why, len);
@@ -407,7 +407,7 @@ static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result
 static int handshake_all(struct mig_dest *d, struct hs_arg *a, struct mig_conn *c,
 			 struct hs_result *res, int *tls_failed, char *why, size_t len)
 {
-	uint64_t deadline = a->t0 + HANDSHAKE_MS * 1000000ull, now = mig_now_ns();
+	uint64_t deadline = a->t0 + HANDSHAKE_MS * 1000000ull, now = now_ns();
 	int left_ms = now < deadline ? (int)((deadline - now) / 1000000) : 0;
 	int r = mig_tls_secure(d->tls, c, left_ms, why, len);
 	*tls_failed = r != 0;
@@ -445,7 +445,7 @@ static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed
 				"--tls-psk)");
 	dest_free_conn(c);
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	uint64_t now = mig_now_ns(), n = ++d->refused;
+	uint64_t now = now_ns(), n = ++d->refused;
 	int log = n <= REFUSE_LOG_BURST || now - d->refused_logged_ns >= REFUSE_LOG_NS;
 	uint64_t more = n - d->refused_at_log - 1;
 	if (log) {
@@ -618,7 +618,7 @@ static int quiet_spoke(const struct mig_dest *d, struct pollfd *p)
 /* Quiet connections that spoke to handshake threads; those that hung up, or expired, closed. */
 static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 {
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	for (int k = 1; k <= q->n;) {
 		int fd = q->pfd[k].fd;
 		uint64_t t0 = q->t0[k];
@@ -664,7 +664,7 @@ static void quiet_accept(struct mig_dest *d, struct quiet_set *q)
 		}
 		q->n++;
 		q->pfd[q->n] = (struct pollfd){ .fd = fd, .events = POLLIN | POLLRDHUP };
-		q->t0[q->n] = mig_now_ns();
+		q->t0[q->n] = now_ns();
 	}
 }
 

@@ -23,12 +23,11 @@
 /* Ask the source for page i, which the fault moved to REQUESTED at fault_ns. */
 static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 {
-	__atomic_fetch_add(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 	mig_stamp(d->stamps, i, MIG_STEP_FAULT, fault_ns);
 	struct mig_page_request q = { .count = 1 };
-	uint64_t addr = i * MIG_PAGE_SIZE;
+	uint64_t addr = i * PAGE_SIZE;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, mig_now_ns());
+	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, now_ns());
 	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
 	mig_unlock(&d->req_lock);
@@ -72,16 +71,16 @@ struct dest_source {
 	int urgent; /* the fault thread took the urgent channel's priority */
 };
 
-static int source_request(struct ram_source *src, struct ram *ram, uint64_t off)
+static int source_request(struct ram_source *src, struct ram *ram, uint64_t pg)
 {
 	struct mig_dest *d = ((struct dest_source *)src)->d;
-	return off < d->ram->size ? fault_requested(d, off / MIG_PAGE_SIZE) : -ERANGE;
+	return pg < ram_nr_pages(d->ram) ? fault_requested(d, pg) : -ERANGE;
 }
 
-static int source_staged(struct ram_source *src, struct ram *ram, uint64_t off)
+static int source_staged(struct ram_source *src, struct ram *ram, uint64_t pg)
 {
 	struct mig_dest *d = ((struct dest_source *)src)->d;
-	return off < d->ram->size ? dest_install_staged(d, off / MIG_PAGE_SIZE) : -ERANGE;
+	return pg < ram_nr_pages(d->ram) ? dest_install_staged(d, pg) : -ERANGE;
 }
 
 static int source_reply_fd(struct ram_source *src)

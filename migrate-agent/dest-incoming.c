@@ -59,17 +59,17 @@ int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, s
 {
 	d->vm = vm;
 	d->ram = vm->ram;
-	if (!d->ram->pages) {
+	if (!ram_has_record(d->ram)) {
 		snprintf(err, errlen, "an incoming migration needs lazy RAM");
 		return -EINVAL;
 	}
-	d->nr_pages = d->ram->nr_pages;
+	d->nr_pages = ram_nr_pages(d->ram);
 	d->stamps = mig_stamps_new(d->nr_pages);
-	d->stage = mmap(NULL, d->ram->size, PROT_READ | PROT_WRITE,
+	d->stage = mmap(NULL, ram_bytes(d->ram), PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (d->stage == MAP_FAILED)
 		d->stage = NULL; /* what dest_incoming_free() unmaps */
-	d->loop_run.buf = mmap(NULL, RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
+	d->loop_run.buf = mmap(NULL, RUN_MAX * PAGE_SIZE, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (d->loop_run.buf == MAP_FAILED)
 		d->loop_run.buf = NULL;
@@ -85,9 +85,9 @@ int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, s
 void dest_incoming_free(struct mig_dest *d)
 {
 	if (d->stage)
-		munmap(d->stage, d->ram->size);
+		munmap(d->stage, ram_bytes(d->ram));
 	if (d->loop_run.buf)
-		munmap(d->loop_run.buf, RUN_MAX * MIG_PAGE_SIZE);
+		munmap(d->loop_run.buf, RUN_MAX * PAGE_SIZE);
 	mig_stamps_free(d->stamps);
 }
 
@@ -105,7 +105,7 @@ static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 	dest_links_set(d, urg, bulk, nr_bulk);
 	mig_unlock(&d->req_lock);
 	d->link_ok = 1;
-	d->t_link_ns = mig_now_ns();
+	d->t_link_ns = now_ns();
 	if (dest_start_watch(d)) {
 		snprintf(err, errlen, "cannot start the watchdog thread");
 		return -EAGAIN;
@@ -161,7 +161,7 @@ static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 	if (failed)
 		snprintf(err, errlen, "%s", d->why);
 	mig_unlock(&d->lock);
-	d->t_phase0 = mig_now_ns();
+	d->t_phase0 = now_ns();
 	return failed ? -EPROTO : 0;
 }
 
@@ -181,7 +181,7 @@ static int load_state(struct mig_dest *d, const uint8_t *p, char *err, size_t er
 		dest_send_error(d->urg, MIG_ERR_STATE, err);
 		return r;
 	}
-	d->t_state = mig_now_ns();
+	d->t_state = now_ns();
 	return 0;
 }
 
@@ -221,7 +221,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	struct mig_state_hdr sh;
 	memcpy(&sh, p, sizeof(sh));
 	d->pause_rt = sh.pause_realtime_ns;
-	d->t_state_rx = mig_now_ns();
+	d->t_state_rx = now_ns();
 	r = wait_bulk_done(d, err, errlen);
 	if (!r)
 		r = load_state(d, p, err, errlen);

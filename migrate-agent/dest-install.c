@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The destination's use of the page record (vmm/ram.h, owned by the RAM):
+ * The destination's use of the page record (ram/record.h, owned by the RAM):
  * an arrival claims its page (-> INSTALLING) and installs it once
  * (-> PRESENT); the stager installs what precopy staged; COMPLETE goes out
  * when every page is PRESENT.
@@ -52,7 +52,7 @@ static void send_complete(struct mig_dest *d, const struct mig_complete *m)
 	mig_unlock(&d->req_lock);
 	if (sent) {
 		mig_lock(&d->lock, MIG_RANK_DEST);
-		d->t_done = mig_now_ns();
+		d->t_done = now_ns();
 		pthread_cond_broadcast(&d->cond);
 		mig_unlock(&d->lock);
 	}
@@ -102,7 +102,6 @@ bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *o
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now)
 {
 	if (ram_word_state(old) == RAM_PAGE_REQUESTED) {
-		__atomic_fetch_sub(&d->outstanding, 1, __ATOMIC_ACQ_REL);
 		mig_stamp(d->stamps, i, MIG_STEP_INSTALLED, now);
 		uint64_t lat = now - ram_word_time_ns(d->ram, old);
 		mig_lock(&d->lat_lock, MIG_RANK_DEST_LAT);
@@ -133,11 +132,11 @@ int dest_install_run(struct mig_dest *d, uint64_t first, unsigned n, void *data,
 		for (unsigned k = 0; k < n; k++)
 			ram_unclaim(d->ram, first + k, old[k]);
 		dest_fail(d, "cannot install pages 0x%llx-0x%llx: %s",
-			  (unsigned long long)(first * MIG_PAGE_SIZE),
-			  (unsigned long long)((first + n) * MIG_PAGE_SIZE - 1), strerror(-r));
+			  (unsigned long long)(first * PAGE_SIZE),
+			  (unsigned long long)((first + n) * PAGE_SIZE - 1), strerror(-r));
 		return r;
 	}
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	for (unsigned k = 0; k < n; k++)
 		dest_installed(d, first + k, old[k], now);
 	dest_after_installs(d);
@@ -150,7 +149,7 @@ int dest_install_staged(struct mig_dest *d, uint64_t i)
 	uint64_t old;
 	if (!dest_claim(d, i, RAM_BY_PRECOPY, &old))
 		return 0;
-	void *copy = ram_word_zero(old) ? NULL : d->stage + i * MIG_PAGE_SIZE;
+	void *copy = ram_word_zero(old) ? NULL : d->stage + i * PAGE_SIZE;
 	return dest_install_run(d, i, 1, copy, RAM_BY_PRECOPY, &old);
 }
 
@@ -168,7 +167,7 @@ static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
 		while (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_INSTALLING &&
 		       !d->failed && !d->stop)
 			sched_yield();
-	madvise(d->stage + first * MIG_PAGE_SIZE, n * MIG_PAGE_SIZE, MADV_DONTNEED);
+	madvise(d->stage + first * PAGE_SIZE, n * PAGE_SIZE, MADV_DONTNEED);
 }
 
 /*
@@ -207,7 +206,7 @@ static void install_staged_chunk(struct mig_dest *d, uint64_t first, uint64_t en
 		}
 		if (d->o.x_stager_delay_us) /* a slow install, for the tests */
 			usleep((useconds_t)d->o.x_stager_delay_us * n);
-		void *data = ram_word_zero(old[0]) ? NULL : d->stage + i * MIG_PAGE_SIZE;
+		void *data = ram_word_zero(old[0]) ? NULL : d->stage + i * PAGE_SIZE;
 		if (dest_install_run(d, i, n, data, RAM_BY_PRECOPY, old))
 			return; /* the migration failed (reported) */
 		i += n;

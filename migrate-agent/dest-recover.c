@@ -80,7 +80,7 @@ static void link_up(struct mig_dest *d, struct link_set *l)
 {
 	dest_links_set(d, l->urg, l->bulk, l->nr_bulk);
 	d->link_ok = 1;
-	d->t_link_ns = mig_now_ns();
+	d->t_link_ns = now_ns();
 }
 
 /* RUNNING: the vCPUs run here since resume_rt. */
@@ -101,7 +101,7 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 		if (ram_word_state(ram_page_word(d->ram, i)) != RAM_PAGE_REQUESTED)
 			continue;
 		struct mig_page_request q = { .count = 1 };
-		uint64_t addr = i * MIG_PAGE_SIZE;
+		uint64_t addr = i * PAGE_SIZE;
 		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
 		again++;
 	}
@@ -136,7 +136,7 @@ static void report_break(struct mig_dest *d)
 
 static int recover_postcopy(struct mig_dest *d)
 {
-	uint64_t t0 = mig_now_ns();
+	uint64_t t0 = now_ns();
 	report_break(d);
 	retire_links(d);
 	struct link_set l;
@@ -160,12 +160,12 @@ static int recover_postcopy(struct mig_dest *d)
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->broken = 0;
 	d->recoveries++;
-	d->t_broken_ns += mig_now_ns() - t0;
+	d->t_broken_ns += now_ns() - t0;
 	mig_unlock(&d->lock);
 	dest_loop_attach(d, l.urg);
 	dest_start_receivers(d);
 	pr_mig("link recovered after %.1f ms; %llu outstanding requests repeated\n",
-	       (double)(mig_now_ns() - t0) / 1e6, (unsigned long long)again);
+	       (double)(now_ns() - t0) / 1e6, (unsigned long long)again);
 	dest_try_complete(d);
 	return 0;
 }
@@ -243,7 +243,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	mig_unlock(&d->req_lock);
 	dest_reset_before_state(d);
 	struct link_set l;
-	uint64_t deadline = mig_now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
+	uint64_t deadline = now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &l)) {
 		snprintf(err, errlen,
 			 "source did not reconnect within %d ms after the link broke (%s)",

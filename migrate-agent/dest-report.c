@@ -27,6 +27,16 @@ static void count_pages(struct mig_dest *d, struct page_counts *c)
 	}
 }
 
+/* Faults on pages already requested: the RAM's count, merged into one request each. */
+static uint64_t dup_faults(struct mig_dest *d)
+{
+	struct ram_stats st;
+	if (!d->ram)
+		return 0;
+	ram_get_stats(d->ram, &st);
+	return st.dup_faults;
+}
+
 static void fill_complete(struct mig_dest *d, const struct page_counts *pc, struct mig_complete *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -36,7 +46,7 @@ static void fill_complete(struct mig_dest *d, const struct page_counts *pc, stru
 	m->pages_duplicate = d->pages_dup;
 	m->faults = d->faults;
 	m->requests_sent = d->req_sent;
-	m->requests_deduped = d->dedup;
+	m->requests_deduped = dup_faults(d);
 	mig_lock(&d->lat_lock, MIG_RANK_DEST_LAT);
 	m->fault_lat_p50_ns = mig_lat_pct(&d->lat, 50);
 	m->fault_lat_p99_ns = mig_lat_pct(&d->lat, 99);
@@ -139,7 +149,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 	fill_complete(d, &pc, &c);
 	int64_t down = (int64_t)(d->resume_rt - d->pause_rt);
 	struct mig_dest_metrics m = {
-		.ram_bytes = d->ram ? d->ram->size : 0,
+		.ram_bytes = d->ram ? ram_bytes(d->ram) : 0,
 		.pages = d->nr_pages,
 		/* not resumed, or the two clocks disagree (another host): null */
 		.downtime_us = d->t_resumed && down >= 0 ? (double)down / 1000.0 : NAN,

@@ -41,7 +41,7 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	uint64_t old;
 	if (!dest_claim(d, i, by, &old))
 		return 0;
-	uint8_t *slot = run->buf + (size_t)run->n * MIG_PAGE_SIZE;
+	uint8_t *slot = run->buf + (size_t)run->n * PAGE_SIZE;
 	if (zero) {
 		/* nothing to copy */
 	} else if (pg->encoding == MIG_PAGE_ZSTD) {
@@ -51,7 +51,7 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 			return r;
 		}
 	} else {
-		memcpy(slot, data, MIG_PAGE_SIZE);
+		memcpy(slot, data, PAGE_SIZE);
 	}
 	if (!run->n) {
 		run->first = i;
@@ -82,7 +82,7 @@ static int stage_page(struct mig_dest *d, uint64_t i, const struct mig_page *pg,
 		return -EPROTO;
 	}
 	if (!zero) {
-		int r = mig_page_decode(pg, data, d->stage + i * MIG_PAGE_SIZE, err, errlen);
+		int r = mig_page_decode(pg, data, d->stage + i * PAGE_SIZE, err, errlen);
 		if (r)
 			return r;
 	}
@@ -100,7 +100,7 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 	struct mig_page pg;
 	memcpy(&pg, p, sizeof(pg));
 	const uint8_t *data = p + sizeof(pg);
-	uint64_t i = pg.addr / MIG_PAGE_SIZE;
+	uint64_t i = pg.addr / PAGE_SIZE;
 	int precopy = (pg.flags & MIG_PAGEF_PRECOPY) != 0;
 	if (precopy != !d->phase0_done) {
 		snprintf(err, errlen, "%s channel: %s PAGE 0x%llx %s the switch-over", c->name,
@@ -112,7 +112,7 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 		return stage_page(d, i, &pg, data, err, errlen);
 	enum ram_arrival by = (pg.flags & MIG_PAGEF_DEMAND) ? RAM_BY_DEMAND : RAM_BY_PUSH;
 	if (by == RAM_BY_DEMAND)
-		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, mig_now_ns());
+		mig_stamp(d->stamps, i, MIG_STEP_PAGE_RX, now_ns());
 	int r = run_add(d, run, i, &pg, data, by, err, errlen);
 	/*
 	 * The run grows only with a PAGE already here whole: a run never waits
@@ -143,14 +143,14 @@ static int rx_run(struct mig_dest *d, struct mig_conn *c, struct run *run, const
 	}
 	/* mig_conn_recv_pages() received them there. */
 	uint8_t *data = pr.encoding == MIG_PAGE_RAW ? run->direct : NULL;
-	uint64_t first = pr.addr / MIG_PAGE_SIZE;
+	uint64_t first = pr.addr / PAGE_SIZE;
 	int r = dest_flush_run(d, run); /* its old[] is ours next */
 	for (unsigned k = 0, a = 0; !r && k <= pr.count; k++) {
 		if (k < pr.count && dest_claim(d, first + k, RAM_BY_PUSH, &run->old[k - a]))
 			continue;
 		if (k > a)
 			r = dest_install_run(d, first + a, k - a,
-					     data ? data + (size_t)a * MIG_PAGE_SIZE : NULL,
+					     data ? data + (size_t)a * PAGE_SIZE : NULL,
 					     RAM_BY_PUSH, run->old);
 		a = k + 1;
 	}
@@ -273,7 +273,7 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 		}
 		struct mig_frame_hdr h;
 		const uint8_t *p;
-		int r = mig_conn_recv_pages(c, &h, &p, run->direct, RUN_MAX * MIG_PAGE_SIZE, err,
+		int r = mig_conn_recv_pages(c, &h, &p, run->direct, RUN_MAX * PAGE_SIZE, err,
 					    sizeof(err));
 		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
 			return;
@@ -295,7 +295,7 @@ void dest_rx_loop(struct mig_dest *d, struct mig_conn *c)
 {
 	struct run run = { 0 };
 	/* Two buffers: the pages of a run being gathered, a PAGE_RUN's. */
-	uint8_t *buf = mmap(NULL, 2 * RUN_MAX * MIG_PAGE_SIZE, PROT_READ | PROT_WRITE,
+	uint8_t *buf = mmap(NULL, 2 * RUN_MAX * PAGE_SIZE, PROT_READ | PROT_WRITE,
 			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED) {
 		dest_fail(d, "%s channel: cannot map a receive buffer: %s", c->name,
@@ -303,9 +303,9 @@ void dest_rx_loop(struct mig_dest *d, struct mig_conn *c)
 		return;
 	}
 	run.buf = buf;
-	run.direct = buf + RUN_MAX * MIG_PAGE_SIZE;
+	run.direct = buf + RUN_MAX * PAGE_SIZE;
 	rx_frames(d, c, &run);
 	if (!d->failed)
 		dest_flush_run(d, &run);
-	munmap(buf, 2 * RUN_MAX * MIG_PAGE_SIZE);
+	munmap(buf, 2 * RUN_MAX * PAGE_SIZE);
 }

@@ -37,11 +37,11 @@ static uint64_t heard_link(void *ctx)
 	return heard;
 }
 
-/* The oldest fault still waiting for its page (mig_now_ns()), 0 when none waits. */
+/* The oldest fault still waiting for its page (now_ns()), 0 when none waits. */
 static uint64_t oldest_request(struct mig_dest *d)
 {
 	uint64_t oldest = 0;
-	if (!__atomic_load_n(&d->outstanding, __ATOMIC_ACQUIRE))
+	if (!d->ram || !ram_nr_requested(d->ram)) /* the record's count: skip the scan */
 		return 0;
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		uint64_t w = ram_page_word(d->ram, i), t = ram_word_time_ns(d->ram, w);

@@ -14,7 +14,7 @@
  *               and repeats outstanding requests;
  *   watch       heartbeats out; silence or no progress in is a break.
  *
- * Each page has one word in the RAM's page record (vmm/ram.h), changed
+ * Each page has one word in the RAM's page record (ram/record.h), changed
  * only by compare-and-swap:
  *   MISSING -> REQUESTED (fault) -> INSTALLING -> PRESENT
  *   MISSING/STAGED -------------------> INSTALLING -> PRESENT
@@ -87,7 +87,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	}
 	d->o = *o;
 	mig_opts_defaults(&d->o);
-	d->t_start = mig_now_ns();
+	d->t_start = now_ns();
 	d->features = MIG_FEAT_KNOWN & ~d->o.features_off;
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
@@ -95,7 +95,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_mutex_init(&d->loop_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are now_ns() */
 	pthread_cond_init(&d->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	if (mig_random_bytes(d->secret, sizeof(d->secret), err, errlen)) {
@@ -136,7 +136,7 @@ static void start_postcopy_threads(struct mig_dest *d)
 			dest_fail(d, "cannot start the stager thread");
 	} else {
 		/* Nothing staged is valid (or there was no precopy): all of it goes. */
-		madvise(d->stage, d->ram->size, MADV_DONTNEED);
+		madvise(d->stage, ram_bytes(d->ram), MADV_DONTNEED);
 	}
 	d->sup_on = pthread_create(&d->sup, NULL, dest_supervisor_thread, d) == 0;
 	if (!d->sup_on)
@@ -146,7 +146,7 @@ static void start_postcopy_threads(struct mig_dest *d)
 void mig_dest_resumed(struct mig_dest *d)
 {
 	d->resume_rt = mig_realtime_ns();
-	__atomic_store_n(&d->t_resumed, mig_now_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&d->t_resumed, now_ns(), __ATOMIC_RELEASE);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok)
 		dest_send_running(d, d->urg);

@@ -16,7 +16,7 @@
  *                    precopy pages staged, postcopy pages batched into runs
  *   dest-fault.c     the demand path on the RAM's fault thread: requests
  *                    out, replies in and installed (the page source)
- *   dest-install.c   the page record's use (it is the RAM's, vmm/ram.h):
+ *   dest-install.c   the page record's use (it is the RAM's, ram/record.h):
  *                    claims, the stager, completion
  *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
  *   dest-watch.c     liveness: the destination's hooks for the link watchdog
@@ -55,8 +55,10 @@
 #include "lock-rank.h"
 #include "metrics.h"
 #include "migrate/auth.h"
+#include "ram/backend.h"
+#include "ram/ram.h"
+#include "ram/record.h"
 #include "stamps.h"
-#include "vmm/ram.h"
 
 /* Handshake slots and session claims: see dest-accept.c. */
 #define DEST_FRESH_SLOTS  32
@@ -123,7 +125,7 @@ struct mig_dest {
 	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 	struct mig_dest_vm *vm;
 	/*
-	 * The page record is the RAM's (vmm/ram.h): where each page is, how
+	 * The page record is the RAM's (ram/record.h): where each page is, how
 	 * and when it came.  This side keeps transport state only.
 	 */
 	struct ram *ram;
@@ -185,9 +187,8 @@ struct mig_dest {
 	struct hs_slot hs[DEST_FRESH_SLOTS + DEST_PROVEN_SLOTS];
 	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
 
-	uint64_t outstanding; /* atomic: pages REQUESTED and not yet installed */
-	uint64_t t_link_ns;   /* when the current link was set up (under req_lock) */
-	uint64_t pages_dup, faults, req_sent, dedup; /* atomic counters */
+	uint64_t t_link_ns; /* when the current link was set up (under req_lock) */
+	uint64_t pages_dup, faults, req_sent; /* atomic counters */
 	pthread_mutex_t lat_lock;
 	struct mig_lat lat;
 	uint64_t t_state_rx, t_phase0;
@@ -199,7 +200,7 @@ struct mig_dest {
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */
 static inline struct timespec dest_mono_in_ms(unsigned ms)
 {
-	return mig_mono_ts(mig_now_ns() + ms * 1000000ull);
+	return mig_mono_ts(now_ns() + ms * 1000000ull);
 }
 
 /* dest.c */

@@ -12,7 +12,7 @@
 #include "migrate/net.h"
 
 /*
- * A mig_now_ns() time (CLOCK_MONOTONIC) as the deadline of a
+ * A now_ns() time (CLOCK_MONOTONIC) as the deadline of a
  * pthread_cond_timedwait() on a condition variable set to that clock.
  */
 static inline struct timespec mig_mono_ts(uint64_t ns)
@@ -21,7 +21,7 @@ static inline struct timespec mig_mono_ts(uint64_t ns)
 				  .tv_nsec = (long)(ns % 1000000000ull) };
 }
 
-_Static_assert(MIG_PAGE_SIZE == ZERO_PAGE_TEST_SIZE, "page_is_zero() tests wire-size pages");
+_Static_assert(PAGE_SIZE == ZERO_PAGE_TEST_SIZE, "page_is_zero() tests wire-size pages");
 
 #define pr_mig(...) fprintf(stderr, "migrate: " __VA_ARGS__)
 

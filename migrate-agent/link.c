@@ -64,7 +64,7 @@ static int link_broken(struct mig_link_watch *w, uint64_t now, char *why, size_t
 static void look_at_link(struct mig_link_watch *w)
 {
 	char why[160];
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	int late = w->last_look && now - w->last_look > 3 * w->heartbeat_ns;
 	w->last_look = now;
 	struct mig_conn *urg = w->ops->hold(w->ctx);
@@ -81,7 +81,7 @@ static void *watch_thread(void *arg)
 	struct mig_link_watch *w = arg;
 	mig_lock(&w->lock, MIG_RANK_LINK_WATCH);
 	while (!w->stop) {
-		struct timespec ts = mig_mono_ts(mig_now_ns() + w->heartbeat_ns);
+		struct timespec ts = mig_mono_ts(now_ns() + w->heartbeat_ns);
 		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 		if (w->stop)
 			break;

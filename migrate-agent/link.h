@@ -45,7 +45,7 @@
 struct mig_link_ops {
 	/* The urgent connection, with the side's link lock held; NULL (nothing held): not now. */
 	struct mig_conn *(*hold)(void *ctx);
-	/* When the peer was last heard from (mig_now_ns()), under hold(). */
+	/* When the peer was last heard from (now_ns()), under hold(). */
 	uint64_t (*heard)(void *ctx);
 	/*
 	 * Optional: 1, with why, when the link stalls in the side's own way

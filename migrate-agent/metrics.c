@@ -9,9 +9,10 @@
 
 #include "metrics.h"
 #include "migrate/tls.h"
+#include "ram/ram.h"
+#include "ram/record.h"
 #include "source-prepage.h"
 #include "stamps.h"
-#include "vmm/ram.h"
 
 #define MAP_MAX_POINTS 65536
 
@@ -140,7 +141,7 @@ static json *stamp_records(const struct mig_stamps *s)
  */
 static json *page_map(const struct ram *ram, uint64_t base)
 {
-	uint64_t nr = ram->nr_pages, every = nr / MAP_MAX_POINTS + 1;
+	uint64_t nr = ram_nr_pages(ram), every = nr / MAP_MAX_POINTS + 1;
 	json *o = json_object_new_object(), *a = json_object_new_array();
 	put_u64(o, "every", every);
 	for (uint64_t i = 0; a && i < nr; i += every) {

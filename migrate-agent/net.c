@@ -22,13 +22,6 @@
 
 #define RBUF_MIN (256u << 10)
 
-uint64_t mig_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint64_t mig_realtime_ns(void)
 {
 	struct timespec ts;
@@ -121,11 +114,11 @@ int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t 
 		e = errno;
 		if (e == EINPROGRESS) {
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			uint64_t end = mig_now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
+			uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
 			int n;
 			/* poll() ends with EINTR when the process was stopped and continued. */
 			do {
-				now = mig_now_ns();
+				now = now_ns();
 				n = poll(&pfd, 1,
 					 now < end ? (int)((end - now + 999999) / 1000000) : 0);
 			} while (n < 0 && errno == EINTR);
@@ -162,7 +155,7 @@ int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, u
 		return -ENOMEM;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->last_rx_ns = c->last_tx_ns = c->last_frame_ns = mig_now_ns();
+	c->last_rx_ns = c->last_tx_ns = c->last_frame_ns = now_ns();
 	return 0;
 }
 
@@ -336,7 +329,7 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 	};
 	int r = io_send(c, iov, 3);
 	if (r == 0) {
-		mig_conn_sent(c, mig_now_ns());
+		mig_conn_sent(c, now_ns());
 		c->tx_bytes += sizeof(h) + l1 + l2;
 		c->tx_hdr += sizeof(h);
 	}
@@ -390,7 +383,7 @@ int mig_conn_wait_ms(const struct mig_conn *c)
 
 	if (!c->deadline_ns)
 		return c->rcv_timeout_ms ? c->rcv_timeout_ms : -1;
-	now = mig_now_ns();
+	now = now_ns();
 	if (now >= c->deadline_ns)
 		return 0;
 	left = (c->deadline_ns - now + 999999) / 1000000;
@@ -414,7 +407,7 @@ static ssize_t read_some(struct mig_conn *c, void *buf, size_t len, bool all)
 	    all && !c->io ? plain_recv(c, buf, len, MSG_WAITALL) : io_recv(c, buf, len, true);
 	if (n > 0) {
 		c->rx_bytes += n;
-		__atomic_store_n(&c->last_rx_ns, mig_now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_rx_ns, now_ns(), __ATOMIC_RELAXED);
 	}
 	return n;
 }
@@ -516,7 +509,7 @@ static int try_read(struct mig_conn *c, char *err, size_t errlen)
 	if (n > 0) {
 		c->rend += n;
 		c->rx_bytes += n;
-		__atomic_store_n(&c->last_rx_ns, mig_now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_rx_ns, now_ns(), __ATOMIC_RELAXED);
 		return 0;
 	}
 	if (n == -EAGAIN || n == -EWOULDBLOCK)
@@ -641,7 +634,7 @@ static int took_frame(struct mig_conn *c, const struct mig_frame_hdr *h, size_t 
 	if (c->rstart == c->rend)
 		c->rstart = c->rend = 0;
 	if (h->type != MIG_MSG_PING)
-		__atomic_store_n(&c->last_frame_ns, mig_now_ns(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_frame_ns, now_ns(), __ATOMIC_RELAXED);
 	else if (c->wire.frame_limit) {
 		snprintf(err, errlen, "%s channel: PING before the handshake completed", c->name);
 		return -EPROTO;
@@ -685,7 +678,7 @@ static int recv_run(struct mig_conn *c, const struct mig_frame_hdr *h, const uin
 		return payload_fill_failed(c, h, r, err, errlen);
 	memcpy(&run, c->rbuf + c->rstart + sizeof(*h), sizeof(run));
 	size_t len = h->len - sizeof(run);
-	if (run.encoding != MIG_PAGE_RAW || len > cap || len != (uint64_t)run.count * MIG_PAGE_SIZE)
+	if (run.encoding != MIG_PAGE_RAW || len > cap || len != (uint64_t)run.count * PAGE_SIZE)
 		return recv_payload(c, h, payload, err, errlen);
 	size_t have = c->rend - c->rstart - head;
 	if (have > len)

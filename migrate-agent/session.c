@@ -83,7 +83,7 @@ int mig_hs_send_hello(const struct mig_hs *hs, uint32_t flags, uint64_t ram_size
 		.version = MIG_VERSION,
 		.role = (uint16_t)hs->role,
 		.channel = hs->channel,
-		.page_size = MIG_PAGE_SIZE,
+		.page_size = PAGE_SIZE,
 		.flags = flags,
 		.session_id = hs->session,
 		.ram_size = ram_size,

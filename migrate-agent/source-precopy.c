@@ -98,7 +98,7 @@ static int fetch_dirty(struct src *s, uint64_t *dirty, size_t words, uint64_t *t
 		snprintf(err, errlen, "precopy: dirty log: %s", strerror(-r));
 		return r;
 	}
-	now = mig_now_ns();
+	now = now_ns();
 	d = count_bits(dirty, words);
 	if (s->o->ctl && now > *t_prev)
 		src_ctl_put(&s->o->ctl->dirty_pages_rate,
@@ -147,7 +147,7 @@ int src_precopy(struct src *s, char *err, size_t errlen)
 {
 	size_t words = (s->nr_pages + 63) / 64;
 	uint64_t *dirty = calloc(words, 8);
-	uint64_t sent = 0, upto, t_round = mig_now_ns();
+	uint64_t sent = 0, upto, t_round = now_ns();
 	struct pusher ps;
 	int r = src_pusher_init(&ps, s);
 	if (!dirty || r) {

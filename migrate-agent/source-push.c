@@ -24,9 +24,9 @@
 size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
 		    ZSTD_CCtx **cctx)
 {
-	const uint8_t *data = s->vm->ram + i * MIG_PAGE_SIZE;
-	struct mig_page p = { .addr = i * MIG_PAGE_SIZE, .flags = flags };
-	uint8_t zbuf[MIG_PAGE_SIZE];
+	const uint8_t *data = s->vm->ram + i * PAGE_SIZE;
+	struct mig_page p = { .addr = i * PAGE_SIZE, .flags = flags };
+	uint8_t zbuf[PAGE_SIZE];
 	const void *payload = data;
 	if (page_is_zero(data)) {
 		p.encoding = MIG_PAGE_ZERO;
@@ -38,8 +38,7 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 		if (!*cctx)
 			*cctx = ZSTD_createCCtx();
 		size_t n =
-		    *cctx ? ZSTD_compressCCtx(*cctx, zbuf, sizeof(zbuf), data, MIG_PAGE_SIZE, 1)
-			  : 0;
+		    *cctx ? ZSTD_compressCCtx(*cctx, zbuf, sizeof(zbuf), data, PAGE_SIZE, 1) : 0;
 		if (*cctx && !ZSTD_isError(n) && n < MIG_ZSTD_MAX_LEN - 64) {
 			p.encoding = MIG_PAGE_ZSTD;
 			p.data_len = (uint32_t)n;
@@ -48,7 +47,7 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 		}
 	}
 	if (p.encoding == MIG_PAGE_RAW)
-		p.data_len = MIG_PAGE_SIZE;
+		p.data_len = PAGE_SIZE;
 	__atomic_fetch_add(&s->bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
 	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
 }
@@ -121,7 +120,7 @@ static int reap(struct pusher *ps)
 		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
 	}
-	mig_conn_sent(ps->c, mig_now_ns());
+	mig_conn_sent(ps->c, now_ns());
 	if ((size_t)res < ps->used[b]) {
 		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
 		ps->used[b] -= res;
@@ -158,7 +157,7 @@ static int flush(struct pusher *ps)
 		int r = mig_conn_write(ps->c, ps->buf[b], ps->used[b]);
 		if (r)
 			return r;
-		mig_conn_sent(ps->c, mig_now_ns());
+		mig_conn_sent(ps->c, now_ns());
 		ps->used[b] = 0;
 		return 0;
 	}
@@ -257,7 +256,7 @@ static int pace(struct pusher *ps, size_t bytes)
 		ps->pace_t = 0; /* a cap set later starts from a full bucket */
 		return 0;
 	}
-	pace_refill(ps, cap, mig_now_ns());
+	pace_refill(ps, cap, now_ns());
 	ps->pace_tokens -= (double)bytes;
 	if (ps->pace_tokens >= 0)
 		return 0;
@@ -275,7 +274,7 @@ static int pace(struct pusher *ps, size_t bytes)
 			ps->pace_t = 0;
 			break;
 		}
-		pace_refill(ps, cap, mig_now_ns());
+		pace_refill(ps, cap, now_ns());
 	}
 	return 0;
 }
@@ -319,7 +318,7 @@ static unsigned gather_run(const struct pusher *ps, uint64_t i, int zero)
 	uint64_t end = i < ps->hi ? ps->hi : s->nr_pages;
 	unsigned n = 1, max = zero ? MIG_MAX_RUN_PAGES : PUSH_RAW_RUN_PAGES;
 	while (n < max && i + n < end && !bit_test(s->sent, i + n) &&
-	       page_is_zero(s->vm->ram + (i + n) * MIG_PAGE_SIZE) == zero &&
+	       page_is_zero(s->vm->ram + (i + n) * PAGE_SIZE) == zero &&
 	       !bit_test_and_set(s->sent, i + n))
 		n++;
 	return n;
@@ -334,11 +333,11 @@ static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 {
 	struct src *s = ps->s;
 	struct mig_conn *c = ps->c;
-	int zero = page_is_zero(s->vm->ram + i * MIG_PAGE_SIZE);
-	struct mig_page_run run = { .addr = i * MIG_PAGE_SIZE,
+	int zero = page_is_zero(s->vm->ram + i * PAGE_SIZE);
+	struct mig_page_run run = { .addr = i * PAGE_SIZE,
 				    .count = gather_run(ps, i, zero),
 				    .encoding = zero ? MIG_PAGE_ZERO : MIG_PAGE_RAW };
-	size_t data = zero ? 0 : (size_t)run.count * MIG_PAGE_SIZE;
+	size_t data = zero ? 0 : (size_t)run.count * PAGE_SIZE;
 	size_t need = sizeof(struct mig_frame_hdr) + sizeof(run) + data;
 
 	if (PUSH_BUF - ps->used[ps->cur] < need) {
@@ -425,7 +424,7 @@ static int64_t next_page(struct pusher *ps)
 
 void src_wait_running(struct src *s)
 {
-	struct timespec ts = mig_mono_ts(mig_now_ns() + RUNNING_WAIT_MS * 1000000ull);
+	struct timespec ts = mig_mono_ts(now_ns() + RUNNING_WAIT_MS * 1000000ull);
 
 	mig_lock(&s->lock, MIG_RANK_SRC);
 	while (!s->running_seen && !s->broken && !s->fatal && !s->complete)
@@ -448,7 +447,7 @@ static void pushed(struct src *s, unsigned n)
 /* This push thread is done now: the push's end is the last thread's. */
 static void note_push_end(struct src *s)
 {
-	uint64_t now = mig_now_ns(), end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
+	uint64_t now = now_ns(), end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
 	while (end < now && !__atomic_compare_exchange_n(&s->t_push_end, &end, now, false,
 							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;

@@ -18,7 +18,7 @@
 static int await_resume(struct src *s, uint64_t deadline, struct mig_frame_hdr *h,
 			const uint8_t **p, char *err, size_t errlen)
 {
-	uint64_t by = mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
+	uint64_t by = now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
 	mig_conn_set_deadline(&s->urg, by < deadline ? by : deadline);
 	int r = mig_conn_recv(&s->urg, h, p, err, errlen);
 	mig_conn_set_deadline(&s->urg, 0);
@@ -51,7 +51,7 @@ static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_fra
 		src_set_link_up(s, 0);
 		mig_conn_close(&s->urg);
 		src_close_bulk(s);
-		if (mig_now_ns() > deadline)
+		if (now_ns() > deadline)
 			return r;
 		pr_mig("reconnected, but no RESUME (%s); trying again\n", err);
 	}
@@ -120,7 +120,7 @@ static int resend_state(struct src *s, char *err, size_t errlen)
  */
 int src_recover_link(struct src *s, char *err, size_t errlen)
 {
-	uint64_t deadline = mig_now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
+	uint64_t deadline = now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
 	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
 	       "%d ms\n",
 	       s->why, s->o->addr, s->o->recover_ms);

@@ -12,7 +12,7 @@
 
 static double per_s(uint64_t pages, double secs)
 {
-	return secs > 0 ? (double)(pages * MIG_PAGE_SIZE) / secs / 1048576.0 : 0.0;
+	return secs > 0 ? (double)(pages * PAGE_SIZE) / secs / 1048576.0 : 0.0;
 }
 
 /*
@@ -64,7 +64,7 @@ void src_set_phase(struct src *s, enum mig_phase phase)
 		return;
 	src_publish(s);
 	if (phase >= MIG_PHASE_COMPLETED)
-		src_ctl_put(&c->t_end_ns, mig_now_ns());
+		src_ctl_put(&c->t_end_ns, now_ns());
 	__atomic_store_n(&c->phase, (int)phase, __ATOMIC_RELEASE);
 	if (c->phase_changed)
 		c->phase_changed(c->arg, phase);
@@ -73,7 +73,7 @@ void src_set_phase(struct src *s, enum mig_phase phase)
 /* query-migrate's figures, and (o->progress) a progress line at most every 200 ms. */
 void src_progress(struct src *s, const char *phase)
 {
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	src_publish(s);
 	if (!s->o->progress || now - s->t_progress < 200000000ull)
 		return;

@@ -90,7 +90,7 @@ static int permanent_refusal(int r)
 /* Milliseconds from now to deadline (monotonic ns), at most cap, at least 1. */
 static int ms_left(uint64_t deadline, int cap)
 {
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	uint64_t ms = deadline > now ? (deadline - now) / 1000000 : 0;
 	return ms < 1 ? 1 : ms > (uint64_t)cap ? cap : (int)ms;
 }
@@ -141,7 +141,7 @@ static int open_channel(struct src *s, struct mig_conn *c, int channel, unsigned
 {
 	const char *name = channel == MIG_CHAN_URGENT ? "urgent" : mig_bulk_name(index);
 	char why[200];
-	uint64_t idle = mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
+	uint64_t idle = now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
 	if (idle < deadline)
 		deadline = idle; /* a stalled channel is given up, and the attempt tried again */
 	int r = connect_channel(s, c, name, channel != MIG_CHAN_URGENT, deadline, err, errlen);
@@ -217,7 +217,7 @@ int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, s
 			return r;
 		if (recover && reached)
 			pr_mig("reconnection refused (%s); trying again\n", err);
-		if (mig_now_ns() + 100 * 1000000ull > deadline)
+		if (now_ns() + 100 * 1000000ull > deadline)
 			return -ETIMEDOUT;
 		if (!recover && s->vm->stopped && s->vm->stopped(s->vm->ctx)) {
 			snprintf(err, errlen, "the VM stopped before a destination answered");

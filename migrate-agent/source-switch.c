@@ -18,7 +18,7 @@ void src_layout(struct src *s, struct mig_layout *l)
 {
 	memset(l, 0, sizeof(*l));
 	l->ram_size = s->vm->ram_size;
-	l->page_size = MIG_PAGE_SIZE;
+	l->page_size = PAGE_SIZE;
 	l->nr_regions = s->vm->nr_regions;
 	memcpy(l->regions, s->vm->regions, sizeof(l->regions));
 }
@@ -39,7 +39,7 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 	struct mig_frame_hdr h;
 	const uint8_t *p;
 	/* The acknowledgement within idle_ms: heartbeats are not an answer. */
-	mig_conn_set_deadline(&s->urg, mig_now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
+	mig_conn_set_deadline(&s->urg, now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
 	r = mig_conn_recv(&s->urg, &h, &p, err, errlen);
 	mig_conn_set_deadline(&s->urg, 0);
 	if (r == -ETIMEDOUT)
@@ -86,16 +86,16 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 		return src_give_up(s, "the VM stopped at the source before the switch-over", err,
 				   errlen);
 	src_set_phase(s, MIG_PHASE_SWITCHOVER);
-	s->t_pause = mig_now_ns();
+	s->t_pause = now_ns();
 	s->pause_rt = mig_realtime_ns();
 	int r = vm->pause(vm->ctx);
-	s->t_paused = mig_now_ns();
+	s->t_paused = now_ns();
 	if (r) {
 		snprintf(err, errlen, "cannot pause the VM: %s", strerror(-r));
 		return r;
 	}
 	r = vm->save_state(vm->ctx, &s->blob, &s->blob_len);
-	s->t_saved = mig_now_ns();
+	s->t_saved = now_ns();
 	if (r) {
 		snprintf(err, errlen, "cannot save the VM state: %s", strerror(-r));
 		vm->resume(vm->ctx);
@@ -108,7 +108,7 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
 	if (!r)
 		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
-	s->t_state_sent = mig_now_ns();
+	s->t_state_sent = now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
 	if (s->dirty_on)
 		vm->dirty_stop(vm->ctx);
@@ -126,8 +126,8 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 /* Everything before the switch-over; on failure the VM goes on here. */
 int src_before_switch(struct src *s, char *err, size_t errlen)
 {
-	int r = src_connect_pair(s, 0, mig_now_ns() + (uint64_t)s->o->connect_ms * 1000000ull, err,
-				 errlen);
+	int r =
+	    src_connect_pair(s, 0, now_ns() + (uint64_t)s->o->connect_ms * 1000000ull, err, errlen);
 	if (r)
 		return r;
 	src_start_watch(s);

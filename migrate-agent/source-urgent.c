@@ -53,13 +53,13 @@ uint64_t src_count_sent(struct src *s)
  */
 static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 {
-	uint64_t t_rx = mig_now_ns();
+	uint64_t t_rx = now_ns();
 	struct mig_page_request q;
 	memcpy(&q, p, sizeof(q));
 	for (uint32_t k = 0; k < q.count; k++) {
 		uint64_t addr;
 		memcpy(&addr, p + sizeof(q) + 8 * k, 8);
-		uint64_t i = addr / MIG_PAGE_SIZE;
+		uint64_t i = addr / PAGE_SIZE;
 		mig_stamp(s->stamps, i, MIG_STEP_REQ_RX, t_rx);
 		s->req_addrs++;
 		if (bit_test_and_set(s->sent, i)) {
@@ -71,7 +71,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
 		size_t n = src_put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, NULL);
 		mig_lock(&s->urg.tx_lock, MIG_RANK_CONN_TX);
-		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, mig_now_ns());
+		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, now_ns());
 		int r = mig_conn_write(&s->urg, buf, n);
 		mig_unlock(&s->urg.tx_lock);
 		if (r) {
@@ -101,7 +101,7 @@ static int take_complete(struct src *s, const uint8_t *p)
 		return -1;
 	}
 	memcpy(&s->dest, p, sizeof(s->dest));
-	s->t_complete = mig_now_ns();
+	s->t_complete = now_ns();
 	if (s->o->ctl) {
 		src_ctl_put(&s->o->ctl->faults, s->dest.faults);
 		src_ctl_put(&s->o->ctl->fault_lat_p50_ns, s->dest.fault_lat_p50_ns);
@@ -126,7 +126,7 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 		/* Repeated after a recovery: the first one counts. */
 		if (!s->running_seen) {
 			memcpy(&s->running, p, sizeof(s->running));
-			s->t_running = mig_now_ns();
+			s->t_running = now_ns();
 			mig_lock(&s->lock, MIG_RANK_SRC);
 			__atomic_store_n(&s->running_seen, 1, __ATOMIC_RELEASE);
 			pthread_cond_broadcast(&s->cond);

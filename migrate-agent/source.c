@@ -148,7 +148,7 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
  */
 int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 {
-	s->nr_pages = vm->ram_size / MIG_PAGE_SIZE;
+	s->nr_pages = vm->ram_size / PAGE_SIZE;
 	s->sent = calloc((s->nr_pages + 63) / 64, 8);
 	if (!s->sent)
 		return -ENOMEM;
@@ -159,7 +159,7 @@ int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 	if (mig_opts_tls(o)) /* the AEAD checks every byte (wire.h) */
 		s->features |= MIG_FEAT_NO_PAYLOAD_CRC;
 	s->features &= ~o->features_off;
-	s->t_start = mig_now_ns();
+	s->t_start = now_ns();
 	s->nr_bulk = o->channels;
 	s->urg.fd = -1;
 	for (unsigned k = 0; k < s->nr_bulk; k++)
@@ -167,7 +167,7 @@ int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are mig_now_ns() */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are now_ns() */
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&s->link_lock, NULL);
@@ -180,7 +180,7 @@ int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, char *err,
 			   size_t errlen)
 {
-	if (vm->ram_size == 0 || vm->ram_size % MIG_PAGE_SIZE) {
+	if (vm->ram_size == 0 || vm->ram_size % PAGE_SIZE) {
 		snprintf(err, errlen, "RAM size %llu is not a multiple of the page size",
 			 (unsigned long long)vm->ram_size);
 		return NULL;
@@ -262,7 +262,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	if (!r) {
 		*switched = 1;
 		src_set_phase(s, MIG_PHASE_POSTCOPY);
-		s->t_push_start = mig_now_ns();
+		s->t_push_start = now_ns();
 		r = run_postcopy(s, err, errlen);
 		if (o.progress && r == 0)
 			mig_progress("migrate: complete 100%%  %llu pages  %llu demand  %llu "

@@ -2,10 +2,10 @@
 /*
  * Step stamps: where each microsecond of a demand fault goes, for the
  * benchmark (docs/bench.md).  The destination's page map is drawn from the
- * page record (vmm/ram.h), not from here.
+ * page record (ram/record.h), not from here.
  *
  * Each side records, per requested page, the CLOCK_MONOTONIC time
- * (mig_now_ns()) of the steps it sees; nothing goes on the wire.  On one
+ * (now_ns()) of the steps it sees; nothing goes on the wire.  On one
  * host both sides share that clock, so bench/run joins the destination's
  * and the source's records by page offline.  A record is opened by the
  * first step of its side (FAULT at the destination, REQ_RX at the source);

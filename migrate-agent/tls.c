@@ -31,20 +31,12 @@
 
 /* ---- sessions ---- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for fd to be ready for `events` until deadline (-1: none): 0 or -ETIMEDOUT. */
 static int wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
-		int left = deadline < 0 ? -1 : (int)(deadline - now_ms());
+		int left = deadline < 0 ? -1 : (int)(deadline - (int64_t)now_ms());
 		int n;
 
 		if (deadline >= 0 && left <= 0)
@@ -59,7 +51,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 
 static int64_t deadline_of(int timeout_ms)
 {
-	return timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	return timeout_ms < 0 ? -1 : (int64_t)now_ms() + timeout_ms;
 }
 
 /* The client's check of the server's name: a DNS name or an IP address. */

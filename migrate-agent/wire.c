@@ -77,7 +77,7 @@ static const struct {
 	[MIG_MSG_HELLO] = { sizeof(struct mig_hello), true },
 	[MIG_MSG_LAYOUT] = { sizeof(struct mig_layout), true },
 	[MIG_MSG_STATE] = { MIG_MAX_PAYLOAD, false },
-	[MIG_MSG_PAGE] = { sizeof(struct mig_page) + MIG_PAGE_SIZE, false },
+	[MIG_MSG_PAGE] = { sizeof(struct mig_page) + PAGE_SIZE, false },
 	[MIG_MSG_PAGE_REQUEST] = { sizeof(struct mig_page_request) + 8 * MIG_MAX_REQ_PAGES, false },
 	[MIG_MSG_RUNNING] = { sizeof(struct mig_running), true },
 	[MIG_MSG_COMPLETE] = { sizeof(struct mig_complete), true },
@@ -87,8 +87,7 @@ static const struct {
 	[MIG_MSG_DONE] = { sizeof(struct mig_done), true },
 	[MIG_MSG_AUTH] = { sizeof(struct mig_auth), true },
 	[MIG_MSG_PING] = { 0, true },
-	[MIG_MSG_PAGE_RUN] = { sizeof(struct mig_page_run) + MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE,
-			       false },
+	[MIG_MSG_PAGE_RUN] = { sizeof(struct mig_page_run) + MIG_MAX_RUN_PAGES * PAGE_SIZE, false },
 };
 
 int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
@@ -115,10 +114,10 @@ int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
 static int check_addr(const struct mig_wire_ctx *ctx, uint64_t addr, const char *what, char *err,
 		      size_t errlen)
 {
-	if (addr % MIG_PAGE_SIZE)
+	if (addr % PAGE_SIZE)
 		return fail(-ERANGE, err, errlen, "%s address 0x%llx not page aligned", what,
 			    (unsigned long long)addr);
-	if (addr >= ctx->ram_size || ctx->ram_size - addr < MIG_PAGE_SIZE)
+	if (addr >= ctx->ram_size || ctx->ram_size - addr < PAGE_SIZE)
 		return fail(-ERANGE, err, errlen,
 			    "%s address 0x%llx outside guest RAM (size 0x%llx)", what,
 			    (unsigned long long)addr, (unsigned long long)ctx->ram_size);
@@ -132,9 +131,9 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 		return fail(-EPROTONOSUPPORT, err, errlen,
 			    "peer speaks protocol version %u, this side speaks %u", m->version,
 			    MIG_VERSION);
-	if (m->page_size != MIG_PAGE_SIZE)
+	if (m->page_size != PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "peer page size %u, expected %u", m->page_size,
-			    MIG_PAGE_SIZE);
+			    (unsigned)PAGE_SIZE);
 	if (ctx->peer_role && m->role != ctx->peer_role)
 		return fail(-EPROTO, err, errlen, "peer claims role %u, expected %u", m->role,
 			    ctx->peer_role);
@@ -152,7 +151,7 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 	if (m->reserved)
 		return fail(-EPROTO, err, errlen, "HELLO with reserved field 0x%x", m->reserved);
 	/* Both roles state the RAM size (the destination knows its own). */
-	if (m->ram_size == 0 || m->ram_size % MIG_PAGE_SIZE || m->ram_size > MIG_MAX_RAM_SIZE)
+	if (m->ram_size == 0 || m->ram_size % PAGE_SIZE || m->ram_size > MIG_MAX_RAM_SIZE)
 		return fail(-EPROTO, err, errlen, "bad RAM size 0x%llx",
 			    (unsigned long long)m->ram_size);
 	if (ctx->ram_size && m->ram_size && m->ram_size != ctx->ram_size)
@@ -173,7 +172,7 @@ static int check_layout(const struct mig_wire_ctx *ctx, const struct mig_layout 
 	if (l->ram_size != ctx->ram_size)
 		return fail(-EPROTO, err, errlen, "LAYOUT RAM size 0x%llx, HELLO said 0x%llx",
 			    (unsigned long long)l->ram_size, (unsigned long long)ctx->ram_size);
-	if (l->page_size != MIG_PAGE_SIZE)
+	if (l->page_size != PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "LAYOUT page size %u", l->page_size);
 	if (l->nr_regions == 0 || l->nr_regions > MIG_MAX_REGIONS)
 		return fail(-EPROTO, err, errlen, "LAYOUT with %u regions", l->nr_regions);
@@ -186,7 +185,7 @@ static int check_layout(const struct mig_wire_ctx *ctx, const struct mig_layout 
 					    i);
 			continue;
 		}
-		if (r->gpa % MIG_PAGE_SIZE || r->size % MIG_PAGE_SIZE || r->size == 0 ||
+		if (r->gpa % PAGE_SIZE || r->size % PAGE_SIZE || r->size == 0 ||
 		    r->gpa + r->size < r->gpa)
 			return fail(-EPROTO, err, errlen, "LAYOUT region %u malformed", i);
 		if (r->size > ctx->ram_size - sum)
@@ -207,10 +206,10 @@ static int check_bitmap(const struct mig_wire_ctx *ctx, const void *payload, uin
 	if (len < hlen)
 		return fail(-EPROTO, err, errlen, "%s payload of %u bytes is truncated", what, len);
 	memcpy(&nr, payload, 8);
-	if (nr != ctx->ram_size / MIG_PAGE_SIZE)
+	if (nr != ctx->ram_size / PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "%s for %llu pages, guest RAM has %llu", what,
 			    (unsigned long long)nr,
-			    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
+			    (unsigned long long)(ctx->ram_size / PAGE_SIZE));
 	if ((uint64_t)len != hlen + (nr + 7) / 8)
 		return fail(-EPROTO, err, errlen,
 			    "%s length %u does not match %llu pages (expected %llu)", what, len,
@@ -242,7 +241,7 @@ static int check_page_data(const struct mig_wire_ctx *ctx, const struct mig_page
 {
 	switch (p->encoding) {
 	case MIG_PAGE_RAW:
-		if (p->data_len != MIG_PAGE_SIZE)
+		if (p->data_len != PAGE_SIZE)
 			return fail(-EPROTO, err, errlen, "raw PAGE 0x%llx with %u data bytes",
 				    (unsigned long long)p->addr, p->data_len);
 		return 0;
@@ -293,10 +292,10 @@ static int check_run(const struct mig_wire_ctx *ctx, const uint8_t *payload, uin
 	if (r.count == 0 || r.count > MIG_MAX_RUN_PAGES)
 		return fail(-EPROTO, err, errlen, "PAGE_RUN 0x%llx of %u pages (1 to %u)",
 			    (unsigned long long)r.addr, r.count, MIG_MAX_RUN_PAGES);
-	if (r.addr % MIG_PAGE_SIZE)
+	if (r.addr % PAGE_SIZE)
 		return fail(-ERANGE, err, errlen, "PAGE_RUN address 0x%llx not page aligned",
 			    (unsigned long long)r.addr);
-	if (r.addr >= ctx->ram_size || (ctx->ram_size - r.addr) / MIG_PAGE_SIZE < (uint64_t)r.count)
+	if (r.addr >= ctx->ram_size || (ctx->ram_size - r.addr) / PAGE_SIZE < (uint64_t)r.count)
 		return fail(-ERANGE, err, errlen,
 			    "PAGE_RUN 0x%llx of %u pages outside guest RAM (size 0x%llx)",
 			    (unsigned long long)r.addr, r.count, (unsigned long long)ctx->ram_size);
@@ -305,7 +304,7 @@ static int check_run(const struct mig_wire_ctx *ctx, const uint8_t *payload, uin
 	if (r.encoding != MIG_PAGE_RAW && r.encoding != MIG_PAGE_ZERO)
 		return fail(-EPROTO, err, errlen, "PAGE_RUN with encoding %u", r.encoding);
 	uint64_t want =
-	    sizeof(r) + (r.encoding == MIG_PAGE_RAW ? (uint64_t)r.count * MIG_PAGE_SIZE : 0);
+	    sizeof(r) + (r.encoding == MIG_PAGE_RAW ? (uint64_t)r.count * PAGE_SIZE : 0);
 	if (len != want)
 		return fail(-EPROTO, err, errlen,
 			    "PAGE_RUN 0x%llx of %u %s pages with %u payload bytes (expected %llu)",
@@ -342,10 +341,10 @@ static int check_complete(const struct mig_wire_ctx *ctx, const uint8_t *payload
 {
 	struct mig_complete m;
 	memcpy(&m, payload, sizeof(m));
-	if (m.pages_received != ctx->ram_size / MIG_PAGE_SIZE)
+	if (m.pages_received != ctx->ram_size / PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "COMPLETE with %llu pages received, RAM has %llu",
 			    (unsigned long long)m.pages_received,
-			    (unsigned long long)(ctx->ram_size / MIG_PAGE_SIZE));
+			    (unsigned long long)(ctx->ram_size / PAGE_SIZE));
 	return 0;
 }
 
@@ -379,7 +378,7 @@ static int check_done(const struct mig_wire_ctx *ctx, const uint8_t *payload, ch
 {
 	struct mig_done d;
 	memcpy(&d, payload, sizeof(d));
-	if (d.phase > 1 || d.reserved || d.pages > ctx->ram_size / MIG_PAGE_SIZE)
+	if (d.phase > 1 || d.reserved || d.pages > ctx->ram_size / PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "DONE malformed");
 	return 0;
 }
@@ -514,22 +513,22 @@ int mig_page_decode(const struct mig_page *p, const void *data, void *out, char 
 {
 	switch (p->encoding) {
 	case MIG_PAGE_RAW:
-		memcpy(out, data, MIG_PAGE_SIZE);
+		memcpy(out, data, PAGE_SIZE);
 		return 0;
 	case MIG_PAGE_ZERO:
-		memset(out, 0, MIG_PAGE_SIZE);
+		memset(out, 0, PAGE_SIZE);
 		return 0;
 	case MIG_PAGE_ZSTD: {
 		if (!dctx)
 			dctx = ZSTD_createDCtx();
 		if (!dctx)
 			return fail(-ENOMEM, err, errlen, "cannot allocate a zstd context");
-		size_t n = ZSTD_decompressDCtx(dctx, out, MIG_PAGE_SIZE, data, p->data_len);
+		size_t n = ZSTD_decompressDCtx(dctx, out, PAGE_SIZE, data, p->data_len);
 		if (ZSTD_isError(n))
 			return fail(-EBADMSG, err, errlen,
 				    "zstd PAGE 0x%llx does not decompress: %s",
 				    (unsigned long long)p->addr, ZSTD_getErrorName(n));
-		if (n != MIG_PAGE_SIZE)
+		if (n != PAGE_SIZE)
 			return fail(-EBADMSG, err, errlen,
 				    "zstd PAGE 0x%llx decompresses to %zu bytes, not one page",
 				    (unsigned long long)p->addr, n);
@@ -542,7 +541,7 @@ int mig_page_decode(const struct mig_page *p, const void *data, void *out, char 
 long mig_parse_stream(struct mig_wire_ctx *ctx, const uint8_t *buf, size_t len, int *errp,
 		      char *err, size_t errlen)
 {
-	static _Thread_local uint8_t page[MIG_PAGE_SIZE];
+	static _Thread_local uint8_t page[PAGE_SIZE];
 	long frames = 0;
 	size_t off = 0;
 	*errp = 0;

@@ -10,8 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ram/backend.h"
+#include "ram/ram.h"
 #include "vmm/builtin.h"
-#include "vmm/ram.h"
 
 int cmd_probe(int argc, char **argv)
 {

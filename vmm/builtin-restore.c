@@ -31,7 +31,7 @@ static int load_ram(struct vm *vm, const char *path, const struct snapshot_heade
 
 	if (fd < 0)
 		return -errno;
-	r = pread_full(fd, vm_ram(vm)->host, h->ram_size, h->ram_offset);
+	r = pread_full(fd, ram_host(vm_ram(vm)), h->ram_size, h->ram_offset);
 	close(fd);
 	return r;
 }

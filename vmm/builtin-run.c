@@ -51,7 +51,7 @@ static int parse_run_opt(char **argv, int *i, struct run_opts *o)
 			return -1;
 		}
 	} else if (!strcmp(a, "--vcpus")) {
-		if (parse_u64(argv[++*i], &n) < 0 || n < 1 || n > GUEST_MAX_CPUS) {
+		if (parse_u64(argv[++*i], 1, GUEST_MAX_CPUS, &n) < 0) {
 			pr_err("--vcpus: '%s' is not a number from 1 to %d", argv[*i],
 			       GUEST_MAX_CPUS);
 			return -1;

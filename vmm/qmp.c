@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "vmm/qmp-frame.h"
 #include "vmm/qmp.h"
 
@@ -102,14 +103,6 @@ struct qmp_server {
 	unsigned next_id;
 	struct qmp_client *clients[QMP_SLOTS];
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Wake c's thread (q->lock held: its eventfd is open while it is not done). */
 static void wake(struct qmp_client *c)

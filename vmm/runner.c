@@ -45,7 +45,7 @@ int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o)
 	} else if (!strcmp(a, "--save-after")) {
 		if (!(v = arg_value(argc, argv, i)))
 			return -1;
-		if (parse_u64(v, &o->save_after_ms) < 0 || !o->save_after_ms) {
+		if (parse_u64(v, 1, UINT64_MAX, &o->save_after_ms) < 0) {
 			pr_err("--save-after: '%s' is not a positive number of milliseconds", v);
 			return -1;
 		}
@@ -125,6 +125,7 @@ static const char *const kind_names[] = { "none", "start", "progress", "done", "
 static void summary(struct vm *vm, int status, const struct run_opts *o)
 {
 	struct guest_report rep;
+	const struct ram_backend_ops *lazy = ram_backend(vm_ram(vm));
 	struct ram_stats st;
 	uint64_t n;
 
@@ -134,14 +135,14 @@ static void summary(struct vm *vm, int status, const struct run_opts *o)
 			" checksum=0x%016" PRIx64,
 			status, n, rep.kind < ARRAY_SIZE(kind_names) ? kind_names[rep.kind] : "?",
 			rep.iter, rep.checksum);
-	if (vm_ram(vm)->ops) {
+	if (lazy) {
 		ram_get_stats(vm_ram(vm), &st);
 		pr_info("lazy RAM: backend=%s%s faults=%" PRIu64 " served=%" PRIu64
 			" installed=%" PRIu64 " zero=%" PRIu64 " dup=%" PRIu64 " late=%" PRIu64
 			" present=%" PRIu64 "/%" PRIu64,
-			vm_ram(vm)->ops->name, o->busy_poll ? " (busy-poll)" : "", st.faults,
-			st.requests, st.installed, st.zeroed, st.dup_faults, st.late_faults,
-			ram_nr_present(vm_ram(vm)), vm_ram(vm)->nr_pages);
+			lazy->name, o->busy_poll ? " (busy-poll)" : "", st.faults, st.requests,
+			st.installed, st.zeroed, st.dup_faults, st.late_faults,
+			ram_nr_present(vm_ram(vm)), ram_nr_pages(vm_ram(vm)));
 	}
 }
 

@@ -34,7 +34,7 @@ int snapshot_write(struct vm *vm, const char *path)
 	h.state_offset = sizeof(h);
 	h.state_size = (uint64_t)size;
 	h.ram_offset = ALIGN_UP(h.state_offset + h.state_size, PAGE_SIZE);
-	h.ram_size = ram->size;
+	h.ram_size = ram_bytes(ram);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		free(blob);
@@ -44,13 +44,14 @@ int snapshot_write(struct vm *vm, const char *path)
 	if (!r)
 		r = pwrite_full(fd, blob, (size_t)size, h.state_offset);
 	/* Zero pages stay holes: a fresh guest's RAM is mostly zero. */
-	for (uint64_t off = 0; !r && off < ram->size; off += PAGE_SIZE) {
+	for (uint64_t off = 0; !r && off < ram_bytes(ram); off += PAGE_SIZE) {
 		uint64_t end = off;
 
-		while (end < ram->size && !page_is_zero(ram->host + end) && end - off < (1 << 20))
+		while (end < ram_bytes(ram) && !page_is_zero(ram_host(ram) + end) &&
+		       end - off < (1 << 20))
 			end += PAGE_SIZE;
 		if (end > off) {
-			r = pwrite_full(fd, ram->host + off, end - off, h.ram_offset + off);
+			r = pwrite_full(fd, ram_host(ram) + off, end - off, h.ram_offset + off);
 			off = end - PAGE_SIZE;
 		}
 	}

@@ -126,7 +126,7 @@ ssize_t vm_state_save(struct vm *vm, void *buf, size_t len)
 		.version = VM_STATE_VERSION,
 		.header_size = sizeof(h),
 		.total_size = w.pos,
-		.mem_size = vm->ram.size,
+		.mem_size = ram_bytes(vm->ram),
 		.nr_vcpus = vm->nr_vcpus,
 		.nr_sections = w.nr_sections,
 	};
@@ -174,7 +174,7 @@ int vm_state_load(struct vm *vm, const void *buf, size_t len, char *why, size_t 
 					       : "bad header, size or checksum");
 		return r;
 	}
-	if (mem_size != vm->ram.size || nr_vcpus != vm->nr_vcpus) {
+	if (mem_size != ram_bytes(vm->ram) || nr_vcpus != vm->nr_vcpus) {
 		snprintf(why, why_len, "state is for %llu bytes and %u vCPUs",
 			 (unsigned long long)mem_size, nr_vcpus);
 		return -EINVAL;

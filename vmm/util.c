@@ -3,71 +3,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "vmm/util.h"
-
-int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	*out = strtoull(s, &end, 0);
-	if (errno || *end)
-		return -EINVAL;
-	return 0;
-}
-
-int parse_size(const char *s, uint64_t *out)
-{
-	uint64_t v, mul = 1;
-	char *end;
-
-	if (!s || !*s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case 0:
-		break;
-	case 'k':
-	case 'K':
-		mul = 1ULL << 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		mul = 1ULL << 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		mul = 1ULL << 30;
-		end++;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-	if (*end || (v && mul > UINT64_MAX / v))
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
-}
-
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -79,44 +16,6 @@ static int cmp_u64(const void *a, const void *b)
 void sort_u64(uint64_t *v, size_t n)
 {
 	qsort(v, n, sizeof(*v), cmp_u64);
-}
-
-int pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 /* MemTotal + SwapTotal from /proc/meminfo, in bytes; 0 if unknown. */

@@ -252,13 +252,13 @@ static int create_vcpu(struct vm *vm, unsigned int id, int run_size)
 
 unsigned int vm_ram_regions(const struct vm *vm, struct vm_ram_region *out)
 {
-	uint64_t low = guest_low_size(vm->ram.size);
+	uint64_t low = guest_low_size(ram_bytes(vm->ram));
 
 	out[0] = (struct vm_ram_region){ .gpa = 0, .size = low, .offset = 0 };
-	if (vm->ram.size == low)
+	if (ram_bytes(vm->ram) == low)
 		return 1;
 	out[1] = (struct vm_ram_region){ .gpa = GUEST_HIGH_GPA,
-					 .size = vm->ram.size - low,
+					 .size = ram_bytes(vm->ram) - low,
 					 .offset = low };
 	return 2;
 }
@@ -275,7 +275,7 @@ static int ram_slot_set(struct vm *vm, uint32_t flags)
 			.flags = flags,
 			.guest_phys_addr = r[i].gpa,
 			.memory_size = r[i].size,
-			.userspace_addr = (uintptr_t)vm->ram.host + r[i].offset,
+			.userspace_addr = (uintptr_t)ram_host(vm->ram) + r[i].offset,
 		};
 
 		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0)
@@ -292,7 +292,7 @@ int vm_dirty_log_set(struct vm *vm, bool on)
 /* bitmap is by RAM page; the high slot's pages follow the low ones. */
 int vm_dirty_log_fetch(struct vm *vm, uint64_t *bitmap)
 {
-	size_t words = (vm->ram.nr_pages + 63) / 64;
+	size_t words = (ram_nr_pages(vm->ram) + 63) / 64;
 	uint64_t *fetched = calloc(words, sizeof(*fetched));
 	struct vm_ram_region r[VM_MAX_RAM_REGIONS];
 	unsigned int n = vm_ram_regions(vm, r);
@@ -333,7 +333,7 @@ static struct vm *vm_alloc(const struct vm_config *cfg)
 	if (!vm)
 		return NULL;
 	vm->cfg = *cfg;
-	vm->kvm_fd = vm->vm_fd = vm->event_fd = vm->ram.kick_fd = vm->ram.fd = -1;
+	vm->kvm_fd = vm->vm_fd = vm->event_fd = -1;
 	for (int i = 0; i < GUEST_MAX_CPUS; i++)
 		vm->vcpus[i].fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);
@@ -370,11 +370,10 @@ static int create_ram(struct vm *vm, const char **why)
 	int r;
 
 	*why = vm->cfg.lazy ? "cannot reserve and arm guest RAM" : "cannot reserve guest RAM";
-	r = ram_init(&vm->ram, vm->cfg.mem_size, vm->cfg.lazy);
+	r = ram_create(vm->cfg.mem_size, vm->cfg.lazy, &vm->ram);
 	if (r < 0)
 		return r;
-	vm->ram.on_error = ram_failed;
-	vm->ram.on_error_arg = vm;
+	ram_set_on_error(vm->ram, ram_failed, vm);
 	*why = "KVM refused the guest RAM";
 	return ram_slot_set(vm, 0);
 }
@@ -464,12 +463,12 @@ int vm_boot_image(struct vm *vm, const char *path, const char *cmdline, void *me
 	uint64_t entry;
 	int r;
 
-	if (!mem && vm->ram.ops) {
+	if (!mem && ram_is_lazy(vm->ram)) {
 		*why = "lazy RAM needs a staging buffer";
 		return -EINVAL;
 	}
-	r = x86_boot_build(mem ? mem : vm->ram.host, vm->ram.size, vm->nr_vcpus, vm->tsc_khz, path,
-			   cmdline, &entry, why);
+	r = x86_boot_build(mem ? mem : ram_host(vm->ram), ram_bytes(vm->ram), vm->nr_vcpus,
+			   vm->tsc_khz, path, cmdline, &entry, why);
 	if (r < 0)
 		return r;
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
@@ -649,8 +648,10 @@ void vm_destroy(struct vm *vm)
 		 * here on is reported (handle_io drops device I/O), and a second
 		 * kick ends its KVM_RUN.
 		 */
-		ram_stop_faults(&vm->ram);
-		ram_disarm(&vm->ram);
+		if (vm->ram) {
+			ram_stop_faults(vm->ram);
+			ram_disarm(vm->ram);
+		}
 		pthread_mutex_lock(&vm->lock);
 		kick_all(vm);
 		pthread_mutex_unlock(&vm->lock);
@@ -662,7 +663,8 @@ void vm_destroy(struct vm *vm)
 			pthread_join(vcpu->thread, NULL);
 	}
 	/* The fault thread may be serving a vCPU: stop it only after them. */
-	ram_stop_faults(&vm->ram);
+	if (vm->ram)
+		ram_stop_faults(vm->ram);
 	for (unsigned int i = 0; i < GUEST_MAX_CPUS; i++) {
 		struct vcpu *vcpu = &vm->vcpus[i];
 
@@ -676,7 +678,7 @@ void vm_destroy(struct vm *vm)
 	serial_exit(vm->serial);
 	if (vm->vm_fd >= 0)
 		close(vm->vm_fd);
-	ram_exit(&vm->ram);
+	ram_destroy(vm->ram);
 	x86_vm_exit(vm);
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);

@@ -27,9 +27,9 @@
  */
 #include <stdint.h>
 
+#include "common/page.h"
 #include "vmm/guest-abi.h"
 
-#define PAGE_SIZE      4096UL
 #define WORDS_PER_PAGE (PAGE_SIZE / 8)
 
 extern char __bss_end[];

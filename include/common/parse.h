@@ -33,4 +33,11 @@ static inline int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t 
 	return 0;
 }
 
+/*
+ * A size in bytes: decimal digits, then optionally k, M or G (any case,
+ * powers of 1024) and an optional "i", "iB" or "B": "64M", "1GiB", "4096".
+ * 0, or -EINVAL on anything else (overflow too).  common/parse.c.
+ */
+int parse_size(const char *s, uint64_t *out);
+
 #endif

@@ -49,22 +49,22 @@ static struct {
 
 static int fake_install(struct ram *ram, uint64_t off, void *page)
 {
-	uint64_t i = off / MIG_PAGE_SIZE;
-	if (off % MIG_PAGE_SIZE || i >= fake.nr_pages)
+	uint64_t i = off / PAGE_SIZE;
+	if (off % PAGE_SIZE || i >= fake.nr_pages)
 		abort(); /* the library must never install outside RAM */
 	if (fake.present[i])
 		return -EEXIST;
 	if (page)
-		memcpy(ram->host + off, page, MIG_PAGE_SIZE);
+		memcpy(ram_host(ram) + off, page, PAGE_SIZE);
 	else
-		memset(ram->host + off, 0, MIG_PAGE_SIZE);
+		memset(ram_host(ram) + off, 0, PAGE_SIZE);
 	fake.present[i] = 1;
 	return 0;
 }
 
 static int fake_zero(struct ram *ram, uint64_t off, uint64_t len)
 {
-	if (len != MIG_PAGE_SIZE)
+	if (len != PAGE_SIZE)
 		abort(); /* one page at a time without zero_run */
 	return fake_install(ram, off, NULL);
 }
@@ -72,9 +72,9 @@ static int fake_zero(struct ram *ram, uint64_t off, uint64_t len)
 static int fake_run(struct ram *ram, uint64_t off, void *pages, uint64_t len)
 {
 	int dups = 0;
-	for (uint64_t k = 0; k < len / MIG_PAGE_SIZE; k++) {
-		int r = fake_install(ram, off + k * MIG_PAGE_SIZE,
-				     pages ? (uint8_t *)pages + k * MIG_PAGE_SIZE : NULL);
+	for (uint64_t k = 0; k < len / PAGE_SIZE; k++) {
+		int r = fake_install(ram, off + k * PAGE_SIZE,
+				     pages ? (uint8_t *)pages + k * PAGE_SIZE : NULL);
 		if (r == -EEXIST)
 			dups++;
 		else if (r)
@@ -141,7 +141,7 @@ static int fake_load_state(void *ctx, const void *blob, size_t len)
  * destination takes over.
  */
 struct fake_vm {
-	struct ram ram;
+	struct ram *ram;
 	struct mig_dest_vm vm;
 	struct mig_dest tmpl;
 	bool made;
@@ -156,12 +156,12 @@ static struct fake_vm *fake_vm(uint8_t mode)
 	if (v->made)
 		return v;
 	char err[64];
-	if (ram_init(&v->ram, fake.nr_pages * MIG_PAGE_SIZE, &fake_ops[mode >> 5 & 1]))
+	if (ram_create(fake.nr_pages * PAGE_SIZE, &fake_ops[mode >> 5 & 1], &v->ram))
 		abort();
 	v->vm = (struct mig_dest_vm){
-		.ram = &v->ram,
+		.ram = v->ram,
 		.nr_regions = 1,
-		.regions = { { .gpa = 0, .size = fake.nr_pages * MIG_PAGE_SIZE } },
+		.regions = { { .gpa = 0, .size = fake.nr_pages * PAGE_SIZE } },
 		.load_state = fake_load_state,
 	};
 	if (dest_incoming_alloc(&v->tmpl, &v->vm, err, sizeof(err)))
@@ -173,7 +173,7 @@ static struct fake_vm *fake_vm(uint8_t mode)
 /*
  * Back to the state a new fake VM has: the pages the fake back end
  * installed zeroed (they stay mapped: no fault next time), the record as
- * ram_init() left it, the staging buffer given back to the kernel (all of
+ * ram_create() left it, the staging buffer given back to the kernel (all of
  * it: a decode that failed half-way wrote a page the record does not
  * show), the stamps emptied.  The fault thread's run buffer
  * (tmpl.loop_run) is never written here: no fault thread runs.
@@ -182,11 +182,11 @@ static void fake_vm_reset(struct fake_vm *v)
 {
 	for (uint64_t i = 0; i < fake.nr_pages; i++)
 		if (fake.present[i])
-			memset(v->ram.host + i * MIG_PAGE_SIZE, 0, MIG_PAGE_SIZE);
+			memset(ram_host(v->ram) + i * PAGE_SIZE, 0, PAGE_SIZE);
 	memset(fake.present, 0, sizeof(fake.present));
-	if (ram_reset(&v->ram))
+	if (ram_reset(v->ram))
 		abort();
-	madvise(v->tmpl.stage, v->ram.size, MADV_DONTNEED);
+	madvise(v->tmpl.stage, ram_bytes(v->ram), MADV_DONTNEED);
 	mig_stamps_reset(v->tmpl.stamps);
 }
 
@@ -214,7 +214,7 @@ static struct mig_dest *fake_dest(struct fake_vm *v, uint8_t mode, int devnull)
 		c[k]->fd = dup(devnull);
 		c[k]->name = k ? "bulk" : "urgent";
 		pthread_mutex_init(&c[k]->tx_lock, NULL);
-		c[k]->wire = (struct mig_wire_ctx){ .ram_size = v->ram.size,
+		c[k]->wire = (struct mig_wire_ctx){ .ram_size = ram_bytes(v->ram),
 						    .features = d->features,
 						    .hello_seen = 1,
 						    .peer_role = MIG_ROLE_SOURCE };
@@ -223,7 +223,7 @@ static struct mig_dest *fake_dest(struct fake_vm *v, uint8_t mode, int devnull)
 	d->link_ok = 1;
 	if (mode & 1) { /* after the switch-over: the vCPUs run */
 		d->phase0_done = d->state_rx = 1;
-		d->t_resumed = mig_now_ns();
+		d->t_resumed = now_ns();
 	}
 	return d;
 }
@@ -309,7 +309,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (devnull < 0) {
 		devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		for (int k = 0; k < 3; k++) {
-			runbuf[k] = aligned_alloc(MIG_PAGE_SIZE, RUN_MAX * MIG_PAGE_SIZE);
+			runbuf[k] = aligned_alloc(PAGE_SIZE, RUN_MAX * PAGE_SIZE);
 			if (!runbuf[k])
 				abort();
 		}

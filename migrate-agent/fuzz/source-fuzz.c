@@ -32,7 +32,7 @@ static struct mig_opts fake_opts = { .recover_ms = 1000, .idle_ms = 1000, .prepa
 static void fill_ram(uint8_t *ram, uint64_t nr_pages)
 {
 	for (uint64_t i = 0; i < nr_pages; i++)
-		memset(ram + i * MIG_PAGE_SIZE, i % 4 ? (int)(i * 37 + 1) : 0, MIG_PAGE_SIZE);
+		memset(ram + i * PAGE_SIZE, i % 4 ? (int)(i * 37 + 1) : 0, PAGE_SIZE);
 }
 
 /*
@@ -56,14 +56,14 @@ static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, unsigned nr_bulk
 	if (!s)
 		abort();
 	*s = *tmpl;
-	s->t_start = mig_now_ns();
+	s->t_start = now_ns();
 	/* The push claimed the first pages already (sent, or in its buffer). */
 	for (uint64_t i = 0; i < nr_pages * claimed / 8; i++)
 		bit_test_and_set(s->sent, i);
 	s->urg.fd = fd;
 	s->urg.name = "urgent";
 	pthread_mutex_init(&s->urg.tx_lock, NULL);
-	s->urg.wire = (struct mig_wire_ctx){ .ram_size = nr_pages * MIG_PAGE_SIZE,
+	s->urg.wire = (struct mig_wire_ctx){ .ram_size = nr_pages * PAGE_SIZE,
 					     .hello_seen = 1,
 					     .peer_role = MIG_ROLE_DEST };
 	return s;
@@ -85,12 +85,12 @@ static void check_sent(int fd, uint8_t *seen, uint64_t nr_pages)
 			break;
 		struct mig_page pg;
 		memcpy(&pg, buf + off + sizeof(h), sizeof(pg));
-		uint64_t i = pg.addr / MIG_PAGE_SIZE;
+		uint64_t i = pg.addr / PAGE_SIZE;
 		if (h.type != MIG_MSG_PAGE || i >= nr_pages || seen[i]++)
 			abort(); /* a page sent twice, or something else sent */
-		uint8_t page[MIG_PAGE_SIZE];
+		uint8_t page[PAGE_SIZE];
 		if (mig_page_decode(&pg, buf + off + sizeof(h) + sizeof(pg), page, NULL, 0) ||
-		    memcmp(page, fake_vm.ram + pg.addr, MIG_PAGE_SIZE))
+		    memcmp(page, fake_vm.ram + pg.addr, PAGE_SIZE))
 			abort(); /* not the RAM's bytes */
 		off += sizeof(h) + h.len;
 	}
@@ -139,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static uint8_t *ram;
 	static int sv[2] = { -1, -1 };
 	if (!ram) {
-		ram = malloc(64 * MIG_PAGE_SIZE);
+		ram = malloc(64 * PAGE_SIZE);
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 			abort();
 		int big = 1 << 20;
@@ -151,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t mode = data[0];
 	uint64_t nr_pages = 16u << (mode & 3) % 3;
 	fill_ram(ram, nr_pages);
-	fake_vm = (struct mig_source_vm){ .ram = ram, .ram_size = nr_pages * MIG_PAGE_SIZE };
+	fake_vm = (struct mig_source_vm){ .ram = ram, .ram_size = nr_pages * PAGE_SIZE };
 	/* Bit 6: two bulk channels (the hints go to the owner of each page). */
 	struct src *s = fake_src(nr_pages, (mode >> 2) & 7, 1 + ((mode >> 6) & 1), sv[0]);
 	uint8_t seen[64] = { 0 };

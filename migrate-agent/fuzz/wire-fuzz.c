@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	struct mig_wire_ctx ctx = {
 		.hello_seen = mode & 1,
-		.ram_size = (mode & 1) ? (uint64_t)(1 + ((mode >> 1) & 7)) * 16 * MIG_PAGE_SIZE : 0,
+		.ram_size = (mode & 1) ? (uint64_t)(1 + ((mode >> 1) & 7)) * 16 * PAGE_SIZE : 0,
 		.features =
 		    ((mode & 0x10) ? MIG_FEAT_ZSTD : 0) | ((mode & 0x80) ? MIG_FEAT_RUNS : 0),
 		.peer_role = (mode & 0x20) ? MIG_ROLE_DEST : MIG_ROLE_SOURCE,
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (e && !err[0])
 		abort();
 	/* An accepted context always has a sane RAM size. */
-	if (ctx.hello_seen && (ctx.ram_size % MIG_PAGE_SIZE || ctx.ram_size > MIG_MAX_RAM_SIZE))
+	if (ctx.hello_seen && (ctx.ram_size % PAGE_SIZE || ctx.ram_size > MIG_MAX_RAM_SIZE))
 		abort();
 	return 0;
 }

@@ -88,8 +88,7 @@ static void untrack_close(int fd)
 /* Sleep until @sent bytes since @start_ns are within --rate. */
 static void pace(uint64_t start_ns, unsigned long long sent)
 {
-	uint64_t due = start_ns + (uint64_t)(sent * 1000000000.0 / (double)rate),
-		 now = mig_now_ns();
+	uint64_t due = start_ns + (uint64_t)(sent * 1000000000.0 / (double)rate), now = now_ns();
 	if (due > now)
 		nanosleep(&(struct timespec){ (time_t)((due - now) / 1000000000ull),
 					      (long)((due - now) % 1000000000ull) },
@@ -100,7 +99,7 @@ static void *pump(void *arg)
 {
 	struct dir *d = arg;
 	static _Thread_local char buf[1 << 16];
-	uint64_t start_ns = mig_now_ns();
+	uint64_t start_ns = now_ns();
 	unsigned long long sent = 0;
 	for (;;) {
 		ssize_t r = recv(d->from, buf, sizeof(buf), 0);

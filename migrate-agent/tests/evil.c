@@ -95,7 +95,7 @@ static struct mig_hello hello(int channel, uint32_t features)
 		.version = MIG_VERSION,
 		.role = MIG_ROLE_SOURCE,
 		.channel = channel,
-		.page_size = MIG_PAGE_SIZE,
+		.page_size = PAGE_SIZE,
 		.session_id = session,
 		.ram_size = ram_size,
 		.features = features,
@@ -186,16 +186,16 @@ static struct mig_conn u, b;
  */
 static int evil_run(const char *cs)
 {
-	static uint8_t frame[MIG_RUN_FRAME_MAX], pages[MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE];
-	struct mig_page_run run = { .addr = 8 * MIG_PAGE_SIZE, .count = 4 };
-	size_t data = 4 * MIG_PAGE_SIZE;
+	static uint8_t frame[MIG_RUN_FRAME_MAX], pages[MIG_MAX_RUN_PAGES * PAGE_SIZE];
+	struct mig_page_run run = { .addr = 8 * PAGE_SIZE, .count = 4 };
+	size_t data = 4 * PAGE_SIZE;
 	memset(pages, 0x5a, sizeof(pages));
 	if (!strcmp(cs, "run-out-of-ram"))
-		run.addr = ram_size - 2 * MIG_PAGE_SIZE; /* two of its four pages past the end */
+		run.addr = ram_size - 2 * PAGE_SIZE; /* two of its four pages past the end */
 	else if (!strcmp(cs, "run-count-zero"))
 		run.count = 0; /* with four pages of data */
 	else if (!strcmp(cs, "run-bad-len"))
-		data = 3 * MIG_PAGE_SIZE;
+		data = 3 * PAGE_SIZE;
 	else if (!strcmp(cs, "run-bad-flags"))
 		run.flags = 0x8;
 	else if (strcmp(cs, "run-not-agreed") && strcmp(cs, "run-precopy") &&
@@ -216,12 +216,12 @@ static int evil_run(const char *cs)
 
 static int evil_source(const char *cs, struct sockaddr_in *sa)
 {
-	uint8_t buf[2 * MIG_PAGE_SIZE + 256];
+	uint8_t buf[2 * PAGE_SIZE + 256];
 	char err[300];
 	struct mig_page pg = { .encoding = MIG_PAGE_RAW,
 			       .flags = MIG_PAGEF_PRECOPY,
-			       .data_len = MIG_PAGE_SIZE };
-	uint8_t page[MIG_PAGE_SIZE];
+			       .data_len = PAGE_SIZE };
+	uint8_t page[PAGE_SIZE];
 	memset(page, 0xa5, sizeof(page));
 
 	/* Cases that break the very first frame. */
@@ -262,7 +262,7 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 			h.version = 3; /* and 40 bytes, version 3's HELLO */
 		size_t n;
 		if (!strcmp(cs, "no-hello")) {
-			struct mig_layout l = { .ram_size = ram_size, .page_size = MIG_PAGE_SIZE };
+			struct mig_layout l = { .ram_size = ram_size, .page_size = PAGE_SIZE };
 			n = mig_conn_put(&u, buf, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 		} else {
 			size_t len = !strcmp(cs, "old-hello") ? 40 : sizeof(h);
@@ -303,7 +303,7 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 	}
 	if (open_channel(sa, MIG_CHAN_BULK, feats, &b))
 		return 1;
-	struct mig_layout l = { .ram_size = ram_size, .page_size = MIG_PAGE_SIZE, .nr_regions = 1 };
+	struct mig_layout l = { .ram_size = ram_size, .page_size = PAGE_SIZE, .nr_regions = 1 };
 	l.regions[0].size = ram_size;
 	if (!strcmp(cs, "bad-layout")) {
 		l.regions[0].size = ram_size / 2; /* covers half of RAM */
@@ -328,22 +328,22 @@ static int evil_source(const char *cs, struct sockaddr_in *sa)
 	if (!strcmp(cs, "out-of-ram")) {
 		pg.addr = ram_size; /* one page past the end */
 	} else if (!strcmp(cs, "unaligned")) {
-		pg.addr = 3 * MIG_PAGE_SIZE + 8;
+		pg.addr = 3 * PAGE_SIZE + 8;
 	} else if (!strcmp(cs, "length-mismatch")) {
-		pg.addr = MIG_PAGE_SIZE;
+		pg.addr = PAGE_SIZE;
 		n = mig_conn_put(&b, buf, MIG_MSG_PAGE, &pg, sizeof(pg), page, 100);
 		send_raw(b.fd, buf, n);
 		linger(b.fd);
 		return 0;
 	} else if (!strcmp(cs, "bad-checksum")) {
-		pg.addr = 2 * MIG_PAGE_SIZE;
+		pg.addr = 2 * PAGE_SIZE;
 		n = mig_conn_put(&b, buf, MIG_MSG_PAGE, &pg, sizeof(pg), page, sizeof(page));
 		buf[n - 100] ^= 0x40; /* one bit of the page data */
 		send_raw(b.fd, buf, n);
 		linger(b.fd);
 		return 0;
 	} else if (!strcmp(cs, "bad-zstd")) {
-		pg.addr = 4 * MIG_PAGE_SIZE;
+		pg.addr = 4 * PAGE_SIZE;
 		pg.encoding = MIG_PAGE_ZSTD;
 		pg.data_len = 64;
 		n = mig_conn_put(&b, buf, MIG_MSG_PAGE, &pg, sizeof(pg), page, 64);
@@ -401,7 +401,7 @@ static int recv_frame(struct mig_conn *c, int ms, struct mig_frame_hdr *h, const
 	int r;
 	/* A total deadline: heartbeats from a peer that says nothing else do not extend it. */
 	mig_conn_set_rcvtimeo(c, ms);
-	mig_conn_set_deadline(c, mig_now_ns() + (uint64_t)ms * 1000000ull);
+	mig_conn_set_deadline(c, now_ns() + (uint64_t)ms * 1000000ull);
 	for (;;) {
 		r = mig_conn_recv(c, h, p, err, sizeof(err));
 		if (r == -ETIMEDOUT) {
@@ -459,12 +459,12 @@ static int sess_layout(struct sess *s);
 /* Both channels, LAYOUT and its acknowledgement. */
 static int sess_start(struct sess *s)
 {
-	s->nr_pages = ram_size / MIG_PAGE_SIZE;
+	s->nr_pages = ram_size / PAGE_SIZE;
 	s->ram = malloc(ram_size);
 	if (!s->ram)
 		return -1;
 	for (uint64_t i = 0; i < ram_size; i++)
-		s->ram[i] = (uint8_t)((i / MIG_PAGE_SIZE) * 31 + 7);
+		s->ram[i] = (uint8_t)((i / PAGE_SIZE) * 31 + 7);
 	if (sess_open(s, &s->u, MIG_CHAN_URGENT, 0) || sess_open(s, &s->b, MIG_CHAN_BULK, 0))
 		return -1;
 	return sess_layout(s);
@@ -473,7 +473,7 @@ static int sess_start(struct sess *s)
 /* LAYOUT and its acknowledgement (again after a recovery that lost the state). */
 static int sess_layout(struct sess *s)
 {
-	struct mig_layout l = { .ram_size = ram_size, .page_size = MIG_PAGE_SIZE, .nr_regions = 1 };
+	struct mig_layout l = { .ram_size = ram_size, .page_size = PAGE_SIZE, .nr_regions = 1 };
 	l.regions[0].size = ram_size;
 	mig_conn_send(&s->u, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	struct mig_frame_hdr fh;
@@ -505,11 +505,11 @@ static int sess_push(struct sess *s, uint64_t from, uint64_t to, const uint8_t *
 	for (uint64_t i = from; i < to; i++) {
 		if (have && ((have[i / 8] >> (i % 8)) & 1))
 			continue;
-		struct mig_page pg = { .addr = i * MIG_PAGE_SIZE,
+		struct mig_page pg = { .addr = i * PAGE_SIZE,
 				       .encoding = MIG_PAGE_RAW,
-				       .data_len = MIG_PAGE_SIZE };
-		if (mig_conn_send(&s->b, MIG_MSG_PAGE, &pg, sizeof(pg), s->ram + i * MIG_PAGE_SIZE,
-				  MIG_PAGE_SIZE))
+				       .data_len = PAGE_SIZE };
+		if (mig_conn_send(&s->b, MIG_MSG_PAGE, &pg, sizeof(pg), s->ram + i * PAGE_SIZE,
+				  PAGE_SIZE))
 			return -1;
 	}
 	return 0;
@@ -559,9 +559,9 @@ static int sess_complete(struct sess *s, int ms)
 	struct mig_frame_hdr fh;
 	const uint8_t *p;
 	struct pollfd pfd = { .fd = s->u.fd, .events = POLLIN };
-	uint64_t end = mig_now_ns() + (uint64_t)ms * 1000000ull;
+	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
 	for (;;) {
-		int64_t left = (int64_t)(end - mig_now_ns()) / 1000000;
+		int64_t left = (int64_t)(end - now_ns()) / 1000000;
 		if (left <= 0)
 			return 0;
 		if (!mig_conn_buffered(&s->u) && poll(&pfd, 1, (int)left) <= 0)
@@ -803,14 +803,14 @@ static int case_ping_flood(struct sess *s)
 	if (!buf || sess_start(s) || sess_switch(s, 1))
 		return 1;
 	uint64_t last = s->nr_pages - 1;
-	struct mig_page pg = { .addr = last * MIG_PAGE_SIZE,
+	struct mig_page pg = { .addr = last * PAGE_SIZE,
 			       .encoding = MIG_PAGE_RAW,
 			       .flags = MIG_PAGEF_DEMAND,
-			       .data_len = MIG_PAGE_SIZE };
+			       .data_len = PAGE_SIZE };
 	if (sess_push(s, 0, last, NULL))
 		return 1;
 	size_t len = mig_conn_put(&s->u, buf, MIG_MSG_PAGE, &pg, sizeof(pg),
-				  s->ram + last * MIG_PAGE_SIZE, MIG_PAGE_SIZE);
+				  s->ram + last * PAGE_SIZE, PAGE_SIZE);
 	len += put_pings(&s->u, buf + len, BURST);
 	for (int k = 0; k < 2000 && got == 0; k++) { /* 2000 bursts of 200, 10 ms apart */
 		if (mig_conn_write(&s->u, buf, len))
@@ -877,7 +877,7 @@ static int load_bad_state(struct sess *s, const char *path, bool as_is, uint8_t 
 	}
 	uint64_t state_off = h[2], state_size = h[3], ram_off = h[4], ram = h[5];
 	ram_size = ram;
-	s->nr_pages = ram / MIG_PAGE_SIZE;
+	s->nr_pages = ram / PAGE_SIZE;
 	s->ram = calloc(1, ram);
 	*blob = malloc(state_size);
 	*blob_len = state_size;
@@ -1088,7 +1088,7 @@ static int evil_dest(const char *cs, struct sockaddr_in *sa)
 	if (!strcmp(cs, "evil-request")) {
 		/* Ask for a page outside RAM. */
 		struct mig_page_request q = { .count = 1 };
-		uint64_t addr = ram_size + 16 * MIG_PAGE_SIZE;
+		uint64_t addr = ram_size + 16 * PAGE_SIZE;
 		for (int k = 0; k < 2; k++)
 			mig_conn_send(&c[k], MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
 	} else if (!strcmp(cs, "drop-precopy")) {
@@ -1128,7 +1128,7 @@ static int evil_dest(const char *cs, struct sockaddr_in *sa)
 	} else if (!strcmp(cs, "lying-complete")) {
 		/* Take the state, then claim every page arrived. */
 		struct mig_running run = { 0 };
-		struct mig_complete m = { .pages_received = ram_size / MIG_PAGE_SIZE };
+		struct mig_complete m = { .pages_received = ram_size / PAGE_SIZE };
 		if (dest_expect(&c[0], MIG_MSG_LAYOUT) || dest_expect(&c[0], MIG_MSG_STATE))
 			return 1;
 		mig_conn_send(&c[0], MIG_MSG_RUNNING, &run, sizeof(run), NULL, 0);

@@ -185,7 +185,7 @@ static void end_init(struct end *e, int fd, int role, const struct hs_case *k, c
 	mig_conn_init(&e->c, fd, name, src ? MIG_ROLE_DEST : MIG_ROLE_SOURCE, 0);
 	e->c.wire.ram_size = RAM_SIZE;
 	e->c.wire.frame_limit = MIG_HANDSHAKE_FRAME_LIMIT;
-	mig_conn_set_deadline(&e->c, mig_now_ns() + DEADLINE_S * 1000000000ull);
+	mig_conn_set_deadline(&e->c, now_ns() + DEADLINE_S * 1000000000ull);
 	memset(e->secret, src ? k->src_fill : k->dst_fill, sizeof(e->secret));
 	snprintf(tag, 32, "%s", src ? name : "");
 	if (src)

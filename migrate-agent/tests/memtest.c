@@ -3,7 +3,7 @@
  * mig-memtest: the migration library end to end on plain memory, without a
  * VM: the "guest RAM" is an anonymous mapping, the "VM state" a small blob
  * carrying the RAM checksum taken at the pause, and the "vCPUs" are threads.
- * The destination's RAM is the VMM's own lazy RAM (vmm/ram.h) with the
+ * The destination's RAM is the VMM's own lazy RAM (ram/ram.h) with the
  * stock-kernel back end (userfaultfd, UFFDIO_COPY / UFFDIO_ZEROPAGE), its
  * page record and its fault thread, so demand faults, the background push,
  * recovery and the metrics are all exercised for real, through the same
@@ -15,7 +15,8 @@
  *                      [--max-bandwidth B] [--caps-stdin]
  *   either:        [--idle-ms MS] (the link watchdog's limit, default 10000)
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
- *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--metrics FILE]
+ *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--touchers N]
+ *                    [--metrics FILE]
  *                    [--recover-ms MS] [--busy-poll] [--x-stager-delay-us US]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *   either:        [--features-off MASK] (HELLO features not announced, as
@@ -33,7 +34,10 @@
  * faults are not all on pages the push is sending anyway.  --touch-ns: the
  * "vCPU" works NS nanoseconds per page it reads (a busy wait), as a guest
  * computing between pages; without it, it reads a byte per page and
- * outruns any push.  --prepage-fixed: the fixed pre-paging window
+ * outruns any push.  --touchers N: N "vCPUs" (default 1, at most 8) read
+ * the same pages in the same order, so they fault on a page together and
+ * the RAM merges their faults into one request (COMPLETE's
+ * requests_deduped).  --prepage-fixed: the fixed pre-paging window
  * (the adaptive one's baseline).  --max-bandwidth: the push's cap in
  * bytes/s; --caps-stdin: each line read from stdin is a new cap, set while
  * the migration runs (as QMP's migrate-set-parameters does), or "postcopy"
@@ -60,10 +64,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/parse.h"
 #include "migrate/migrate.h"
 #include "migrate/net.h"
 #include "migrate/params.h"
-#include "vmm/ram.h"
+#include "ram/backend.h"
+#include "ram/ram.h"
 
 #define STATE_MAGIC 0x54534d4dull
 
@@ -95,30 +101,17 @@ static uint64_t mix(uint64_t x)
  */
 static void fill_page(uint64_t i, uint64_t gen)
 {
-	uint64_t *p = (uint64_t *)(ram + i * MIG_PAGE_SIZE);
+	uint64_t *p = (uint64_t *)(ram + i * PAGE_SIZE);
 	if (gen == 0 ? mix(i ^ seed) % 4 == 0 : mix(i ^ seed ^ (gen << 20)) % 8 == 0) {
-		memset(p, 0, MIG_PAGE_SIZE);
+		memset(p, 0, PAGE_SIZE);
 		return;
 	}
 	uint64_t x = mix(seed * 1000003 + i * 7 + gen);
 	/* Half the pattern pages compress well, half do not. */
 	int easy = (i & 1) == 0;
-	for (unsigned k = 0; k < MIG_PAGE_SIZE / 8; k++) {
+	for (unsigned k = 0; k < PAGE_SIZE / 8; k++) {
 		p[k] = easy ? x + (k / 64) : (x = mix(x));
 	}
-}
-
-static uint64_t parse_size(const char *s)
-{
-	char *e;
-	uint64_t v = strtoull(s, &e, 0);
-	if (*e == 'K' || *e == 'k')
-		v <<= 10;
-	else if (*e == 'M' || *e == 'm')
-		v <<= 20;
-	else if (*e == 'G' || *e == 'g')
-		v <<= 30;
-	return v;
 }
 
 /* ---- Source ---- */
@@ -217,7 +210,7 @@ static uint64_t t0_ns;
 
 static void say_at(const char *what)
 {
-	uint64_t now = mig_now_ns();
+	uint64_t now = now_ns();
 	fprintf(stderr, "memtest: %s at %llu ms (monotonic %llu ns), %llu bytes sent\n", what,
 		(unsigned long long)((now - t0_ns) / 1000000), (unsigned long long)now,
 		(unsigned long long)__atomic_load_n(&ctl.bytes_sent, __ATOMIC_RELAXED));
@@ -253,7 +246,7 @@ static void *caps_thread(void *arg)
 static void start_caps(struct mig_opts *o)
 {
 	pthread_t t;
-	t0_ns = mig_now_ns();
+	t0_ns = now_ns();
 	ctl.phase = MIG_PHASE_SETUP;
 	ctl.phase_changed = phase_changed;
 	o->ctl = &ctl;
@@ -302,7 +295,7 @@ static int run_source(struct mig_opts *o)
 
 /* ---- Destination: the VMM's lazy RAM ---- */
 
-static struct ram dram;
+static struct ram *dram;
 static bool busy_poll; /* the fault thread spins instead of sleeping in poll() */
 static struct mig_dest *dest;
 static uint32_t expect_sum;
@@ -322,14 +315,7 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 }
 
 static const char *touch = "random";
-static uint64_t touched, stride = 16, touch_start, touch_ns;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static uint64_t touched, stride = 16, touch_start, touch_ns, touchers = 1;
 
 /* The k-th page --touch stride reads: k * stride, wrapping one page on. */
 static uint64_t stride_page(uint64_t k)
@@ -354,8 +340,8 @@ static void *toucher_thread(void *arg)
 		}
 		if (strcmp(touch, "random"))
 			i = (i + touch_start) % nr_pages;
-		sink ^= ram[i * MIG_PAGE_SIZE + (k % MIG_PAGE_SIZE)];
-		touched++;
+		sink ^= ram[i * PAGE_SIZE + (k % PAGE_SIZE)];
+		__atomic_fetch_add(&touched, 1, __ATOMIC_RELAXED); /* touchers share it */
 		/* --touch-ns: the work between pages (a fault's wait is not work) */
 		for (uint64_t t = now_ns(); touch_ns && now_ns() - t < touch_ns;)
 			;
@@ -384,21 +370,21 @@ static int run_dest(struct mig_opts *o)
 		fprintf(stderr, "memtest: dest: %s\n", err);
 		return 1;
 	}
-	int r = ram_init(&dram, ram_size, &ram_backend_uffd);
+	int r = ram_create(ram_size, &ram_backend_uffd, &dram);
 	if (r) {
 		fprintf(stderr, "memtest: dest: lazy RAM (userfaultfd): %s\n", strerror(-r));
 		return 77;
 	}
-	ram = dram.host;
+	ram = ram_host(dram);
 	struct ram_source *src = mig_dest_page_source(dest);
-	r = src ? ram_start_faults(&dram, src, busy_poll) : -ENOMEM;
+	r = src ? ram_start_faults(dram, src, busy_poll) : -ENOMEM;
 	if (r) {
 		fprintf(stderr, "memtest: dest: cannot start the fault thread: %s\n", strerror(-r));
 		return 1;
 	}
-	pthread_t tt;
+	pthread_t tt[8];
 	struct mig_dest_vm vm = {
-		.ram = &dram,
+		.ram = dram,
 		.nr_regions = 1,
 		.regions = { { .gpa = 0, .size = ram_size } },
 		.load_state = dst_load,
@@ -408,14 +394,15 @@ static int run_dest(struct mig_opts *o)
 	r = mig_dest_incoming(dest, &vm, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: incoming migration failed: %s\n", err);
-		ram_stop_faults(&dram);
+		ram_stop_faults(dram);
 		mig_dest_free(dest);
 		return 1;
 	}
 	mig_dest_resumed(dest);
 	int touching = strcmp(touch, "none") != 0;
 	if (touching)
-		pthread_create(&tt, NULL, toucher_thread, NULL);
+		for (uint64_t k = 0; k < touchers; k++)
+			pthread_create(&tt[k], NULL, toucher_thread, NULL);
 	r = mig_dest_wait(dest, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: migration failed: %s\n", err);
@@ -423,8 +410,9 @@ static int run_dest(struct mig_opts *o)
 		_exit(1);
 	}
 	if (touching)
-		pthread_join(tt, NULL);
-	ram_stop_faults(&dram);
+		for (uint64_t k = 0; k < touchers; k++)
+			pthread_join(tt[k], NULL);
+	ram_stop_faults(dram);
 	if (o->metrics) {
 		FILE *f = strcmp(o->metrics, "-") ? fopen(o->metrics, "w") : stdout;
 		if (f) {
@@ -477,7 +465,7 @@ static int value_opt(struct mig_opts *o, const char *a, const char *v)
 	if (!strcmp(a, "--to") || !strcmp(a, "--listen"))
 		o->addr = v;
 	else if (!strcmp(a, "--mem"))
-		ram_size = parse_size(v);
+		ram_size = parse_size(v, &ram_size) ? 0 : ram_size; /* 0: refused below */
 	else if (!strcmp(a, "--seed"))
 		seed = strtoull(v, NULL, 0);
 	else if (!strcmp(a, "--precopy-rounds"))
@@ -498,7 +486,12 @@ static int value_opt(struct mig_opts *o, const char *a, const char *v)
 		o->features_off = (uint32_t)strtoul(v, NULL, 0);
 	else if (!strcmp(a, "--touch"))
 		touch = v;
-	else if (!strcmp(a, "--touch-ns"))
+	else if (!strcmp(a, "--touchers")) {
+		if (!parse_u64(v, 1, 8, &touchers))
+			return 0;
+		fprintf(stderr, "memtest: --touchers: '%s' is not a number from 1 to 8\n", v);
+		return -2;
+	} else if (!strcmp(a, "--touch-ns"))
 		touch_ns = strtoull(v, NULL, 0);
 	else if (!strcmp(a, "--touch-start"))
 		touch_start = strtoull(v, NULL, 0);
@@ -562,12 +555,12 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!o.addr || (strcmp(mode, "source") && strcmp(mode, "dest")) || !ram_size ||
-	    ram_size % MIG_PAGE_SIZE) {
+	    ram_size % PAGE_SIZE) {
 		fprintf(stderr, "usage: mig-memtest source --to tcp:H:P | dest --listen tcp:H:P "
 				"[--mem SIZE] ...\n");
 		return 2;
 	}
-	nr_pages = ram_size / MIG_PAGE_SIZE;
+	nr_pages = ram_size / PAGE_SIZE;
 	if (!strcmp(mode, "dest"))
 		ram = NULL; /* run_dest() maps lazy RAM */
 	else

@@ -25,7 +25,7 @@ static volatile uint32_t sink;
 
 static double per_page_ns(int what, uint8_t *mem, size_t pages, uint8_t *out)
 {
-	uint64_t t0 = mig_now_ns();
+	uint64_t t0 = now_ns();
 	uint32_t acc = 0;
 	for (size_t i = 0; i < pages; i++) {
 		const uint8_t *p = mem + i * PAGE;
@@ -37,7 +37,7 @@ static double per_page_ns(int what, uint8_t *mem, size_t pages, uint8_t *out)
 			memcpy(out + (i % 64) * PAGE, p, PAGE);
 	}
 	sink = acc;
-	return (double)(mig_now_ns() - t0) / (double)pages;
+	return (double)(now_ns() - t0) / (double)pages;
 }
 
 int main(int argc, char **argv)

@@ -40,7 +40,7 @@
 /* A PAGE_REQUEST frame for one page, a PAGE frame of one raw page. */
 #define REQUEST_BYTES                                                                              \
 	(sizeof(struct mig_frame_hdr) + sizeof(struct mig_page_request) + sizeof(uint64_t))
-#define REPLY_BYTES (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE)
+#define REPLY_BYTES (sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + PAGE_SIZE)
 
 struct end {
 	int fd;
@@ -101,7 +101,7 @@ struct server {
 };
 
 #define BATCH (256u << 10)
-#define FRAME (sizeof(struct mig_frame_hdr) + MIG_PAGE_SIZE)
+#define FRAME (sizeof(struct mig_frame_hdr) + PAGE_SIZE)
 
 static double thread_cpu_ms(void)
 {
@@ -169,9 +169,9 @@ static int client(const struct sockaddr_in *sa, struct mig_tls_ctx *ctx, int rou
 		return -1;
 	int r = 0;
 	for (int i = 0; i < rounds && !r; i++) {
-		uint64_t t0 = mig_now_ns();
+		uint64_t t0 = now_ns();
 		r = end_send(&e, req, sizeof(req)) || end_recv(&e, reply, sizeof(reply));
-		mig_lat_add(rtt, mig_now_ns() - t0);
+		mig_lat_add(rtt, now_ns() - t0);
 	}
 	mig_tls_free(e.tls);
 	close(fd);
@@ -191,7 +191,7 @@ static int stream_send(const struct sockaddr_in *sa, struct mig_tls_ctx *ctx, ui
 	for (size_t i = 0; i < sizeof(batch); i++) /* incompressible enough: no zero pages */
 		batch[i] = (uint8_t)(i * 2654435761u >> 13);
 	double cpu = thread_cpu_ms();
-	uint64_t t0 = mig_now_ns(), sent = 0;
+	uint64_t t0 = now_ns(), sent = 0;
 	int r = 0;
 	while (sent < bytes && !r) {
 		size_t n = bytes - sent < sizeof(batch) ? (size_t)(bytes - sent) : sizeof(batch);
@@ -201,7 +201,7 @@ static int stream_send(const struct sockaddr_in *sa, struct mig_tls_ctx *ctx, ui
 	char ack;
 	if (!r)
 		r = end_recv(&e, &ack, 1);
-	*mib_s = (double)bytes / (1 << 20) / ((double)(mig_now_ns() - t0) / 1e9);
+	*mib_s = (double)bytes / (1 << 20) / ((double)(now_ns() - t0) / 1e9);
 	*cpu_ms = thread_cpu_ms() - cpu;
 	mig_tls_free(e.tls);
 	close(fd);

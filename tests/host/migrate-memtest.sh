@@ -47,6 +47,12 @@ check_json "$work/runs-old-source-s.json" '.bytes_sent.overhead >= 24 * .pages a
 run precopy-zstd "--precopy-rounds 2 --compress" "--touch random"
 check_json "$work/precopy-zstd-s.json" '.pages_precopy == .pages and .pages_zstd > 0' "precopy-zstd: precopy or zstd not used"
 run seq "" "--touch seq"
+# Four "vCPUs" read the same pages in the same order, so they fault on a
+# page together: the RAM merges their faults into one request, and
+# COMPLETE's requests_deduped (faults_deduped) is the RAM's count of them
+# (it was a counter nothing wrote, always 0).
+run dedup "" "--touch seq --touch-start 3000 --touchers 4"
+check_json "$work/dedup-s.json" '.faults_deduped > 0' "dedup: no fault merged with four touchers on the same pages"
 
 # Precopy stops when it stops converging: a guest that rewrites its hot
 # eighth before every dirty-log fetch makes a third round resend all the

@@ -9,7 +9,7 @@ $(eval $(call node_program,rap-thp,tests/kernel/rap-thp.c,))
 $(eval $(call node_program,rap-rmap,tests/kernel/rap-rmap.c,))
 $(eval $(call node_program,rap-races,tests/kernel/rap-races.c,))
 # The VMM's userfault back end against pages remap_anon_pages() refuses.
-$(eval $(call node_program,rap-vmm-ebusy,tests/kernel/rap-vmm-ebusy.c $(VMM_LIB_SRCS),))
+$(eval $(call node_program,rap-vmm-ebusy,tests/kernel/rap-vmm-ebusy.c,,ram common))
 $(eval $(call node_program,rap-uffd-wp,tests/kernel/rap-uffd-wp.c,))
 $(eval $(call node_program,uffd-merge,tests/kernel/uffd-merge.c,))
 $(eval $(call node_program,rap-stress,tests/kernel/rap-stress.c,))

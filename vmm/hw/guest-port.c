@@ -45,11 +45,11 @@ static void guest_port_io(struct vcpu *vcpu, struct pio_device *dev, uint16_t po
 	if (port != GUEST_PORT_REPORT || size != 4)
 		return;
 	/* Below the hole, guest-physical = RAM offset. */
-	if ((uint64_t)v + sizeof(rep) > guest_low_size(vm->ram.size)) {
+	if ((uint64_t)v + sizeof(rep) > guest_low_size(ram_bytes(vm->ram))) {
 		pr_err("guest report at %#x is outside guest RAM: ignored", v);
 		return;
 	}
-	memcpy(&rep, vm->ram.host + v, sizeof(rep));
+	memcpy(&rep, ram_host(vm->ram) + v, sizeof(rep));
 	if (rep.magic != GUEST_REPORT_MAGIC) {
 		pr_err("guest report at %#x has a bad magic: ignored", v);
 		return;

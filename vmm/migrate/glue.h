@@ -2,7 +2,7 @@
 /*
  * The migration glue's own header (vmm/migrate/ only): the migration
  * library (its public migrate/ headers) bound to the VM through the
- * public calls of vmm/vm.h and vmm/ram.h, one job per file:
+ * public calls of vmm/vm.h and ram/ram.h, one job per file:
  *
  *   glue.c          the hooks `vmm run` calls (vmm/migrate.h): prepare,
  *                   started, finish

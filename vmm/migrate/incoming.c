@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "glue.h"
-#include "vmm/ram.h"
+#include "ram/ram.h"
 #include "vmm/vm.h"
 
 static int dst_load(void *ctx, const void *blob, size_t len)
@@ -85,7 +85,7 @@ static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
 }
 
 /*
- * The RAM owns the source (and destroys it in ram_exit(), after
+ * The RAM owns the source (and destroys it in ram_destroy(), after
  * migrate_finish()); it is only asked for pages while the fault thread
  * runs, which migrate_finish() stops first.
  */

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "glue.h"
-#include "vmm/ram.h"
+#include "ram/ram.h"
 #include "vmm/vm.h"
 
 static int s_pause(void *ctx)

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "glue.h"
-#include "migrate/net.h" /* mig_now_ns() */
+#include "migrate/net.h" /* now_ns() */
 #include "vmm/vm.h"
 
 /* The arguments a command knows; anything else is refused, as QEMU does. */
@@ -101,12 +101,12 @@ static struct json_object *ram_info(struct mig_ctl *c, uint64_t now)
 	double secs = t0 && now > t0 ? (double)(now - t0) / 1e9 : 0;
 
 	add_u64(ram, "transferred", &c->bytes_sent);
-	json_object_object_add(ram, "total", json_object_new_uint64(total * MIG_PAGE_SIZE));
+	json_object_object_add(ram, "total", json_object_new_uint64(total * PAGE_SIZE));
 	json_object_object_add(
 	    ram, "remaining",
-	    json_object_new_uint64((total - (sent < total ? sent : total)) * MIG_PAGE_SIZE));
+	    json_object_new_uint64((total - (sent < total ? sent : total)) * PAGE_SIZE));
 	json_object_object_add(ram, "normal", json_object_new_uint64(sent));
-	json_object_object_add(ram, "page-size", json_object_new_int(MIG_PAGE_SIZE));
+	json_object_object_add(ram, "page-size", json_object_new_int(PAGE_SIZE));
 	json_object_object_add(
 	    ram, "pages-per-second",
 	    json_object_new_uint64(secs > 0 ? (uint64_t)((double)sent / secs) : 0));
@@ -121,7 +121,7 @@ static void qmp_query_migrate(void *ctx, struct json_object *args, struct qmp_re
 	struct migrate_glue *gl = ctx;
 	struct json_object *o = json_object_new_object();
 	struct mig_ctl *c = &gl->ctl;
-	uint64_t now = mig_now_ns(), t0, t1;
+	uint64_t now = now_ns(), t0, t1;
 	int phase;
 
 	(void)args;

@@ -30,6 +30,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ram/record.h"
 #include "vmm/state.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
@@ -132,7 +133,7 @@ struct async_source {
 	uint64_t requested, served, pushed, already;
 };
 
-static int async_request(struct ram_source *src, struct ram *ram, uint64_t off)
+static int async_request(struct ram_source *src, struct ram *ram, uint64_t pg)
 {
 	struct async_source *s = container_of(src, struct async_source, src);
 
@@ -141,7 +142,7 @@ static int async_request(struct ram_source *src, struct ram *ram, uint64_t off)
 		pthread_mutex_unlock(&s->lock);
 		return -ENOSPC;
 	}
-	s->queue[s->tail++ % 4096] = off;
+	s->queue[s->tail++ % 4096] = pg;
 	s->requested++;
 	pthread_cond_signal(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -149,15 +150,15 @@ static int async_request(struct ram_source *src, struct ram *ram, uint64_t off)
 }
 
 /* 0 installed, 1 already there or being installed (claimed by the other thread), -errno. */
-static int install_from(struct async_source *s, struct ram *ram, uint8_t *bounce, uint64_t off)
+static int install_from(struct async_source *s, struct ram *ram, uint8_t *bounce, uint64_t pg)
 {
 	unsigned from = RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_REQUESTED);
-	uint64_t pg = off / PAGE_SIZE, old;
+	uint64_t old;
 	int r;
 
 	if (!ram_claim(ram, pg, from, RAM_PAGE_INSTALLING, RAM_BY_SOURCE, false, &old))
 		return 1;
-	memcpy(bounce, s->image + off, PAGE_SIZE);
+	memcpy(bounce, s->image + pg * PAGE_SIZE, PAGE_SIZE);
 	r = ram_install_claimed(ram, pg, page_is_zero(bounce) ? NULL : bounce, 1, RAM_BY_SOURCE);
 	if (r < 0)
 		ram_unclaim(ram, pg, old);
@@ -178,7 +179,7 @@ static void *server_thread(void *arg)
 	    mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	for (;;) {
-		uint64_t off;
+		uint64_t pg;
 		int r;
 
 		pthread_mutex_lock(&s->lock);
@@ -188,9 +189,9 @@ static void *server_thread(void *arg)
 			pthread_mutex_unlock(&s->lock);
 			break;
 		}
-		off = s->queue[s->head++ % 4096];
+		pg = s->queue[s->head++ % 4096];
 		pthread_mutex_unlock(&s->lock);
-		r = install_from(s, w->ram, bounce, off);
+		r = install_from(s, w->ram, bounce, pg);
 		if (r < 0) {
 			w->err = r;
 			break;
@@ -208,12 +209,12 @@ static void *pusher_thread(void *arg)
 	    mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	usleep(20000); /* let demand faults come first */
-	for (uint64_t off = 0; off < w->ram->size; off += PAGE_SIZE) {
+	for (uint64_t pg = 0; pg < ram_nr_pages(w->ram); pg++) {
 		int r;
 
-		if (ram_present(w->ram, off))
+		if (ram_present(w->ram, pg))
 			continue;
-		r = install_from(w->s, w->ram, bounce, off);
+		r = install_from(w->s, w->ram, bounce, pg);
 		if (r < 0) {
 			w->err = r;
 			break;
@@ -311,7 +312,7 @@ int main(int argc, char **argv)
 	blob = malloc((size_t)len);
 	CHECK(vm_state_save(a, blob, (size_t)len) == len, "state save");
 	image = malloc(MEM);
-	memcpy(image, vm_ram(a)->host, MEM);
+	memcpy(image, ram_host(vm_ram(a)), MEM);
 	CHECK(vm_resume(a) == 0, "resume A after the switch-over");
 
 	/* 3. the blob */
@@ -341,17 +342,17 @@ int main(int argc, char **argv)
 	       " served on demand, %" PRIu64 " pushed, %" PRIu64 " already there, %" PRIu64
 	       "/%" PRIu64 " present\n",
 	       ops->name, st.faults, as.requested, as.served, as.pushed, as.already,
-	       ram_nr_present(vm_ram(b)), vm_ram(b)->nr_pages);
+	       ram_nr_present(vm_ram(b)), ram_nr_pages(vm_ram(b)));
 	CHECK(server.err == 0 && pusher.err == 0, "install errors %d %d", server.err, pusher.err);
 	CHECK(sum_a == ref, "A checksum %#" PRIx64 " != reference %#" PRIx64, sum_a, ref);
 	CHECK(sum_b == ref, "B checksum %#" PRIx64 " != reference %#" PRIx64, sum_b, ref);
 	CHECK(as.requested > 0, "no page was requested on demand");
-	CHECK(ram_nr_present(vm_ram(b)) == vm_ram(b)->nr_pages, "not every page present");
-	CHECK(as.served + as.pushed == vm_ram(b)->nr_pages,
+	CHECK(ram_nr_present(vm_ram(b)) == ram_nr_pages(vm_ram(b)), "not every page present");
+	CHECK(as.served + as.pushed == ram_nr_pages(vm_ram(b)),
 	      "pages installed %" PRIu64 " + %" PRIu64 " != %" PRIu64 " (some twice or never)",
-	      as.served, as.pushed, vm_ram(b)->nr_pages);
-	CHECK(st.installed + st.zeroed == vm_ram(b)->nr_pages, "RAM counted %" PRIu64 " installs",
-	      st.installed + st.zeroed);
+	      as.served, as.pushed, ram_nr_pages(vm_ram(b)));
+	CHECK(st.installed + st.zeroed == ram_nr_pages(vm_ram(b)),
+	      "RAM counted %" PRIu64 " installs", st.installed + st.zeroed);
 
 	vm_destroy(a);
 	vm_destroy(b);

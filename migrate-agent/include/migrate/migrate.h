@@ -182,7 +182,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *o, int *swit
 
 /*
  * What the destination needs from its VMM: its lazy RAM, whose page record
- * (vmm/ram.h) the library reads and writes through ram_claim() and
+ * (ram/record.h) the library reads and writes through ram_claim() and
  * ram_install_claimed() from its threads, the RAM's layout as the guest
  * sees it, and load_state: restore a STATE blob into the (paused) VM.
  * The RAM's fault thread asks the library for pages through the source

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "common/clock.h" /* now_ns(): every time and deadline here */
 #include "migrate/wire.h"
 
 struct mig_conn;
@@ -56,7 +57,7 @@ struct mig_conn {
 	const struct mig_io_ops *io; /* NULL: plain TCP */
 	void *io_ctx;		     /* the back end's session */
 	int rcv_timeout_ms;	     /* 0: none */
-	uint64_t deadline_ns;	     /* nonzero: every receive ends by then (mig_now_ns()) */
+	uint64_t deadline_ns;	     /* nonzero: every receive ends by then (now_ns()) */
 	int snd_timeout_ms;	     /* 0: none */
 	char io_err[160];	     /* the back end's last error */
 	const char *name;	     /* "urgent" or "bulk", for messages */
@@ -68,7 +69,7 @@ struct mig_conn {
 	uint64_t tx_bytes; /* every byte sent, headers included */
 	uint64_t tx_hdr;   /* bytes of frame headers sent */
 	uint64_t rx_bytes;
-	uint64_t last_rx_ns; /* mig_now_ns() of the last bytes received (atomic) */
+	uint64_t last_rx_ns; /* now_ns() of the last bytes received (atomic) */
 	/*
 	 * ... and of the last frame other than PING (atomic): progress, which
 	 * heartbeats do not make.
@@ -101,14 +102,14 @@ static inline void mig_conn_sent(struct mig_conn *c, uint64_t now)
 {
 	__atomic_store_n(&c->last_tx_ns, now, __ATOMIC_RELAXED);
 }
-/* When bytes last came in on c (mig_now_ns()). */
+/* When bytes last came in on c (now_ns()). */
 static inline uint64_t mig_conn_heard(const struct mig_conn *c)
 {
 	return __atomic_load_n(&c->last_rx_ns, __ATOMIC_RELAXED);
 }
 /* Send a heartbeat (PING) on c if nothing went out for quiet_ns. */
 void mig_conn_ping_if_quiet(struct mig_conn *c, uint64_t now, uint64_t quiet_ns);
-/* When c last received a frame other than PING (mig_now_ns()). */
+/* When c last received a frame other than PING (now_ns()). */
 static inline uint64_t mig_conn_progress(const struct mig_conn *c)
 {
 	return __atomic_load_n(&c->last_frame_ns, __ATOMIC_RELAXED);
@@ -116,7 +117,7 @@ static inline uint64_t mig_conn_progress(const struct mig_conn *c)
 /* Receive timeout of c (0: none): mig_conn_recv() says -ETIMEDOUT after it. */
 void mig_conn_set_rcvtimeo(struct mig_conn *c, int ms);
 /*
- * A total deadline for receiving on c (mig_now_ns(); 0: none): past it
+ * A total deadline for receiving on c (now_ns(); 0: none): past it
  * mig_conn_recv() says -ETIMEDOUT, however the bytes trickle in and
  * however many heartbeats came.  For the handshake and for an awaited
  * reply.  Call from the receiving thread.
@@ -228,8 +229,7 @@ static inline int mig_link_error(int r)
 	       r == -EHOSTUNREACH || r == -ENETUNREACH || r == -ECONNABORTED;
 }
 
-/* Monotonic and realtime clocks in nanoseconds. */
-uint64_t mig_now_ns(void);
+/* The realtime clock in nanoseconds (the monotonic one: now_ns(), common/clock.h). */
 uint64_t mig_realtime_ns(void);
 
 #endif /* MIGRATE_NET_H */

@@ -45,24 +45,27 @@
 #include <stdint.h>
 
 #include "common/crc32c.h"
+#include "common/page.h" /* PAGE_SIZE: a page on the wire is a page of guest RAM */
 
 /* ---- Constants ---- */
 
+/* Both ends must agree on it, whatever a host's own page size. */
+_Static_assert(PAGE_SIZE == 4096, "the wire carries 4 KiB pages");
+
 #define MIG_MAGIC	  0x474d4350u /* "PCMG" read as little-endian bytes */
 #define MIG_VERSION	  4u /* 2: AUTH, PING; 3: mutual, TLS-bound proofs; 4: HELLO.nr_bulk */
-#define MIG_PAGE_SIZE	  4096u
 #define MIG_MAX_PAYLOAD	  (16u << 20) /* STATE and RESUME are the big ones */
 #define MIG_MAX_REQ_PAGES 512u	      /* addresses in one PAGE_REQUEST */
 #define MIG_MAX_REGIONS	  8u	      /* guest-physical regions in LAYOUT */
 #define MIG_MAX_ERROR_MSG 256u
 #define MIG_MAX_CHANNELS  8u /* bulk channels of one connection attempt (HELLO.nr_bulk) */
 #define MIG_MAX_RAM_SIZE  (1ull << 40)
-#define MIG_ZSTD_MAX_LEN  MIG_PAGE_SIZE /* compressed pages are smaller, or sent raw */
+#define MIG_ZSTD_MAX_LEN  PAGE_SIZE /* compressed pages are smaller, or sent raw */
 /* The largest PAGE frame, header included. */
-#define MIG_PAGE_FRAME_MAX (24u + 16u + MIG_PAGE_SIZE)
+#define MIG_PAGE_FRAME_MAX (24u + 16u + PAGE_SIZE)
 #define MIG_MAX_RUN_PAGES  32u /* pages in one PAGE_RUN (128 KiB) */
 /* The largest PAGE_RUN frame, header included. */
-#define MIG_RUN_FRAME_MAX (24u + 16u + MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE)
+#define MIG_RUN_FRAME_MAX (24u + 16u + MIG_MAX_RUN_PAGES * PAGE_SIZE)
 
 enum mig_msg_type {
 	MIG_MSG_HELLO = 1,
@@ -116,7 +119,7 @@ enum mig_role {
 
 /* PAGE.encoding */
 enum mig_page_enc {
-	MIG_PAGE_RAW = 0,  /* MIG_PAGE_SIZE bytes follow */
+	MIG_PAGE_RAW = 0,  /* PAGE_SIZE bytes follow */
 	MIG_PAGE_ZERO = 1, /* nothing follows: the page is all zeroes */
 	MIG_PAGE_ZSTD = 2, /* one zstd frame follows, decompressing to one page */
 };
@@ -150,7 +153,7 @@ _Static_assert(sizeof(struct mig_frame_hdr) == 24, "frame header is 24 bytes");
  * HELLO, both directions, first frame on every connection.
  * Contract: version must equal MIG_VERSION (no negotiation: a peer with
  * another version is refused with an ERROR naming both); page_size must be
- * MIG_PAGE_SIZE; the source states ram_size and session_id, the destination
+ * PAGE_SIZE; the source states ram_size and session_id, the destination
  * states its own ram_size and echoes the session_id.  A reconnection after a
  * broken link sets MIG_HELLO_RECOVER and must carry the session_id of the
  * first connection.  features: the sender's capabilities; what is used is
@@ -221,10 +224,10 @@ _Static_assert(sizeof(struct mig_state_hdr) == 16, "STATE header is 16 bytes");
  * PAGE, source -> destination.  Urgent channel for replies to requests
  * (MIG_PAGEF_DEMAND), bulk channel for the background push and precopy.
  * Payload: struct mig_page, then data_len bytes.
- * Contract: addr page aligned and addr + MIG_PAGE_SIZE <= ram_size;
- * RAW: data_len == MIG_PAGE_SIZE; ZERO: data_len == 0; ZSTD: 0 < data_len <
- * MIG_PAGE_SIZE, only if both sides have MIG_FEAT_ZSTD, and the data must
- * decompress to exactly MIG_PAGE_SIZE bytes; data_len == frame len -
+ * Contract: addr page aligned and addr + PAGE_SIZE <= ram_size;
+ * RAW: data_len == PAGE_SIZE; ZERO: data_len == 0; ZSTD: 0 < data_len <
+ * PAGE_SIZE, only if both sides have MIG_FEAT_ZSTD, and the data must
+ * decompress to exactly PAGE_SIZE bytes; data_len == frame len -
  * sizeof(struct mig_page).  Postcopy never sends a page twice (except a page
  * lost in flight on a broken link, resent after RESUME).
  */
@@ -236,7 +239,7 @@ struct mig_page {
 };
 _Static_assert(sizeof(struct mig_page) == 16, "PAGE header is 16 bytes");
 _Static_assert(MIG_PAGE_FRAME_MAX ==
-		   sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + MIG_PAGE_SIZE,
+		   sizeof(struct mig_frame_hdr) + sizeof(struct mig_page) + PAGE_SIZE,
 	       "MIG_PAGE_FRAME_MAX");
 
 /*
@@ -244,11 +247,11 @@ _Static_assert(MIG_PAGE_FRAME_MAX ==
  * only when both sides have MIG_FEAT_RUNS: count consecutive pages of one
  * encoding in one frame, so the destination installs them with one call
  * and receives their data straight into page-aligned memory.
- * Payload: struct mig_page_run, then count * MIG_PAGE_SIZE raw bytes
+ * Payload: struct mig_page_run, then count * PAGE_SIZE raw bytes
  * (RAW), or nothing (ZERO: every page is all zeroes).
  * Contract: 1 <= count <= MIG_MAX_RUN_PAGES; addr page aligned and
- * addr + count * MIG_PAGE_SIZE <= ram_size; encoding RAW or ZERO (never
- * ZSTD); frame len == 16 + count * MIG_PAGE_SIZE (RAW) or 16 (ZERO);
+ * addr + count * PAGE_SIZE <= ram_size; encoding RAW or ZERO (never
+ * ZSTD); frame len == 16 + count * PAGE_SIZE (RAW) or 16 (ZERO);
  * flags zero (none defined yet); never before the switch-over (postcopy
  * pages only).  Like PAGE: no page twice (a page already installed, e.g.
  * by a demand reply that won the race, is skipped).
@@ -262,7 +265,7 @@ struct mig_page_run {
 _Static_assert(sizeof(struct mig_page_run) == 16, "PAGE_RUN header is 16 bytes");
 #define MIG_RUNF_KNOWN 0u
 _Static_assert(MIG_RUN_FRAME_MAX == sizeof(struct mig_frame_hdr) + sizeof(struct mig_page_run) +
-					MIG_MAX_RUN_PAGES * MIG_PAGE_SIZE,
+					MIG_MAX_RUN_PAGES * PAGE_SIZE,
 	       "MIG_RUN_FRAME_MAX");
 
 /*
@@ -307,7 +310,7 @@ struct mig_complete {
 	uint64_t pages_duplicate;  /* arrived although already present */
 	uint64_t faults;	   /* distinct demand faults */
 	uint64_t requests_sent;	   /* addresses sent in PAGE_REQUEST */
-	uint64_t requests_deduped; /* faults on pages already requested */
+	uint64_t requests_deduped; /* faults on pages already requested (merged) */
 	uint64_t fault_lat_p50_ns;
 	uint64_t fault_lat_p99_ns;
 	uint64_t fault_lat_max_ns;
@@ -322,7 +325,7 @@ _Static_assert(sizeof(struct mig_complete) == 8 * (12 + MIG_HIST_BUCKETS), "COMP
  * right after HELLO.  Payload: struct mig_resume, then a bitmap of
  * (nr_pages + 7) / 8 bytes, bit i set when page i has been received
  * (bit i is bit i % 8 of byte i / 8).  Contract: nr_pages == ram_size /
- * MIG_PAGE_SIZE; frame len == 16 + bitmap bytes; only known flags.  The
+ * PAGE_SIZE; frame len == 16 + bitmap bytes; only known flags.  The
  * source marks every page not in the bitmap as unsent and pushes it again;
  * the destination then repeats its outstanding requests.
  * MIG_RESUME_NEED_STATE: the link broke before STATE arrived; the source
@@ -506,7 +509,7 @@ long mig_parse_stream(struct mig_wire_ctx *ctx, const uint8_t *buf, size_t len, 
 		      char *err, size_t errlen);
 
 /*
- * Decode a checked PAGE payload into out[MIG_PAGE_SIZE].  Returns 0 or a
+ * Decode a checked PAGE payload into out[PAGE_SIZE].  Returns 0 or a
  * negative errno (-EBADMSG when zstd data does not give exactly one page).
  */
 int mig_page_decode(const struct mig_page *p, const void *data, void *out, char *err,

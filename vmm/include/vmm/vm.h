@@ -24,8 +24,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ram/backend.h"
+#include "ram/ram.h"
 #include "vmm/guest-abi.h"
-#include "vmm/ram.h"
 
 struct vm;
 struct vcpu;
@@ -103,7 +104,7 @@ struct vcpu {
 struct vm {
 	struct vm_config cfg;
 	int kvm_fd, vm_fd;
-	struct ram ram;
+	struct ram *ram; /* NULL until vm_create() reserved it */
 	unsigned int nr_vcpus;
 	struct vcpu vcpus[GUEST_MAX_CPUS];
 	struct pio_device *devs[VM_MAX_DEVICES];
@@ -135,7 +136,7 @@ void vm_destroy(struct vm *vm);
 
 static inline struct ram *vm_ram(struct vm *vm)
 {
-	return &vm->ram;
+	return vm->ram;
 }
 
 /*

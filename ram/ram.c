@@ -10,8 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "vmm/ram.h"
-#include "vmm/util.h"
+#include "internal.h"
 
 /*
  * The order "auto" tries.  uffd (UFFDIO_COPY) before uffd-move: measured
@@ -47,11 +46,13 @@ int ram_backend_find(const char *name, const struct ram_backend_ops **out)
 	return any ? last : -EINVAL;
 }
 
-int ram_init(struct ram *ram, uint64_t size, const struct ram_backend_ops *ops)
+int ram_create(uint64_t size, const struct ram_backend_ops *ops, struct ram **out)
 {
+	struct ram *ram = calloc(1, sizeof(*ram));
 	int r;
 
-	memset(ram, 0, sizeof(*ram));
+	if (!ram)
+		return -ENOMEM;
 	ram->fd = ram->kick_fd = -1;
 	ram->size = size;
 	ram->nr_pages = size >> PAGE_SHIFT;
@@ -66,6 +67,7 @@ int ram_init(struct ram *ram, uint64_t size, const struct ram_backend_ops *ops)
 		/* Plain RAM: huge pages make the first touch cheaper. */
 		madvise(ram->host, size, MADV_HUGEPAGE);
 		ram->nr_present = ram->nr_pages;
+		*out = ram;
 		return 0;
 	}
 	/* Zeroed: every page MISSING.  Pages of it are allocated as they are touched. */
@@ -88,10 +90,17 @@ int ram_init(struct ram *ram, uint64_t size, const struct ram_backend_ops *ops)
 		ram->ops = NULL;
 		goto fail;
 	}
+	*out = ram;
 	return 0;
 fail:
-	ram_exit(ram);
+	ram_destroy(ram);
 	return r;
+}
+
+void ram_set_on_error(struct ram *ram, void (*fn)(void *arg, int err), void *arg)
+{
+	ram->on_error = fn;
+	ram->on_error_arg = arg;
 }
 
 void ram_disarm(struct ram *ram)
@@ -109,9 +118,10 @@ int ram_reset(struct ram *ram)
 		return -EINVAL;
 	if (ram->thread_started || ram->source)
 		return -EBUSY;
-	/* No other thread touches the record now: as ram_init()'s calloc. */
+	/* No other thread touches the record now: as ram_create()'s calloc. */
 	memset((void *)ram->pages, 0, ram->nr_pages * sizeof(*ram->pages));
 	atomic_store(&ram->nr_present, 0);
+	atomic_store(&ram->nr_requested, 0);
 	memset(&ram->st, 0, sizeof(ram->st));
 	atomic_store(&ram->error, 0);
 	atomic_store(&ram->stop, false);
@@ -123,19 +133,53 @@ int ram_reset(struct ram *ram)
 	return 0;
 }
 
-void ram_exit(struct ram *ram)
+void ram_destroy(struct ram *ram)
 {
+	if (!ram)
+		return;
 	ram_stop_faults(ram);
 	ram_disarm(ram);
 	if (ram->source && ram->source->destroy)
 		ram->source->destroy(ram->source);
-	ram->source = NULL;
 	if (ram->host)
 		munmap(ram->host, ram->size);
-	ram->host = NULL;
 	if (ram->kick_fd >= 0)
 		close(ram->kick_fd);
-	ram->kick_fd = -1;
 	free((void *)ram->pages);
-	ram->pages = NULL;
+	free(ram);
+}
+
+uint8_t *ram_host(const struct ram *ram)
+{
+	return ram->host;
+}
+
+uint64_t ram_bytes(const struct ram *ram)
+{
+	return ram->size;
+}
+
+uint64_t ram_nr_pages(const struct ram *ram)
+{
+	return ram->nr_pages;
+}
+
+bool ram_is_lazy(const struct ram *ram)
+{
+	return ram->ops != NULL;
+}
+
+const struct ram_backend_ops *ram_backend(const struct ram *ram)
+{
+	return ram->ops;
+}
+
+bool ram_has_record(const struct ram *ram)
+{
+	return ram->pages != NULL;
+}
+
+bool ram_owns_source(const struct ram *ram, const struct ram_source *src)
+{
+	return ram->source == src;
 }

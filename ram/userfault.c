@@ -23,8 +23,7 @@
 #include <unistd.h>
 
 #include "compat/userfault.h"
-#include "vmm/ram.h"
-#include "vmm/util.h"
+#include "internal.h"
 
 static int open_protocol(void)
 {

@@ -1,14 +1,55 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The page record (ram.h): claims move a page between states by
+ * The page record (ram/record.h): claims move a page between states by
  * compare-and-swap, installs put claimed pages in guest RAM through the
  * back end and mark them PRESENT.  Nothing else writes the record.
  */
 #include <errno.h>
 #include <sched.h>
 
-#include "vmm/ram.h"
-#include "vmm/util.h"
+#include "internal.h"
+
+uint64_t ram_page_word(const struct ram *ram, uint64_t pg)
+{
+	return atomic_load_explicit(&ram->pages[pg], memory_order_acquire);
+}
+
+uint64_t ram_word_time_ns(const struct ram *ram, uint64_t w)
+{
+	uint64_t rel = w >> RAM_WORD_TIME_SHIFT;
+
+	return rel ? ram->t0 + rel : 0;
+}
+
+bool ram_present(const struct ram *ram, uint64_t pg)
+{
+	return !ram->pages || ram_word_state(ram_page_word(ram, pg)) == RAM_PAGE_PRESENT;
+}
+
+uint64_t ram_nr_present(const struct ram *ram)
+{
+	return atomic_load(&ram->nr_present);
+}
+
+uint64_t ram_nr_requested(const struct ram *ram)
+{
+	return atomic_load(&ram->nr_requested);
+}
+
+/*
+ * A word went from `was` to `now`: the count of REQUESTED pages follows,
+ * in the same thread as the change, so it never counts a page twice nor
+ * misses one however claims race (a push taking a page between a fault's
+ * claim and the fault thread's next look at it).
+ */
+static void count_requested(struct ram *ram, uint64_t was, uint64_t now)
+{
+	bool before = ram_word_state(was) == RAM_PAGE_REQUESTED;
+	bool after = ram_word_state(now) == RAM_PAGE_REQUESTED;
+
+	if (before != after)
+		atomic_fetch_add(&ram->nr_requested, after ? 1 : (uint64_t)-1);
+}
 
 static uint64_t make_word(const struct ram *ram, enum ram_page_state st, enum ram_arrival by,
 			  bool zero)
@@ -34,6 +75,7 @@ bool ram_claim(struct ram *ram, uint64_t pg, unsigned from, enum ram_page_state 
 		nw = make_word(ram, to, by != RAM_BY_NONE ? by : ram_word_by(w), zero);
 		if (atomic_compare_exchange_weak_explicit(
 			&ram->pages[pg], &w, nw, memory_order_acq_rel, memory_order_acquire)) {
+			count_requested(ram, w, nw);
 			*old = w;
 			return true;
 		}
@@ -42,7 +84,9 @@ bool ram_claim(struct ram *ram, uint64_t pg, unsigned from, enum ram_page_state 
 
 void ram_unclaim(struct ram *ram, uint64_t pg, uint64_t old)
 {
-	atomic_store_explicit(&ram->pages[pg], old, memory_order_release);
+	uint64_t claimed = atomic_exchange_explicit(&ram->pages[pg], old, memory_order_acq_rel);
+
+	count_requested(ram, claimed, old);
 }
 
 /* The back end's call for one page, retried while the address space changes. */
@@ -107,13 +151,13 @@ int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, e
 	return 0;
 }
 
-int ram_install(struct ram *ram, uint64_t off, void *page)
+int ram_install(struct ram *ram, uint64_t pg, void *page)
 {
-	uint64_t pg = off >> PAGE_SHIFT, old;
 	unsigned from = RAM_FROM(RAM_PAGE_MISSING) | RAM_FROM(RAM_PAGE_REQUESTED);
+	uint64_t old;
 	int r;
 
-	if (off >= ram->size || off % PAGE_SIZE)
+	if (pg >= ram->nr_pages)
 		return -EINVAL;
 	if (!ram->ops)
 		return 0;
@@ -127,12 +171,12 @@ int ram_install(struct ram *ram, uint64_t off, void *page)
 	return r;
 }
 
-int ram_install_zero(struct ram *ram, uint64_t off)
+int ram_install_zero(struct ram *ram, uint64_t pg)
 {
-	return ram_install(ram, off, NULL);
+	return ram_install(ram, pg, NULL);
 }
 
-void ram_get_stats(struct ram *ram, struct ram_stats *st)
+void ram_get_stats(const struct ram *ram, struct ram_stats *st)
 {
 	st->faults = atomic_load(&ram->st.faults);
 	st->requests = atomic_load(&ram->st.requests);

@@ -13,8 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "vmm/ram.h"
-#include "vmm/util.h"
+#include "common/file-io.h"
+#include "internal.h"
 
 struct simple_source {
 	struct ram_source src;
@@ -24,34 +24,36 @@ struct simple_source {
 	uint8_t *page; /* private anonymous bounce page */
 };
 
-static int install_bounce(struct simple_source *s, struct ram *ram, uint64_t off)
+static int install_bounce(struct simple_source *s, struct ram *ram, uint64_t pg)
 {
-	int r = page_is_zero(s->page) ? ram_install_zero(ram, off) : ram_install(ram, off, s->page);
+	int r = page_is_zero(s->page) ? ram_install_zero(ram, pg) : ram_install(ram, pg, s->page);
 
 	return r < 0 ? r : 0;
 }
 
-static int file_request(struct ram_source *src, struct ram *ram, uint64_t off)
+static int file_request(struct ram_source *src, struct ram *ram, uint64_t pg)
 {
 	struct simple_source *s = container_of(src, struct simple_source, src);
+	uint64_t off = pg << PAGE_SHIFT;
 	int r;
 
 	if (off + PAGE_SIZE > s->size)
-		return ram_install_zero(ram, off) < 0 ? -EIO : 0;
+		return ram_install_zero(ram, pg) < 0 ? -EIO : 0;
 	r = pread_full(s->fd, s->page, PAGE_SIZE, s->offset + off);
 	if (r < 0)
 		return r;
-	return install_bounce(s, ram, off);
+	return install_bounce(s, ram, pg);
 }
 
-static int buffer_request(struct ram_source *src, struct ram *ram, uint64_t off)
+static int buffer_request(struct ram_source *src, struct ram *ram, uint64_t pg)
 {
 	struct simple_source *s = container_of(src, struct simple_source, src);
+	uint64_t off = pg << PAGE_SHIFT;
 
 	if (off + PAGE_SIZE > s->size)
-		return ram_install_zero(ram, off) < 0 ? -EIO : 0;
+		return ram_install_zero(ram, pg) < 0 ? -EIO : 0;
 	memcpy(s->page, s->buf + off, PAGE_SIZE);
-	return install_bounce(s, ram, off);
+	return install_bounce(s, ram, pg);
 }
 
 static void simple_destroy(struct ram_source *src)

@@ -9,8 +9,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "vmm/ram.h"
-#include "vmm/util.h"
+#include "internal.h"
 
 /*
  * One fault message.  Ordering hazards it handles:
@@ -31,14 +30,14 @@ static int serve(struct ram *ram, uint64_t off)
 	if (ram_claim(ram, pg, RAM_FROM(RAM_PAGE_MISSING), RAM_PAGE_REQUESTED, RAM_BY_NONE, false,
 		      &w)) {
 		atomic_fetch_add(&ram->st.requests, 1);
-		return ram->source->request(ram->source, ram, off);
+		return ram->source->request(ram->source, ram, pg);
 	}
 	switch (ram_word_state(w)) {
 	case RAM_PAGE_PRESENT:
 		atomic_fetch_add(&ram->st.late_faults, 1);
 		return ram->ops->wake(ram, off, PAGE_SIZE);
 	case RAM_PAGE_STAGED:
-		return ram->source->staged ? ram->source->staged(ram->source, ram, off) : -EPROTO;
+		return ram->source->staged ? ram->source->staged(ram->source, ram, pg) : -EPROTO;
 	default:
 		atomic_fetch_add(&ram->st.dup_faults, 1);
 		return 0;
@@ -114,6 +113,11 @@ int ram_start_faults(struct ram *ram, struct ram_source *src, bool busy_poll)
 		return -r;
 	ram->thread_started = true;
 	return 0;
+}
+
+int ram_fault_error(const struct ram *ram)
+{
+	return atomic_load(&ram->error);
 }
 
 void ram_kick_faults(struct ram *ram)

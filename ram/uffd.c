@@ -16,8 +16,7 @@
 #include <unistd.h>
 
 #include "compat/userfault.h"
-#include "vmm/ram.h"
-#include "vmm/util.h"
+#include "internal.h"
 
 static int open_uffd(uint64_t want, uint64_t *have)
 {
