@@ -7,10 +7,19 @@
 #   scripts/check-series.sh [FRAGMENT...]
 #
 # FRAGMENTs are extra config fragments merged after kernel-patches/config
-# (e.g. kernel-patches/config-debug).  One tree in build/check-series/ is
-# built incrementally, patch after patch, with ccache, so a run costs about
-# one kernel build plus a few minutes per patch.  Not part of make test:
-# run it before sending or merging a change to the series.
+# (e.g. kernel-patches/config-debug, or kernel-patches/config-modular:
+# KVM as modules, as distributions build it).  Every option a fragment
+# sets must survive dependency resolution, or the check fails before
+# building.  When the config has CONFIG_MODULES=y, each step also builds
+# "modules", so modpost runs: a module calling something the series adds
+# to the core kernel without an export fails the step.
+#
+# One tree per set of fragments (build/check-series/, or
+# build/check-series-FRAGMENT.../) is built incrementally, patch after
+# patch, with ccache, so a run costs about one kernel build plus a few
+# minutes per patch (more for patches that change widely included
+# headers).  Not part of make test: run it, in the node config and in the
+# modular one, before sending or merging a change to the series.
 #
 # Exit status 0 if every step built; otherwise 1, naming the first patch
 # after which the tree does not build (its log is kept).
@@ -21,6 +30,7 @@ cd "$top"
 tarball=/usr/src/linux-source-6.1.tar.xz
 patches=kernel-patches
 out=build/check-series
+for f in "$@"; do out+=-$(basename "$f"); done
 src=$out/src
 jobs=${JOBS:-$(nproc)}
 
@@ -37,10 +47,12 @@ export CCACHE_BASEDIR=$top/$src
 cc=gcc
 command -v ccache > /dev/null && cc="ccache gcc"
 
-# build LABEL: bzImage (and headers + the series' selftests) of the tree as it is.
+# build LABEL: bzImage, the modules if the config has them (modpost), and
+# headers + the series' selftests, of the tree as it is.
 build() {
-	local log=$out/$1.log
-	if ! make -C "$src" -j"$jobs" CC="$cc" bzImage > "$log" 2>&1; then
+	local log=$out/$1.log targets=(bzImage)
+	grep -q '^CONFIG_MODULES=y' "$src/.config" && targets+=(modules)
+	if ! make -C "$src" -j"$jobs" CC="$cc" "${targets[@]}" > "$log" 2>&1; then
 		grep -E 'error|Error' "$log" | head -20 >&2
 		die "the tree does not build after $1 (log: $log)"
 	fi
@@ -51,7 +63,7 @@ build() {
 				remap_anon_pages.c vm_util.c) >> "$log" 2>&1 ||
 			die "the remap_anon_pages selftest does not build after $1 (log: $log)"
 	fi
-	step "$1: builds"
+	step "$1: builds (${targets[*]})"
 }
 
 step "extracting $(basename "$tarball") into $src"
@@ -62,6 +74,29 @@ mv "$out/linux-source-6.1" "$src"
 make -C "$src" -s tinyconfig > "$out/config.log" 2>&1
 "$src/scripts/kconfig/merge_config.sh" -m -O "$src" "$src/.config" "${fragments[@]}" >> "$out/config.log" 2>&1
 make -C "$src" -s olddefconfig >> "$out/config.log" 2>&1
+# Every option the fragments ask for must have survived dependency
+# resolution (as in build-kernel.sh): a modular check whose KVM=m did not
+# take would build KVM in and prove nothing.
+# A later fragment overrides an earlier one (config-modular's KVM=m over
+# config's KVM=y), so only the last value of each option is checked.
+declare -A want=() from=()
+for f in "${fragments[@]}"; do
+	while IFS= read -r line; do
+		case "$line" in
+		CONFIG_*=*) want[${line%%=*}]=$line from[${line%%=*}]=$f ;;
+		esac
+	done < "$f"
+done
+missing=0
+for opt in "${!want[@]}"; do
+	line=${want[$opt]}
+	case "$line" in
+	*=n) grep -q "^$opt=" "$src/.config" && { echo "  $opt is set, ${from[$opt]} wants it off" >&2; missing=1; } ;;
+	*) grep -qx "$line" "$src/.config" || { echo "  $line (${from[$opt]}) did not take (dependency missing?)" >&2; missing=1; } ;;
+	esac
+done
+[ "$missing" = 0 ] || die "config fragments ${fragments[*]} not satisfied (see above)"
+step "config: tinyconfig + ${fragments[*]}"
 build base
 
 for p in "${series[@]}"; do
@@ -72,4 +107,4 @@ for p in "${series[@]}"; do
 	make -C "$src" -s olddefconfig >> "$out/config.log" 2>&1
 	build "$p"
 done
-step "all ${#series[@]} patches build one by one"
+step "all ${#series[@]} patches build one by one (tinyconfig + ${fragments[*]})"

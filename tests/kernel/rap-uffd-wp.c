@@ -8,6 +8,13 @@
  * (the pmd path); an unprotected page still moves writable (no fault).
  * Without the fix the destination was made writable and the write went by
  * unreported.
+ *
+ * The bit stays only where a handler registered the destination for write
+ * protection, as fork keeps it: moved into a vma that is not VM_UFFD_WP,
+ * the same page, zero page and THP lose it.  After a write there pagemap
+ * must not report them write-protected (PM_UFFD_WP, bit 57), and a later
+ * UFFDIO_REGISTER in WP mode must get no fault for a write nobody
+ * protected.  Before that change the stale bit stayed on all three.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -60,6 +67,9 @@ static void write_expect(const char *how, uint8_t *at, size_t len, uint8_t val, 
 	      read(uffd, &msg, sizeof(msg)) == sizeof(msg);
 	if (!want_fault) {
 		CHECK(!got, "%s: no fault for a write to an unprotected page", how);
+		/* A wrong fault: let the writer go rather than hang. */
+		if (got)
+			CHECK(wp(page, len, 0) == 0, "%s: unprotect after the wrong fault", how);
 	} else {
 		CHECK(got, "%s: the first write at the new place is reported", how);
 		if (got) {
@@ -147,6 +157,71 @@ static void test_thp(void)
 	munmap(r, 2 * HUGE);
 }
 
+/* Does pagemap report the page at @addr write-protected by userfaultfd? */
+static int pagemap_uffd_wp(void *addr)
+{
+	uint64_t entry = 0;
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+
+	if (fd < 0 || pread(fd, &entry, sizeof(entry), (off_t)((uintptr_t)addr / ps * 8)) != 8)
+		kt_fatal("pagemap");
+	close(fd);
+	return !!(entry & (1ULL << 57)); /* PM_UFFD_WP */
+}
+
+/*
+ * Move a write-protected @len bytes at @src (a page, the zero page or a THP)
+ * into @dst, a vma not registered with any userfaultfd: no bit there, before
+ * or after a write; then register @dst for WP: a write must not fault.
+ */
+static void unregistered_dst(const char *how, uint8_t *dst, uint8_t *src, size_t len)
+{
+	struct uffdio_register reg = { .range = { (uintptr_t)dst, len },
+				       .mode = UFFDIO_REGISTER_MODE_WP };
+	char what[64];
+
+	CHECK(pagemap_uffd_wp(src), "%s: write-protected before the move", how);
+	CHECK(rap(dst, src, len, 0) == (long)len, "%s: move it into an unregistered vma", how);
+	CHECK(!pagemap_uffd_wp(dst), "%s: pagemap shows no uffd-wp after the move", how);
+	snprintf(what, sizeof(what), "%s in an unregistered vma", how);
+	write_expect(what, dst + 8, len, 0x42, 0);
+	CHECK(!pagemap_uffd_wp(dst), "%s: pagemap shows no uffd-wp after a write", how);
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg))
+		kt_fatal("UFFDIO_REGISTER wp of the destination");
+	snprintf(what, sizeof(what), "%s registered afterwards", how);
+	write_expect(what, dst + 16, len, 0x43, 0);
+}
+
+static void test_unregistered_dst(void)
+{
+	uint8_t *r = wp_region(4 * ps, ps);
+	uint8_t *d = anon_map_aligned(4 * ps, ps);
+	volatile uint8_t c = r[ps]; /* the zero page at r + ps */
+
+	(void)c;
+	fill_pattern(r, ps, 45);
+	CHECK(wp(r, 2 * ps, 1) == 0, "unregistered dst: write-protect a page and the zero page");
+	unregistered_dst("page", d, r, ps);
+	unregistered_dst("zero page", d + 2 * ps, r + ps, ps);
+	munmap(r, 4 * ps);
+	munmap(d, 4 * ps);
+
+	r = wp_region(HUGE, HUGE);
+	d = anon_map_aligned(HUGE, HUGE);
+	madvise(d, HUGE, MADV_HUGEPAGE);
+	fill_pattern(r, HUGE, 46);
+	if (smaps_kb(r, "AnonHugePages") < 2048) {
+		printf("rap-uffd-wp: no THP, unregistered pmd case not run\n");
+	} else {
+		CHECK(wp(r, HUGE, 1) == 0, "unregistered dst: write-protect a THP");
+		unregistered_dst("THP", d, r, HUGE);
+		CHECK(smaps_kb(d, "AnonHugePages") >= 2048,
+		      "THP: still pmd-mapped where it landed");
+	}
+	munmap(r, HUGE);
+	munmap(d, HUGE);
+}
+
 int main(void)
 {
 	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP };
@@ -161,5 +236,6 @@ int main(void)
 	test_page();
 	test_zero_page();
 	test_thp();
+	test_unregistered_dst();
 	return kt_done();
 }
