@@ -171,24 +171,31 @@ static int pagemap_uffd_wp(void *addr)
 
 /*
  * Move a write-protected @len bytes at @src (a page, the zero page or a THP)
- * into @dst, a vma not registered with any userfaultfd: no bit there, before
- * or after a write; then register @dst for WP: a write must not fault.
+ * into @dst, in a vma not registered with any userfaultfd: pagemap must show
+ * no uffd-wp bit there.  Then either (@write_first) write: no fault, and
+ * still no bit; or register [@dst, +@len) for WP and write: no fault either,
+ * since nobody protected it (a stale bit would fault only here: a write in
+ * the unregistered vma makes the entry writable, bit or not).
  */
-static void unregistered_dst(const char *how, uint8_t *dst, uint8_t *src, size_t len)
+static void unregistered_dst(const char *how, uint8_t *dst, uint8_t *src, size_t len,
+			     int write_first)
 {
 	struct uffdio_register reg = { .range = { (uintptr_t)dst, len },
 				       .mode = UFFDIO_REGISTER_MODE_WP };
-	char what[64];
+	char what[80];
 
 	CHECK(pagemap_uffd_wp(src), "%s: write-protected before the move", how);
 	CHECK(rap(dst, src, len, 0) == (long)len, "%s: move it into an unregistered vma", how);
 	CHECK(!pagemap_uffd_wp(dst), "%s: pagemap shows no uffd-wp after the move", how);
-	snprintf(what, sizeof(what), "%s in an unregistered vma", how);
-	write_expect(what, dst + 8, len, 0x42, 0);
-	CHECK(!pagemap_uffd_wp(dst), "%s: pagemap shows no uffd-wp after a write", how);
+	if (write_first) {
+		snprintf(what, sizeof(what), "%s in an unregistered vma", how);
+		write_expect(what, dst + 8, len, 0x42, 0);
+		CHECK(!pagemap_uffd_wp(dst), "%s: pagemap shows no uffd-wp after a write", how);
+		return;
+	}
 	if (ioctl(uffd, UFFDIO_REGISTER, &reg))
 		kt_fatal("UFFDIO_REGISTER wp of the destination");
-	snprintf(what, sizeof(what), "%s registered afterwards", how);
+	snprintf(what, sizeof(what), "%s, its vma registered for WP after the move", how);
 	write_expect(what, dst + 16, len, 0x43, 0);
 }
 
@@ -196,30 +203,33 @@ static void test_unregistered_dst(void)
 {
 	uint8_t *r = wp_region(4 * ps, ps);
 	uint8_t *d = anon_map_aligned(4 * ps, ps);
-	volatile uint8_t c = r[ps]; /* the zero page at r + ps */
+	volatile uint8_t c = r[2 * ps] + r[3 * ps]; /* the zero page at r + 2, 3 pages */
 
 	(void)c;
-	fill_pattern(r, ps, 45);
-	CHECK(wp(r, 2 * ps, 1) == 0, "unregistered dst: write-protect a page and the zero page");
-	unregistered_dst("page", d, r, ps);
-	unregistered_dst("zero page", d + 2 * ps, r + ps, ps);
+	fill_pattern(r, 2 * ps, 45);
+	CHECK(wp(r, 4 * ps, 1) == 0, "unregistered dst: write-protect two pages, two zero pages");
+	unregistered_dst("page", d, r, ps, 1);
+	unregistered_dst("page", d + ps, r + ps, ps, 0);
+	unregistered_dst("zero page", d + 2 * ps, r + 2 * ps, ps, 1);
+	unregistered_dst("zero page", d + 3 * ps, r + 3 * ps, ps, 0);
 	munmap(r, 4 * ps);
 	munmap(d, 4 * ps);
 
-	r = wp_region(HUGE, HUGE);
-	d = anon_map_aligned(HUGE, HUGE);
-	madvise(d, HUGE, MADV_HUGEPAGE);
-	fill_pattern(r, HUGE, 46);
-	if (smaps_kb(r, "AnonHugePages") < 2048) {
+	r = wp_region(2 * HUGE, HUGE);
+	d = anon_map_aligned(2 * HUGE, HUGE);
+	madvise(d, 2 * HUGE, MADV_HUGEPAGE);
+	fill_pattern(r, 2 * HUGE, 46);
+	if (smaps_kb(r, "AnonHugePages") < 4096) {
 		printf("rap-uffd-wp: no THP, unregistered pmd case not run\n");
 	} else {
-		CHECK(wp(r, HUGE, 1) == 0, "unregistered dst: write-protect a THP");
-		unregistered_dst("THP", d, r, HUGE);
+		CHECK(wp(r, 2 * HUGE, 1) == 0, "unregistered dst: write-protect two THPs");
+		unregistered_dst("THP", d, r, HUGE, 1);
+		unregistered_dst("THP", d + HUGE, r + HUGE, HUGE, 0);
 		CHECK(smaps_kb(d, "AnonHugePages") >= 2048,
 		      "THP: still pmd-mapped where it landed");
 	}
-	munmap(r, HUGE);
-	munmap(d, HUGE);
+	munmap(r, 2 * HUGE);
+	munmap(d, 2 * HUGE);
 }
 
 int main(void)
