@@ -4,7 +4,12 @@
 # with the normal node config (tinyconfig + kernel-patches/config), and
 # the vm selftests the series adds build against its uapi headers.
 #
-#   scripts/check-series.sh [FRAGMENT...]
+#   scripts/check-series.sh [--from PATCH] [FRAGMENT...]
+#
+# --from PATCH (a file name of the series, or its number, e.g. 0005)
+# applies the patches before it all at once and builds that tree as the
+# first step, then goes on one patch at a time from PATCH: a cheaper
+# check of the later patches when the earlier ones were checked already.
 #
 # FRAGMENTs are extra config fragments merged after kernel-patches/config
 # (e.g. kernel-patches/config-debug, or kernel-patches/config-modular:
@@ -29,18 +34,33 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 tarball=/usr/src/linux-source-6.1.tar.xz
 patches=kernel-patches
-out=build/check-series
-for f in "$@"; do out+=-$(basename "$f"); done
-src=$out/src
 jobs=${JOBS:-$(nproc)}
 
 die() { echo "check-series: $*" >&2; exit 1; }
 step() { echo "check-series: $*"; }
 
 [ -r "$tarball" ] || die "$tarball missing: run 'make deps'"
+from=
+if [ "${1:-}" = --from ]; then
+	[ $# -ge 2 ] || die "--from needs a patch"
+	from=$2
+	shift 2
+fi
 fragments=("$patches/config" "$@")
+out=build/check-series
+for f in "$@"; do out+=-$(basename "$f"); done
+src=$out/src
 for f in "${fragments[@]}"; do [ -f "$f" ] || die "$f missing"; done
 mapfile -t series < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$patches/series")
+# The patches applied before the first build (all of them before --from).
+first=0
+if [ -n "$from" ]; then
+	while [ "$first" -lt ${#series[@]} ] && [ "${series[$first]}" != "$from" ] &&
+		[ "${series[$first]%%-*}" != "$from" ]; do
+		first=$((first + 1))
+	done
+	[ "$first" -lt ${#series[@]} ] || die "--from $from: no such patch in $patches/series"
+fi
 
 export CCACHE_DIR=${CCACHE_DIR:-${POSTCOPY_KERNEL_CACHE:-/var/cache/postcopy-kernel}/ccache}
 export CCACHE_BASEDIR=$top/$src
@@ -79,11 +99,11 @@ make -C "$src" -s olddefconfig >> "$out/config.log" 2>&1
 # take would build KVM in and prove nothing.
 # A later fragment overrides an earlier one (config-modular's KVM=m over
 # config's KVM=y), so only the last value of each option is checked.
-declare -A want=() from=()
+declare -A want=() origin=()
 for f in "${fragments[@]}"; do
 	while IFS= read -r line; do
 		case "$line" in
-		CONFIG_*=*) want[${line%%=*}]=$line from[${line%%=*}]=$f ;;
+		CONFIG_*=*) want[${line%%=*}]=$line origin[${line%%=*}]=$f ;;
 		esac
 	done < "$f"
 done
@@ -91,20 +111,33 @@ missing=0
 for opt in "${!want[@]}"; do
 	line=${want[$opt]}
 	case "$line" in
-	*=n) grep -q "^$opt=" "$src/.config" && { echo "  $opt is set, ${from[$opt]} wants it off" >&2; missing=1; } ;;
-	*) grep -qx "$line" "$src/.config" || { echo "  $line (${from[$opt]}) did not take (dependency missing?)" >&2; missing=1; } ;;
+	*=n) grep -q "^$opt=" "$src/.config" && { echo "  $opt is set, ${origin[$opt]} wants it off" >&2; missing=1; } ;;
+	*) grep -qx "$line" "$src/.config" || { echo "  $line (${origin[$opt]}) did not take (dependency missing?)" >&2; missing=1; } ;;
 	esac
 done
 [ "$missing" = 0 ] || die "config fragments ${fragments[*]} not satisfied (see above)"
 step "config: tinyconfig + ${fragments[*]}"
-build base
+if [ "$first" = 0 ]; then build base; fi
 
-for p in "${series[@]}"; do
-	[ -f "$patches/$p" ] || die "series names $p but $patches/$p does not exist"
-	patch -d "$src" -p1 --forward --batch --quiet < "$patches/$p" > "$out/patch.log" 2>&1 ||
-		{ cat "$out/patch.log" >&2; die "$p does not apply on top of the patches before it"; }
+apply() {
+	[ -f "$patches/$1" ] || die "series names $1 but $patches/$1 does not exist"
+	patch -d "$src" -p1 --forward --batch --quiet < "$patches/$1" > "$out/patch.log" 2>&1 ||
+		{ cat "$out/patch.log" >&2; die "$1 does not apply on top of the patches before it"; }
 	# A patch may add Kconfig symbols: keep the config complete.
 	make -C "$src" -s olddefconfig >> "$out/config.log" 2>&1
+}
+
+for ((i = 0; i < ${#series[@]}; i++)); do
+	p=${series[$i]}
+	apply "$p"
+	if [ "$i" -lt "$first" ]; then
+		if [ "$i" = $((first - 1)) ]; then build "upto-$p"; fi
+		continue
+	fi
 	build "$p"
 done
-step "all ${#series[@]} patches build one by one (tinyconfig + ${fragments[*]})"
+if [ "$first" = 0 ]; then
+	step "all ${#series[@]} patches build one by one (tinyconfig + ${fragments[*]})"
+else
+	step "patches ${series[$first]} to the last ($(( ${#series[@]} - first )) of ${#series[@]}) build one by one on top of the ones before (tinyconfig + ${fragments[*]})"
+fi
