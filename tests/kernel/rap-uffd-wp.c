@@ -11,10 +11,10 @@
  *
  * The bit stays only where a handler registered the destination for write
  * protection, as fork keeps it: moved into a vma that is not VM_UFFD_WP,
- * the same page, zero page and THP lose it.  After a write there pagemap
- * must not report them write-protected (PM_UFFD_WP, bit 57), and a later
- * UFFDIO_REGISTER in WP mode must get no fault for a write nobody
- * protected.  Before that change the stale bit stayed on all three.
+ * the same page, zero page and THP lose it: pagemap must not report them
+ * write-protected (PM_UFFD_WP, bit 57) after the move nor after a write,
+ * and after a later UFFDIO_REGISTER in WP mode a write nobody protected
+ * must not fault.  Before issue 31 the stale bit stayed on all three.
  */
 #include <fcntl.h>
 #include <poll.h>
