@@ -13,3 +13,5 @@ $(eval $(call node_program,rap-vmm-ebusy,tests/kernel/rap-vmm-ebusy.c,,ram commo
 $(eval $(call node_program,rap-uffd-wp,tests/kernel/rap-uffd-wp.c,))
 $(eval $(call node_program,uffd-merge,tests/kernel/uffd-merge.c,))
 $(eval $(call node_program,rap-stress,tests/kernel/rap-stress.c,))
+# The series refuses hugetlb memory (needs CONFIG_HUGETLBFS in the node).
+$(eval $(call node_program,hugetlb-refusal,tests/kernel/hugetlb-refusal.c,))
