@@ -287,6 +287,69 @@ static void test_handshake(void)
 	close(fd);
 }
 
+/* A read() of the handshake answer, on its own thread. */
+struct answer_reader {
+	pthread_t th;
+	int fd;
+	uint64_t *buf;
+	ssize_t ret;
+	volatile int done;
+};
+
+static void *answer_reader_main(void *arg)
+{
+	struct answer_reader *r = arg;
+
+	r->ret = read(r->fd, r->buf, sizeof(*r->buf));
+	__atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * The reset after a wrong version's answer belongs to that answer only.  A
+ * reader whose copy of the answer to user space is slow (here: it faults
+ * on a page another article fd claims, so it waits until that page is
+ * moved in) must not undo a handshake that began after another reader took
+ * the same answer and reset the fd.  Before the fix the slow reader reset
+ * the fd again when it woke: the new handshake's answer was lost and the
+ * next read() failed with EINVAL.
+ */
+static void test_handshake_reset_race(void)
+{
+	int handler = article_uffd(O_CLOEXEC), fd = new_uffd(O_CLOEXEC);
+	uint8_t *trap = uf_region(handler, 1);
+	struct answer_reader r = { .fd = fd, .buf = (uint64_t *)trap };
+	uint64_t v = 0xbb;
+
+	CHECK(write(fd, &v, 8) == 8, "reset race: wrong version written");
+	if (pthread_create(&r.th, NULL, answer_reader_main, &r))
+		kt_fatal("pthread_create");
+	CHECK(read_fault(handler, 10000) == (uintptr_t)trap,
+	      "reset race: the first reader's copy of the answer waits on a claimed page");
+	v = 0;
+	CHECK(read(fd, &v, 8) == 8 && v == USERFAULTFD_UNKNOWN_PROTOCOL,
+	      "reset race: a second reader takes the answer (all ones)");
+	v = USERFAULTFD_PROTOCOL;
+	CHECK(write(fd, &v, 8) == 8, "reset race: a new handshake, the right version");
+	CHECK(resolve(handler, trap, 0), "reset race: the first reader's page moved in, woken");
+	for (int i = 0; i < 10000 && !__atomic_load_n(&r.done, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	CHECK(__atomic_load_n(&r.done, __ATOMIC_ACQUIRE), "reset race: the first reader returned");
+	if (!r.done)
+		kt_fatal("the first reader is stuck in read()");
+	pthread_join(r.th, NULL);
+	CHECK(r.ret == 8 && *r.buf == USERFAULTFD_UNKNOWN_PROTOCOL,
+	      "reset race: the first reader got the answer it began to copy");
+	v = 0;
+	CHECK(read(fd, &v, 8) == 8 && v == USERFAULTFD_PROTOCOL,
+	      "reset race: the new handshake's answer is still there (%#llx)",
+	      (unsigned long long)v);
+	CHECK((fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR, "reset race: the fd is an article fd");
+	munmap(trap, ps);
+	close(fd);
+	close(handler);
+}
+
 static void test_claims(void)
 {
 	int a = article_uffd(O_CLOEXEC), b = article_uffd(O_CLOEXEC);
@@ -664,6 +727,7 @@ int main(void)
 	close(fd);
 
 	test_handshake();
+	test_handshake_reset_race();
 	test_ioctl_abi();
 	test_claims();
 	test_release();
