@@ -120,7 +120,11 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 {
 	for (;;) {
 		pthread_t ut, pt[MIG_MAX_CHANNELS];
-		pthread_create(&ut, NULL, src_urgent_thread, s);
+		int r = pthread_create(&ut, NULL, src_urgent_thread, s);
+		if (r) { /* nothing started: nothing to join */
+			snprintf(err, errlen, "cannot start the urgent thread: %s", strerror(r));
+			return -r;
+		}
 		unsigned npush = src_start_push(s, pt);
 		pthread_join(ut, NULL);
 		for (unsigned k = 0; k < npush; k++)
@@ -135,7 +139,7 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 			snprintf(err, errlen, "internal: threads ended without a result");
 			return -EIO;
 		}
-		int r = src_recover_link(s, err, errlen);
+		r = src_recover_link(s, err, errlen);
 		if (r)
 			return r;
 	}
