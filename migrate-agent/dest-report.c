@@ -158,7 +158,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		.start_vcpus_us = d->t_resumed ? ns_to_us(d->t_state, d->t_resumed) : -1.0,
 		.postcopy_ms =
 		    d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0,
-		.bytes_received = d->bytes_rx_prev + dest_links_rx_bytes(d),
+		.bytes_received = d->bytes_rx_prev + mig_links_rx_bytes(&d->links),
 		.pages_demand = pc.by[RAM_BY_DEMAND],
 		.pages_pushed = pc.by[RAM_BY_PUSH],
 		.pages_precopy = pc.by[RAM_BY_PRECOPY],
@@ -175,7 +175,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		.link_down_ms = (double)d->t_broken_ns / 1e6,
 		.bulk_rx_cpu_ms =
 		    (double)__atomic_load_n(&d->bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
-		.channels = d->nr_bulk,
+		.channels = d->links.nr_bulk,
 		.tls = d->tls,
 	};
 	struct mig_timeline tl;
