@@ -304,10 +304,12 @@ static json *timeline(const struct mig_timeline *t)
 	json *o = json_object_new_object(), *before = json_object_new_object();
 	put_u64(o, "bucket_ms", t->bucket_ms);
 	put_u64(o, "buckets", t->buckets);
-	json_object_object_add(o, "demand", u32_array(t->demand, t->buckets));
-	json_object_object_add(o, "pushed", u32_array(t->pushed, t->buckets));
-	put_u64(before, "demand", t->before_demand);
-	put_u64(before, "pushed", t->before_pushed);
+	/* Keyed by the kinds' names (the page map's "kinds"): "demand", "pushed". */
+	const char *dem = ram_arrival_name(RAM_BY_DEMAND), *push = ram_arrival_name(RAM_BY_PUSH);
+	json_object_object_add(o, dem, u32_array(t->demand, t->buckets));
+	json_object_object_add(o, push, u32_array(t->pushed, t->buckets));
+	put_u64(before, dem, t->before_demand);
+	put_u64(before, push, t->before_pushed);
 	json_object_object_add(o, "before_resume", before);
 	put_u64(o, "precopy_staged", t->precopy_staged);
 	return o;
