@@ -6,6 +6,10 @@ import re
 from .common import FAULT_STEPS, SWITCH_STEPS_OURS
 from .stats import PAGE_CATEGORIES, percentile
 
+# An agent before its page map named its kinds numbered them so (for
+# bench/ab against an older build); later ones carry "kinds".
+OLD_AGENT_KINDS = ["demand", "pushed", "precopy"]
+
 
 def ours_stamps(s, d):
     """Exact per-fault latencies, per-step durations, the switch-over on one
@@ -44,7 +48,7 @@ def ours_stamps(s, d):
     if pm:
         # [guest MiB, ms since the vCPUs started, category]; a kind is a
         # number the map's "kinds" names (the page record's enum ram_arrival)
-        kinds = pm.get("kinds") or []
+        kinds = pm.get("kinds") or OLD_AGENT_KINDS
 
         def cat(k, z):
             name = kinds[k] if 0 <= k < len(kinds) else None
