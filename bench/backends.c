@@ -164,9 +164,11 @@ static int bench_faults(const struct ram_backend_ops *ops, size_t n, bool busy, 
 		goto out;
 	}
 	tc.host = ram_host(ram);
-	pthread_create(&th, NULL, touch_thread, &tc);
-	pthread_join(th, NULL);
-	r = ram_fault_error(ram);
+	r = -pthread_create(&th, NULL, touch_thread, &tc);
+	if (!r) {
+		pthread_join(th, NULL);
+		r = ram_fault_error(ram);
+	}
 	ram_destroy(ram);
 	if (!r && tc.bad)
 		r = -EIO;

@@ -92,27 +92,16 @@ void dest_free_conn(struct mig_conn *c)
 /* Every channel of p into drop[MIG_MAX_CHANNELS + 1], none left (under d->lock). */
 static void take_pending(struct dest_pending *p, struct mig_conn **drop)
 {
-	drop[0] = p->urg;
+	drop[0] = p->links.urg;
 	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
-		drop[k + 1] = p->bulk[k];
+		drop[k + 1] = p->links.bulk[k];
 	*p = (struct dest_pending){ 0 };
-}
-
-/* Whether the urgent channel and all bulk channels of p's attempt are there. */
-static int pending_complete(const struct dest_pending *p)
-{
-	if (!p->urg || !p->nr_bulk)
-		return 0;
-	for (unsigned k = 0; k < p->nr_bulk; k++)
-		if (!p->bulk[k])
-			return 0;
-	return 1;
 }
 
 /* Whether a reconnection's channels are all pending (under d->lock). */
 int dest_pending_complete(const struct mig_dest *d)
 {
-	return pending_complete(&d->pend);
+	return mig_links_complete(&d->pend.links);
 }
 
 /* The claim of generation gen, or NULL (under d->lock). */
@@ -368,23 +357,24 @@ static void offer(struct mig_dest *d, struct mig_conn *c, const struct hs_result
 	if (!p) {
 		drop[0] = c;
 	} else {
-		if (attempt > p->attempt || !p->nr_bulk) {
+		if (attempt > p->attempt || !p->links.nr_bulk) {
 			take_pending(p, drop);
 			p->attempt = attempt;
-			p->nr_bulk = res->nr_bulk;
+			p->links.nr_bulk = res->nr_bulk;
 		}
 		if (attempt != p->attempt) {
 			drop[MIG_MAX_CHANNELS + 1] = c; /* left over from an earlier attempt */
-		} else if (res->nr_bulk != p->nr_bulk) {
+		} else if (res->nr_bulk != p->links.nr_bulk) {
 			refused = c;
 		} else {
-			struct mig_conn **slot =
-			    res->channel == MIG_CHAN_URGENT ? &p->urg : &p->bulk[res->bulk_index];
+			struct mig_conn **slot = res->channel == MIG_CHAN_URGENT
+						     ? &p->links.urg
+						     : &p->links.bulk[res->bulk_index];
 			drop[MIG_MAX_CHANNELS + 1] = *slot;
 			*slot = c;
 			pthread_cond_broadcast(&d->cond);
 		}
-		want = p->nr_bulk;
+		want = p->links.nr_bulk;
 	}
 	mig_unlock(&d->lock);
 	dest_free_conns(drop, MIG_MAX_CHANNELS + 2);
@@ -735,9 +725,9 @@ static struct dest_pending *complete_set(struct mig_dest *d, struct dest_claim *
 {
 	*from = NULL;
 	if (d->session_fixed)
-		return pending_complete(&d->pend) ? &d->pend : NULL;
+		return mig_links_complete(&d->pend.links) ? &d->pend : NULL;
 	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
-		if (d->claims[k].claimed_ns && pending_complete(&d->claims[k].pend)) {
+		if (d->claims[k].claimed_ns && mig_links_complete(&d->claims[k].pend.links)) {
 			*from = &d->claims[k];
 			return &d->claims[k].pend;
 		}
@@ -761,13 +751,13 @@ static void fix_session(struct mig_dest *d, struct dest_claim *k, struct mig_con
 }
 
 /*
- * Take an authenticated set of channels: the urgent one, and the bulk
- * channels into bulk[MIG_MAX_CHANNELS] (*nr_bulk of them, NULL after),
- * waiting until deadline (0: forever, until stopped).  0, or a negative
- * errno with a message.  The first set fixes the session.
+ * Take an authenticated set of channels into *l (the urgent one and
+ * l->nr_bulk bulk channels, NULL after), waiting until deadline (0:
+ * forever, until stopped).  0, or a negative errno with a message.  The
+ * first set fixes the session.
  */
-int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
-		     struct mig_conn **bulk, unsigned *nr_bulk, char *err, size_t errlen)
+int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_links *l, char *err,
+		     size_t errlen)
 {
 	struct mig_conn *drop[DROP_ALL] = { NULL };
 	struct dest_claim *from;
@@ -784,12 +774,8 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **ur
 			break;
 	}
 	if (p) {
-		struct mig_conn *all[MIG_MAX_CHANNELS + 1];
-		*nr_bulk = p->nr_bulk;
-		take_pending(p, all);
-		*urg = all[0];
-		for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
-			bulk[k] = all[k + 1];
+		*l = p->links;
+		*p = (struct dest_pending){ 0 };
 		if (from)
 			fix_session(d, from, drop);
 	} else if (d->failed) {

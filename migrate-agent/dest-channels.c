@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The destination's link (wire.h "Channels"): the urgent channel d->urg and
- * the bulk channels d->bulk[0 .. nr_bulk - 1], the source's --channels.
+ * The destination's link (wire.h "Channels"): the urgent channel d->links.urg and
+ * the bulk channels d->links.bulk[0 .. nr_bulk - 1], the source's --channels.
  * Each bulk channel has its own receiver thread; they install through the
  * one page record (a claim makes concurrent installs of one page safe) with
  * a run buffer each.  Channels 1.. carry postcopy pages only: their
@@ -20,54 +20,13 @@ void dest_free_conns(struct mig_conn **c, unsigned n)
 	}
 }
 
-/* A new link's channels (under req_lock; the old ones were retired). */
-void dest_links_set(struct mig_dest *d, struct mig_conn *urg, struct mig_conn **bulk,
-		    unsigned nr_bulk)
-{
-	d->urg = urg;
-	d->nr_bulk = nr_bulk;
-	for (unsigned k = 0; k < nr_bulk; k++)
-		d->bulk[k] = bulk[k];
-}
-
-/* Under req_lock. */
-void dest_links_kick(struct mig_dest *d)
-{
-	if (d->urg)
-		mig_conn_kick(d->urg);
-	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
-		if (d->bulk[k])
-			mig_conn_kick(d->bulk[k]);
-}
-
-/* Bytes received on the live link (under req_lock). */
-uint64_t dest_links_rx_bytes(struct mig_dest *d)
-{
-	uint64_t n = d->urg ? d->urg->rx_bytes : 0;
-	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++)
-		n += d->bulk[k] ? d->bulk[k]->rx_bytes : 0;
-	return n;
-}
-
 /* The link's bytes into the totals, then its channels closed (under req_lock, receivers joined). */
 void dest_links_free(struct mig_dest *d)
 {
-	d->bytes_rx_prev += dest_links_rx_bytes(d);
-	dest_free_conn(d->urg);
-	d->urg = NULL;
-	dest_free_conns(d->bulk, MIG_MAX_CHANNELS);
-}
-
-/* The latest frame heard and the latest progress on the bulk channels (the watchdog). */
-void dest_bulk_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work)
-{
-	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++) {
-		struct mig_conn *c = d->bulk[k];
-		if (c && mig_conn_heard(c) > *heard)
-			*heard = mig_conn_heard(c);
-		if (c && mig_conn_progress(c) > *work)
-			*work = mig_conn_progress(c);
-	}
+	d->bytes_rx_prev += mig_links_rx_bytes(&d->links);
+	dest_free_conn(d->links.urg);
+	d->links.urg = NULL;
+	dest_free_conns(d->links.bulk, MIG_MAX_CHANNELS);
 }
 
 struct rx_arg {
@@ -102,11 +61,11 @@ static void *rx_thread(void *arg)
 /* A receiver thread for each bulk channel of the link. */
 void dest_start_receivers(struct mig_dest *d)
 {
-	for (unsigned k = 0; k < d->nr_bulk; k++) {
+	for (unsigned k = 0; k < d->links.nr_bulk; k++) {
 		struct rx_arg *a = malloc(sizeof(*a));
 		d->rx_on[k] = 0;
 		if (a) {
-			*a = (struct rx_arg){ .d = d, .c = d->bulk[k], .after_done0 = k > 0 };
+			*a = (struct rx_arg){ .d = d, .c = d->links.bulk[k], .after_done0 = k > 0 };
 			d->rx_on[k] = pthread_create(&d->rx[k], NULL, rx_thread, a) == 0;
 		}
 		if (!d->rx_on[k]) {

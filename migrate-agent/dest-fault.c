@@ -28,7 +28,8 @@ static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 	uint64_t addr = i * PAGE_SIZE;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, now_ns());
-	if (d->link_ok && mig_conn_send(d->urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
+	if (d->link_ok &&
+	    mig_conn_send(d->links.urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
 		d->req_sent++;
 	mig_unlock(&d->req_lock);
 }

@@ -94,15 +94,14 @@ void dest_incoming_free(struct mig_dest *d)
 /* Accept connections; wait (until stopped) for the source's first pair. */
 static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 {
-	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS];
-	unsigned nr_bulk;
+	struct mig_links l;
 	int r = dest_start_accepting(d, err, errlen);
 	if (!r)
-		r = dest_accept_pair(d, 0, &urg, bulk, &nr_bulk, err, errlen);
+		r = dest_accept_pair(d, 0, &l, err, errlen);
 	if (r)
 		return r;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	dest_links_set(d, urg, bulk, nr_bulk);
+	d->links = l;
 	mig_unlock(&d->req_lock);
 	d->link_ok = 1;
 	d->t_link_ns = now_ns();
@@ -125,7 +124,7 @@ static int receive_switch_over(struct mig_dest *d, const uint8_t **p, uint32_t *
 			       size_t errlen)
 {
 	struct mig_frame_hdr h;
-	int r = expect_frame(d->urg, MIG_MSG_LAYOUT, &h, p, err, errlen);
+	int r = expect_frame(d->links.urg, MIG_MSG_LAYOUT, &h, p, err, errlen);
 	*code = MIG_ERR_PROTOCOL;
 	if (!r) {
 		struct mig_layout l;
@@ -134,10 +133,10 @@ static int receive_switch_over(struct mig_dest *d, const uint8_t **p, uint32_t *
 		if (r)
 			*code = MIG_ERR_LAYOUT;
 		else
-			r = mig_conn_send(d->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+			r = mig_conn_send(d->links.urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	}
 	if (!r)
-		r = expect_frame(d->urg, MIG_MSG_STATE, &h, p, err, errlen);
+		r = expect_frame(d->links.urg, MIG_MSG_STATE, &h, p, err, errlen);
 	return r;
 }
 
@@ -178,7 +177,7 @@ static int load_state(struct mig_dest *d, const uint8_t *p, char *err, size_t er
 	if (r) {
 		snprintf(err, errlen, "cannot load the VM state sent by the source: %s",
 			 strerror(-r));
-		dest_send_error(d->urg, MIG_ERR_STATE, err);
+		dest_send_error(d->links.urg, MIG_ERR_STATE, err);
 		return r;
 	}
 	d->t_state = now_ns();
@@ -215,7 +214,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		if (d->failed)
 			snprintf(err, errlen, "%s", d->why);
 		mig_unlock(&d->lock);
-		dest_send_error(d->urg, code, err);
+		dest_send_error(d->links.urg, code, err);
 		goto fail;
 	}
 	struct mig_state_hdr sh;

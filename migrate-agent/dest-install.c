@@ -45,7 +45,7 @@ static void send_complete(struct mig_dest *d, const struct mig_complete *m)
 	if (d->link_ok && !d->complete_sent) {
 		/* Set first: the source may close the link as soon as it has it. */
 		__atomic_store_n(&d->complete_sent, 1, __ATOMIC_RELEASE);
-		sent = mig_conn_send(d->urg, MIG_MSG_COMPLETE, m, sizeof(*m), NULL, 0) == 0;
+		sent = mig_conn_send(d->links.urg, MIG_MSG_COMPLETE, m, sizeof(*m), NULL, 0) == 0;
 		if (!sent)
 			__atomic_store_n(&d->complete_sent, 0, __ATOMIC_RELEASE);
 	}

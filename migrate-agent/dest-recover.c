@@ -47,23 +47,17 @@ static void retire_links(struct mig_dest *d)
 	mig_unlock(&d->req_lock);
 }
 
-/* A reconnected set of channels (dest_accept_pair()). */
-struct link_set {
-	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS];
-	unsigned nr_bulk;
-};
-
 /*
  * Wait until deadline for a reconnection that takes RESUME (flags as for
  * send_resume()); a reconnection that fails before RESUME went out is
  * dropped and the wait goes on.  0 with the channels in *l, or
  * -ETIMEDOUT.
  */
-static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct link_set *l)
+static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, struct mig_links *l)
 {
 	char err[320];
 	for (;;) {
-		if (dest_accept_pair(d, deadline, &l->urg, l->bulk, &l->nr_bulk, err, sizeof(err)))
+		if (dest_accept_pair(d, deadline, l, err, sizeof(err)))
 			return -ETIMEDOUT;
 		int r = send_resume(d, l->urg, flags);
 		if (!r)
@@ -76,9 +70,9 @@ static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, stru
 }
 
 /* The reconnected channels become the link (under req_lock). */
-static void link_up(struct mig_dest *d, struct link_set *l)
+static void link_up(struct mig_dest *d, struct mig_links *l)
 {
-	dest_links_set(d, l->urg, l->bulk, l->nr_bulk);
+	d->links = *l;
 	d->link_ok = 1;
 	d->t_link_ns = now_ns();
 }
@@ -139,7 +133,7 @@ static int recover_postcopy(struct mig_dest *d)
 	uint64_t t0 = now_ns();
 	report_break(d);
 	retire_links(d);
-	struct link_set l;
+	struct mig_links l;
 	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (reconnect(d, deadline, 0, &l)) {
 		char cause[sizeof(d->why)];
@@ -224,7 +218,7 @@ void dest_reset_before_state(struct mig_dest *d)
 /*
  * A break before STATE: drop what precopy staged (its dirty bitmap may be
  * lost), wait for the source's RECOVER connection and send RESUME with
- * MIG_RESUME_NEED_STATE.  0 with a new d->urg and d->bulk[], or -errno with err.
+ * MIG_RESUME_NEED_STATE.  0 with a new d->links.urg and d->links.bulk[], or -errno with err.
  */
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 {
@@ -242,7 +236,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	dest_links_free(d);
 	mig_unlock(&d->req_lock);
 	dest_reset_before_state(d);
-	struct link_set l;
+	struct mig_links l;
 	uint64_t deadline = now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &l)) {
 		snprintf(err, errlen,

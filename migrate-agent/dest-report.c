@@ -11,7 +11,7 @@
 
 /* What the page record says arrived: PRESENT pages by how they came, and zero pages. */
 struct page_counts {
-	uint64_t present, zero, by[RAM_BY_SOURCE + 1];
+	uint64_t present, zero, by[RAM_BY_KINDS];
 };
 
 static void count_pages(struct mig_dest *d, struct page_counts *c)
@@ -69,21 +69,21 @@ bool dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
 
 #define TL_BUCKETS 500
 
-/* Page i's arrival in us since the resume (tr), and its kind: 0 demand, 1 pushed, 2 precopy. */
-static int arrival(struct mig_dest *d, uint64_t i, uint64_t tr, int64_t *rel)
+/* Page i, if PRESENT: its arrival in us since the resume (tr) and how it came. */
+static bool arrival(struct mig_dest *d, uint64_t i, uint64_t tr, int64_t *rel, enum ram_arrival *by)
 {
 	uint64_t w = ram_page_word(d->ram, i);
 	if (ram_word_state(w) != RAM_PAGE_PRESENT)
-		return -1;
+		return false;
 	*rel = ((int64_t)ram_word_time_ns(d->ram, w) - (int64_t)tr) / 1000;
-	switch (ram_word_by(w)) {
-	case RAM_BY_DEMAND:
-		return 0;
-	case RAM_BY_PUSH:
-		return 1;
-	default:
-		return 2;
-	}
+	*by = ram_word_by(w);
+	return true;
+}
+
+/* The kinds the timeline draws over time; the others (precopy) are only counted. */
+static bool timed(enum ram_arrival by)
+{
+	return by == RAM_BY_DEMAND || by == RAM_BY_PUSH;
 }
 
 /*
@@ -98,40 +98,39 @@ static int build_timeline(struct mig_dest *d, struct mig_timeline *tl, uint32_t 
 {
 	uint64_t tr = __atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE);
 	int64_t last = 0, rel;
+	enum ram_arrival by;
 	if (!d->ram || !tr)
 		return -1;
-	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		int kind = arrival(d, i, tr, &rel);
-		if (kind >= 0 && kind < 2 && rel > last)
+	for (uint64_t i = 0; i < d->nr_pages; i++)
+		if (arrival(d, i, tr, &rel, &by) && timed(by) && rel > last)
 			last = rel;
-	}
 	*tl = (struct mig_timeline){ .bucket_ms = (uint64_t)last / 1000 / TL_BUCKETS + 1 };
 	tl->buckets = (unsigned)((uint64_t)last / 1000 / tl->bucket_ms + 1);
 	uint32_t *cnt = calloc(2 * (size_t)tl->buckets, sizeof(*cnt));
 	if (!cnt)
 		return -1;
-	uint64_t before[2] = { 0, 0 };
+	uint32_t *row[RAM_BY_KINDS] = { [RAM_BY_DEMAND] = cnt, [RAM_BY_PUSH] = cnt + tl->buckets };
+	uint64_t before[RAM_BY_KINDS] = { 0 };
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
-		int kind = arrival(d, i, tr, &rel);
-		if (kind < 0)
+		if (!arrival(d, i, tr, &rel, &by))
 			continue;
-		if (kind == 2) {
+		if (!timed(by)) {
 			tl->precopy_staged++;
 			continue;
 		}
 		if (rel < 0) {
-			before[kind]++;
+			before[by]++;
 			rel = 0;
 		}
 		uint64_t k = (uint64_t)rel / 1000 / tl->bucket_ms;
 		if (k >= tl->buckets)
 			k = tl->buckets - 1; /* arrived after the scan above */
-		cnt[kind * tl->buckets + k]++;
+		row[by][k]++;
 	}
-	tl->demand = cnt;
-	tl->pushed = cnt + tl->buckets;
-	tl->before_demand = before[0];
-	tl->before_pushed = before[1];
+	tl->demand = row[RAM_BY_DEMAND];
+	tl->pushed = row[RAM_BY_PUSH];
+	tl->before_demand = before[RAM_BY_DEMAND];
+	tl->before_pushed = before[RAM_BY_PUSH];
 	*cnt_out = cnt;
 	return 0;
 }
@@ -159,7 +158,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		.start_vcpus_us = d->t_resumed ? ns_to_us(d->t_state, d->t_resumed) : -1.0,
 		.postcopy_ms =
 		    d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0,
-		.bytes_received = d->bytes_rx_prev + dest_links_rx_bytes(d),
+		.bytes_received = d->bytes_rx_prev + mig_links_rx_bytes(&d->links),
 		.pages_demand = pc.by[RAM_BY_DEMAND],
 		.pages_pushed = pc.by[RAM_BY_PUSH],
 		.pages_precopy = pc.by[RAM_BY_PRECOPY],
@@ -176,7 +175,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		.link_down_ms = (double)d->t_broken_ns / 1e6,
 		.bulk_rx_cpu_ms =
 		    (double)__atomic_load_n(&d->bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
-		.channels = d->nr_bulk,
+		.channels = d->links.nr_bulk,
 		.tls = d->tls,
 	};
 	struct mig_timeline tl;

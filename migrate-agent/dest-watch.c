@@ -22,8 +22,8 @@ static struct mig_conn *hold_link(void *ctx)
 	if (idle)
 		return NULL;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	if (d->link_ok && d->urg && d->bulk[0])
-		return d->urg;
+	if (d->link_ok && d->links.urg && d->links.bulk[0])
+		return d->links.urg;
 	mig_unlock(&d->req_lock);
 	return NULL;
 }
@@ -32,8 +32,8 @@ static struct mig_conn *hold_link(void *ctx)
 static uint64_t heard_link(void *ctx)
 {
 	struct mig_dest *d = ctx;
-	uint64_t heard = mig_conn_heard(d->urg), work = 0;
-	dest_bulk_heard(d, &heard, &work);
+	uint64_t heard = mig_conn_heard(d->links.urg), work = 0;
+	mig_links_bulk_heard(&d->links, &heard, &work);
 	return heard;
 }
 
@@ -67,8 +67,8 @@ static int no_progress(void *ctx, uint64_t now, uint64_t idle, char *why, size_t
 {
 	struct mig_dest *d = ctx;
 	uint64_t work, req, heard = 0;
-	work = mig_conn_progress(d->urg);
-	dest_bulk_heard(d, &heard, &work);
+	work = mig_conn_progress(d->links.urg);
+	mig_links_bulk_heard(&d->links, &heard, &work);
 	req = oldest_request(d);
 	if (req && req < d->t_link_ns)
 		req = d->t_link_ns; /* requests repeated on a new link start anew */

@@ -51,7 +51,7 @@
 void dest_kick_links(struct mig_dest *d)
 {
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	dest_links_kick(d);
+	mig_links_kick(&d->links);
 	mig_unlock(&d->req_lock);
 }
 
@@ -129,7 +129,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
  */
 static void start_postcopy_threads(struct mig_dest *d)
 {
-	dest_loop_attach(d, d->urg);
+	dest_loop_attach(d, d->links.urg);
 	if (dest_count_state(d, RAM_PAGE_STAGED)) {
 		d->stager_on = pthread_create(&d->stager, NULL, dest_stager_thread, d) == 0;
 		if (!d->stager_on)
@@ -149,7 +149,7 @@ void mig_dest_resumed(struct mig_dest *d)
 	__atomic_store_n(&d->t_resumed, now_ns(), __ATOMIC_RELEASE);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok)
-		dest_send_running(d, d->urg);
+		dest_send_running(d, d->links.urg);
 	mig_unlock(&d->req_lock);
 	start_postcopy_threads(d);
 	/* Every page may have arrived already (a small or idle guest). */
@@ -164,8 +164,8 @@ void mig_dest_abort(struct mig_dest *d, const char *why)
 	if (done)
 		return;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	if (d->link_ok && d->urg)
-		dest_send_error(d->urg, MIG_ERR_INTERNAL, why);
+	if (d->link_ok && d->links.urg)
+		dest_send_error(d->links.urg, MIG_ERR_INTERNAL, why);
 	mig_unlock(&d->req_lock);
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->stop = 1;

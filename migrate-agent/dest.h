@@ -9,8 +9,8 @@
  *                    HELLO, AUTH), the session claim, pairs of channels
  *   dest-incoming.c  mig_dest_incoming(): the staging buffer, LAYOUT, the
  *                    precopy's end, STATE
- *   dest-channels.c  bulk channels 1.. (the source's --channels): their
- *                    receiver threads, kicks, totals
+ *   dest-channels.c  the link d->links (channels.h, the source's --channels):
+ *                    a receiver thread per bulk channel, freed with its totals
  *   dest-rx.c        frames from the source: the bulk receiver thread, and
  *                    the urgent channel's frames on the fault thread;
  *                    precopy pages staged, postcopy pages batched into runs
@@ -30,7 +30,7 @@
  *     -> d->lock (flags, why, session, claims, handshake slots, pending channels;
  *                 cond; a failure reported from a frame the loop read)
  *       -> a pending connection's TLS lock (closing it, tls.c)
- *     -> d->req_lock (which connections are live: urg, bulk[], link_ok)
+ *     -> d->req_lock (which connections are live: links, link_ok)
  *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *     -> d->lat_lock (the fault latencies): a leaf
  *   the link watchdog's own lock (link.h): a leaf, never held while it looks
@@ -50,6 +50,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "channels.h"
 #include "internal.h"
 #include "link.h"
 #include "lock-rank.h"
@@ -76,9 +77,8 @@ struct hs_slot {
  * until the urgent channel and all nr_bulk bulk channels are there.
  */
 struct dest_pending {
-	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS]; /* bulk[k]: bulk channel k */
-	uint32_t attempt; /* the source's connection attempt they belong to */
-	unsigned nr_bulk; /* its HELLO.nr_bulk (0: no channel pending) */
+	struct mig_links links; /* links.nr_bulk: its HELLO.nr_bulk (0: no channel pending) */
+	uint32_t attempt;	/* the source's connection attempt they belong to */
 };
 
 /*
@@ -150,13 +150,12 @@ struct mig_dest {
 	struct run loop_run;
 
 	/*
-	 * req_lock guards which connections are live (urg, bulk[], link_ok).
+	 * req_lock guards which connections are live (links, link_ok).
 	 * bulk[k] is bulk channel k (wire.h "Channels"); bulk[0] alone also
 	 * carries precopy, PRECOPY_DIRTY and DONE(0).
 	 */
 	pthread_mutex_t req_lock;
-	struct mig_conn *urg, *bulk[MIG_MAX_CHANNELS];
-	unsigned nr_bulk; /* HELLO.nr_bulk of the link */
+	struct mig_links links;
 	int link_ok;
 
 	pthread_mutex_t lock;
@@ -212,18 +211,13 @@ void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg);
 void dest_free_conn(struct mig_conn *c);
 int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen);
 void dest_stop_accepting(struct mig_dest *d);
-int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_conn **urg,
-		     struct mig_conn **bulk, unsigned *nr_bulk, char *err, size_t errlen);
+int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_links *l, char *err,
+		     size_t errlen);
 int dest_pending_complete(const struct mig_dest *d);
 
 /* dest-channels.c */
 void dest_free_conns(struct mig_conn **c, unsigned n);
-void dest_links_set(struct mig_dest *d, struct mig_conn *urg, struct mig_conn **bulk,
-		    unsigned nr_bulk);
-void dest_links_kick(struct mig_dest *d);
 void dest_links_free(struct mig_dest *d);
-uint64_t dest_links_rx_bytes(struct mig_dest *d);
-void dest_bulk_heard(struct mig_dest *d, uint64_t *heard, uint64_t *work);
 void dest_start_receivers(struct mig_dest *d);
 void dest_join_receivers(struct mig_dest *d);
 

@@ -134,27 +134,35 @@ static json *stamp_records(const struct mig_stamps *s)
 	return a;
 }
 
+/* The arrival kinds' names, indexed by the page map's numbers (enum ram_arrival). */
+static json *arrival_kinds(void)
+{
+	json *a = json_object_new_array_ext(RAM_BY_KINDS);
+	for (int by = 0; a && by < RAM_BY_KINDS; by++)
+		json_object_array_add(a, json_object_new_string(ram_arrival_name(by)));
+	return a;
+}
+
 /*
  * The page map, from the page record: every installed page (every k-th if
  * there are more than MAP_MAX_POINTS) with its arrival time since base, how
- * it came (0 demand, 1 pushed, 2 precopy) and whether it is a zero page.
+ * it came (enum ram_arrival, named by "kinds") and whether it is a zero page.
  */
 static json *page_map(const struct ram *ram, uint64_t base)
 {
 	uint64_t nr = ram_nr_pages(ram), every = nr / MAP_MAX_POINTS + 1;
 	json *o = json_object_new_object(), *a = json_object_new_array();
 	put_u64(o, "every", every);
+	json_object_object_add(o, "kinds", arrival_kinds());
 	for (uint64_t i = 0; a && i < nr; i += every) {
 		uint64_t w = ram_page_word(ram, i);
 		if (ram_word_state(w) != RAM_PAGE_PRESENT)
 			continue;
-		enum ram_arrival by = ram_word_by(w);
-		unsigned kind = by == RAM_BY_DEMAND ? 0 : by == RAM_BY_PUSH ? 1 : 2;
 		double t = (double)ram_word_time_ns(ram, w);
 		json *p = json_object_new_array_ext(4);
 		json_object_array_add(p, json_object_new_uint64(i));
 		json_object_array_add(p, num((t - (double)base) / 1000.0, 1));
-		json_object_array_add(p, json_object_new_uint64(kind));
+		json_object_array_add(p, json_object_new_uint64(ram_word_by(w)));
 		json_object_array_add(p, json_object_new_uint64(ram_word_zero(w)));
 		json_object_array_add(a, p);
 	}
@@ -296,10 +304,12 @@ static json *timeline(const struct mig_timeline *t)
 	json *o = json_object_new_object(), *before = json_object_new_object();
 	put_u64(o, "bucket_ms", t->bucket_ms);
 	put_u64(o, "buckets", t->buckets);
-	json_object_object_add(o, "demand", u32_array(t->demand, t->buckets));
-	json_object_object_add(o, "pushed", u32_array(t->pushed, t->buckets));
-	put_u64(before, "demand", t->before_demand);
-	put_u64(before, "pushed", t->before_pushed);
+	/* Keyed by the kinds' names (the page map's "kinds"): "demand", "pushed". */
+	const char *dem = ram_arrival_name(RAM_BY_DEMAND), *push = ram_arrival_name(RAM_BY_PUSH);
+	json_object_object_add(o, dem, u32_array(t->demand, t->buckets));
+	json_object_object_add(o, push, u32_array(t->pushed, t->buckets));
+	put_u64(before, dem, t->before_demand);
+	put_u64(before, push, t->before_pushed);
 	json_object_object_add(o, "before_resume", before);
 	put_u64(o, "precopy_staged", t->precopy_staged);
 	return o;

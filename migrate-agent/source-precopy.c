@@ -218,7 +218,7 @@ int src_precopy_finish(struct src *s, char *err, size_t errlen)
 		}
 	}
 	struct mig_dirty d = { .nr_pages = s->nr_pages };
-	r = mig_conn_send(&s->bulk, MIG_MSG_PRECOPY_DIRTY, &d, sizeof(d), dirty, bytes);
+	r = mig_conn_send(s->links.bulk[0], MIG_MSG_PRECOPY_DIRTY, &d, sizeof(d), dirty, bytes);
 	free(dirty);
 	if (r)
 		snprintf(err, errlen, "bulk channel: cannot send PRECOPY_DIRTY: %s", strerror(-r));

@@ -57,7 +57,7 @@ int src_pusher_init(struct pusher *ps, struct src *s)
 {
 	memset(ps, 0, sizeof(*ps));
 	ps->s = s;
-	ps->c = &s->bulk; /* precopy's; a push thread takes its own */
+	ps->c = s->links.bulk[0]; /* precopy's; a push thread takes its own */
 	ps->hi = s->nr_pages;
 	for (int i = 0; i < PUSH_NBUF; i++) {
 		ps->buf[i] = malloc(PUSH_BUF);
@@ -507,7 +507,7 @@ void src_push_channel(struct src *s, unsigned k)
 	}
 	uint64_t cpu0 = mig_thread_cpu_ns();
 	ps.k = k;
-	ps.c = src_bulk(s, k);
+	ps.c = s->links.bulk[k];
 	src_share(s, k, &ps.lo, &ps.hi);
 	ps.cursor = ps.lo;
 	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);

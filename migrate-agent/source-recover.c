@@ -19,9 +19,9 @@ static int await_resume(struct src *s, uint64_t deadline, struct mig_frame_hdr *
 			const uint8_t **p, char *err, size_t errlen)
 {
 	uint64_t by = now_ns() + (uint64_t)s->o->idle_ms * 1000000ull;
-	mig_conn_set_deadline(&s->urg, by < deadline ? by : deadline);
-	int r = mig_conn_recv(&s->urg, h, p, err, errlen);
-	mig_conn_set_deadline(&s->urg, 0);
+	mig_conn_set_deadline(s->links.urg, by < deadline ? by : deadline);
+	int r = mig_conn_recv(s->links.urg, h, p, err, errlen);
+	mig_conn_set_deadline(s->links.urg, 0);
 	if (r == -ETIMEDOUT)
 		snprintf(err, errlen, "destination sent no RESUME within %d ms of the reconnection",
 			 s->o->idle_ms);
@@ -49,8 +49,8 @@ static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_fra
 		if (!r)
 			return 0;
 		src_set_link_up(s, 0);
-		mig_conn_close(&s->urg);
-		src_close_bulk(s);
+		mig_conn_close(s->links.urg);
+		mig_links_close_bulk(&s->links);
 		if (now_ns() > deadline)
 			return r;
 		pr_mig("reconnected, but no RESUME (%s); trying again\n", err);
@@ -64,10 +64,10 @@ static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_fra
 static void drop_link(struct src *s)
 {
 	src_set_link_up(s, 0);
-	s->bytes_total_prev += s->urg.tx_bytes + src_bulk_tx(s, 0);
-	s->hdr_total_prev += s->urg.tx_hdr + src_bulk_tx(s, 1);
-	mig_conn_close(&s->urg);
-	src_close_bulk(s);
+	s->bytes_total_prev += s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
+	s->hdr_total_prev += s->links.urg->tx_hdr + mig_links_bulk_tx(&s->links, 1);
+	mig_conn_close(s->links.urg);
+	mig_links_close_bulk(&s->links);
 }
 
 /*
@@ -99,11 +99,12 @@ static int resend_state(struct src *s, char *err, size_t errlen)
 	struct mig_layout l;
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
 	src_layout(s, &l);
-	int r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	int r = mig_conn_send(s->links.urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	if (!r)
 		r = src_send_done0(s);
 	if (!r)
-		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
+		r = mig_conn_send(s->links.urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob,
+				  s->blob_len);
 	if (r) {
 		snprintf(err, errlen, "recovery: cannot send the state again: %s", strerror(-r));
 		return r;

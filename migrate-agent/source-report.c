@@ -46,8 +46,8 @@ void src_publish(struct src *s)
 	src_ctl_put(&c->pages_sent, __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED));
 	src_ctl_put(&c->pages_demand, __atomic_load_n(&s->pages_demand, __ATOMIC_RELAXED));
 	src_ctl_put(&c->bytes_sent, s->bytes_total_prev +
-					__atomic_load_n(&s->urg.tx_bytes, __ATOMIC_RELAXED) +
-					src_bulk_tx(s, 0));
+					__atomic_load_n(&s->links.urg->tx_bytes, __ATOMIC_RELAXED) +
+					mig_links_bulk_tx(&s->links, 0));
 	src_ctl_put(&c->precopy_rounds, (uint64_t)s->precopy_rounds_done);
 	if (__atomic_load_n(&s->running_seen, __ATOMIC_ACQUIRE))
 		src_ctl_put(&c->downtime_us, downtime_us(s));
@@ -83,12 +83,14 @@ void src_progress(struct src *s, const char *phase)
 	mig_progress("migrate: %s %3.0f%%  %llu/%llu pages  %llu demand  %.0f MiB/s", phase,
 		     100.0 * (double)n / (double)s->nr_pages, (unsigned long long)n,
 		     (unsigned long long)s->nr_pages, (unsigned long long)s->pages_demand,
-		     (double)(s->urg.tx_bytes + src_bulk_tx(s, 0)) / secs / 1048576.0);
+		     (double)(s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0)) / secs /
+			 1048576.0);
 }
 
 static void report(struct src *s, FILE *f)
 {
-	uint64_t tx = s->bytes_total_prev + s->urg.tx_bytes + src_bulk_tx(s, 0);
+	uint64_t tx =
+	    s->bytes_total_prev + s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
 	int64_t down_src = s->running_seen ? (int64_t)(s->t_running - s->t_pause) : -1;
 	int64_t down_dst = s->running_seen ? s->running.dest_downtime_ns : -1;
 	double push_s =
@@ -125,7 +127,7 @@ static void report(struct src *s, FILE *f)
 		.push_MiB_per_s = per_s(s->pages_pushed, push_s),
 		.push_nonzero_MiB_per_s = per_s(s->pages_pushed - s->pages_pushed_zero, push_s),
 		.push_cpu_ms = (double)s->push_cpu_ns / 1e6,
-		.channels = s->nr_bulk,
+		.channels = s->links.nr_bulk,
 		.features = s->push_features,
 		.stamps = { .stamps = s->stamps,
 			    .ev = { { "pause", s->t_pause },

@@ -55,7 +55,7 @@ static int hello(struct src *s, struct mig_conn *c, int channel, unsigned index,
 			     .role = MIG_ROLE_SOURCE,
 			     .channel = (uint16_t)channel,
 			     .session = s->session,
-			     .nr_bulk = (uint16_t)s->nr_bulk,
+			     .nr_bulk = (uint16_t)s->links.nr_bulk,
 			     .bulk_index = (uint16_t)index,
 			     .secret = s->secret,
 			     .tag = tag };
@@ -68,7 +68,7 @@ static int hello(struct src *s, struct mig_conn *c, int channel, unsigned index,
 	if (r)
 		return r;
 	if (back.session_id != s->session || back.channel != channel ||
-	    back.nr_bulk != s->nr_bulk || back.bulk_index != index) {
+	    back.nr_bulk != s->links.nr_bulk || back.bulk_index != index) {
 		snprintf(err, errlen, "%sdestination answered for another session", tag);
 		return -EPROTO;
 	}
@@ -176,21 +176,21 @@ static int open_all(struct src *s, int recover, uint64_t deadline, int *reached,
 		mig_auth_wipe(s->secret, sizeof(s->secret));
 		s->have_secret = 0;
 	}
-	int r =
-	    open_channel(s, &s->urg, MIG_CHAN_URGENT, 0, recover, deadline, reached, err, errlen);
+	int r = open_channel(s, s->links.urg, MIG_CHAN_URGENT, 0, recover, deadline, reached, err,
+			     errlen);
 	unsigned k;
-	for (k = 0; !r && k < s->nr_bulk; k++)
-		r = open_channel(s, src_bulk(s, k), MIG_CHAN_BULK, k, recover, deadline, reached,
+	for (k = 0; !r && k < s->links.nr_bulk; k++)
+		r = open_channel(s, s->links.bulk[k], MIG_CHAN_BULK, k, recover, deadline, reached,
 				 err, errlen);
 	if (r) {
-		mig_conn_close(&s->urg);
+		mig_conn_close(s->links.urg);
 		for (unsigned j = 0; j < k; j++) /* the ones connected (the failed one too) */
-			mig_conn_close(src_bulk(s, j));
+			mig_conn_close(s->links.bulk[j]);
 		return r;
 	}
-	mig_conn_set_liveness(&s->urg, s->o->idle_ms);
-	for (k = 0; k < s->nr_bulk; k++)
-		mig_conn_set_liveness(src_bulk(s, k), s->o->idle_ms);
+	mig_conn_set_liveness(s->links.urg, s->o->idle_ms);
+	for (k = 0; k < s->links.nr_bulk; k++)
+		mig_conn_set_liveness(s->links.bulk[k], s->o->idle_ms);
 	return 0;
 }
 

@@ -31,7 +31,7 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 {
 	struct mig_layout l;
 	src_layout(s, &l);
-	int r = mig_conn_send(&s->urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
+	int r = mig_conn_send(s->links.urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	if (r) {
 		snprintf(err, errlen, "cannot send LAYOUT: %s", strerror(-r));
 		return r;
@@ -39,9 +39,9 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 	struct mig_frame_hdr h;
 	const uint8_t *p;
 	/* The acknowledgement within idle_ms: heartbeats are not an answer. */
-	mig_conn_set_deadline(&s->urg, now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
-	r = mig_conn_recv(&s->urg, &h, &p, err, errlen);
-	mig_conn_set_deadline(&s->urg, 0);
+	mig_conn_set_deadline(s->links.urg, now_ns() + (uint64_t)s->o->idle_ms * 1000000ull);
+	r = mig_conn_recv(s->links.urg, &h, &p, err, errlen);
+	mig_conn_set_deadline(s->links.urg, 0);
 	if (r == -ETIMEDOUT)
 		snprintf(err, errlen, "destination did not acknowledge LAYOUT within %d ms",
 			 s->o->idle_ms);
@@ -68,7 +68,7 @@ static int send_layout(struct src *s, char *err, size_t errlen)
 int src_send_done0(struct src *s)
 {
 	struct mig_done done0 = { .phase = 0 };
-	return mig_conn_send(&s->bulk, MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
+	return mig_conn_send(s->links.bulk[0], MIG_MSG_DONE, &done0, sizeof(done0), NULL, 0);
 }
 
 /*
@@ -107,7 +107,8 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 		r = src_send_done0(s);
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
 	if (!r)
-		r = mig_conn_send(&s->urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob, s->blob_len);
+		r = mig_conn_send(s->links.urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob,
+				  s->blob_len);
 	s->t_state_sent = now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
 	if (s->dirty_on)

@@ -69,11 +69,11 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 			continue;
 		}
 		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
-		size_t n = src_put_page(s, &s->urg, buf, i, MIG_PAGEF_DEMAND, NULL);
-		mig_lock(&s->urg.tx_lock, MIG_RANK_CONN_TX);
+		size_t n = src_put_page(s, s->links.urg, buf, i, MIG_PAGEF_DEMAND, NULL);
+		mig_lock(&s->links.urg->tx_lock, MIG_RANK_CONN_TX);
 		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, now_ns());
-		int r = mig_conn_write(&s->urg, buf, n);
-		mig_unlock(&s->urg.tx_lock);
+		int r = mig_conn_write(s->links.urg, buf, n);
+		mig_unlock(&s->links.urg->tx_lock);
 		if (r) {
 			src_set_break(s, 0, "urgent channel: send failed");
 			return -1;
@@ -111,7 +111,7 @@ static int take_complete(struct src *s, const uint8_t *p)
 	s->complete = 1;
 	pthread_cond_broadcast(&s->cond);
 	mig_unlock(&s->lock);
-	src_kick_bulk(s);
+	mig_links_kick_bulk(&s->links);
 	return 1;
 }
 
@@ -161,7 +161,7 @@ void *src_urgent_thread(void *arg)
 	while (buf && !src_stopped(s)) {
 		struct mig_frame_hdr h;
 		const uint8_t *p;
-		int r = mig_conn_recv(&s->urg, &h, &p, err, sizeof(err));
+		int r = mig_conn_recv(s->links.urg, &h, &p, err, sizeof(err));
 		if (r) {
 			src_set_break(s, !mig_link_error(r), err);
 			break;

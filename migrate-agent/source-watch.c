@@ -23,7 +23,7 @@ static struct mig_conn *hold_link(void *ctx)
 	struct src *s = ctx;
 	mig_lock(&s->link_lock, MIG_RANK_SRC_LINK);
 	if (s->link_up)
-		return &s->urg;
+		return s->links.urg;
 	mig_unlock(&s->link_lock);
 	return NULL;
 }
@@ -39,8 +39,8 @@ static struct mig_conn *hold_link(void *ctx)
 static uint64_t heard_link(void *ctx)
 {
 	struct src *s = ctx;
-	uint64_t heard = mig_conn_heard(&s->urg);
-	uint64_t sent = src_bulk_last_tx(s);
+	uint64_t heard = mig_conn_heard(s->links.urg);
+	uint64_t sent = mig_links_bulk_last_tx(&s->links);
 	return sent > heard ? sent : heard;
 }
 

@@ -32,8 +32,8 @@ void src_set_break(struct src *s, int fatal, const char *why)
 		s->broken = 1;
 	pthread_cond_broadcast(&s->cond);
 	mig_unlock(&s->lock);
-	mig_conn_kick(&s->urg);
-	src_kick_bulk(s);
+	mig_conn_kick(s->links.urg);
+	mig_links_kick_bulk(&s->links);
 }
 
 /* Whether the threads must stop: a break or a fatal error (lock-free, for their loops). */
@@ -97,8 +97,8 @@ int src_give_up(struct src *s, const char *why, char *err, size_t errlen)
 {
 	struct mig_error e = { .code = MIG_ERR_CANCELLED, .msg_len = (uint32_t)strlen(why) };
 
-	if (s->urg.fd >= 0)
-		mig_conn_send(&s->urg, MIG_MSG_ERROR, &e, sizeof(e), why, e.msg_len);
+	if (s->links.urg->fd >= 0)
+		mig_conn_send(s->links.urg, MIG_MSG_ERROR, &e, sizeof(e), why, e.msg_len);
 	snprintf(err, errlen, "%s", why);
 	return -ECANCELED;
 }
@@ -120,7 +120,11 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 {
 	for (;;) {
 		pthread_t ut, pt[MIG_MAX_CHANNELS];
-		pthread_create(&ut, NULL, src_urgent_thread, s);
+		int r = pthread_create(&ut, NULL, src_urgent_thread, s);
+		if (r) { /* nothing started: nothing to join */
+			snprintf(err, errlen, "cannot start the urgent thread: %s", strerror(r));
+			return -r;
+		}
 		unsigned npush = src_start_push(s, pt);
 		pthread_join(ut, NULL);
 		for (unsigned k = 0; k < npush; k++)
@@ -135,7 +139,7 @@ static int run_postcopy(struct src *s, char *err, size_t errlen)
 			snprintf(err, errlen, "internal: threads ended without a result");
 			return -EIO;
 		}
-		int r = src_recover_link(s, err, errlen);
+		r = src_recover_link(s, err, errlen);
 		if (r)
 			return r;
 	}
@@ -150,8 +154,10 @@ int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 {
 	s->nr_pages = vm->ram_size / PAGE_SIZE;
 	s->sent = calloc((s->nr_pages + 63) / 64, 8);
-	if (!s->sent)
+	if (!s->sent || mig_links_alloc(&s->links, o->channels)) {
+		free(s->sent);
 		return -ENOMEM;
+	}
 	s->vm = vm;
 	s->o = o;
 	s->stamps = mig_stamps_new(s->nr_pages); /* NULL: no stamps, nothing else lost */
@@ -160,10 +166,6 @@ int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 		s->features |= MIG_FEAT_NO_PAYLOAD_CRC;
 	s->features &= ~o->features_off;
 	s->t_start = now_ns();
-	s->nr_bulk = o->channels;
-	s->urg.fd = -1;
-	for (unsigned k = 0; k < s->nr_bulk; k++)
-		src_bulk(s, k)->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -203,6 +205,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	    mig_addr_parse(o->addr, &s->sa, err, errlen) || src_tls_client(s, err, errlen)) {
 		mig_tls_ctx_free(s->tls);
 		mig_stamps_free(s->stamps);
+		mig_links_free(&s->links);
 		free(s->sent);
 		free(s);
 		return NULL;
@@ -216,8 +219,7 @@ static void src_free(struct src *s)
 	if (s->dirty_on) /* a failed precopy, pause or state save: logging off */
 		s->vm->dirty_stop(s->vm->ctx);
 	src_stop_watch(s);
-	mig_conn_close(&s->urg);
-	src_close_bulk(s);
+	mig_links_free(&s->links);
 	mig_tls_ctx_free(s->tls);
 	mig_auth_wipe(s->secret, sizeof(s->secret));
 	free(s->blob);

@@ -25,8 +25,8 @@
  *                     COMPLETE believed or not, hints for the pusher
  *   source-push.c     the pusher: page encoding, batches, io_uring, pacing,
  *                     which page next (hints first, then in order)
- *   source-channels.c the bulk channels (--channels): each one's share of
- *                     RAM and push thread
+ *   source-channels.c the bulk channels (--channels, s->links: channels.h):
+ *                     each one's share of RAM and push thread
  *   source-recover.c  a link broken after the switch-over: reconnect, RESUME,
  *                     resend what the destination lacks
  *   source-report.c   progress out: struct mig_ctl's figures and phase, the
@@ -73,8 +73,8 @@
  *
  *   s->link_lock (link_up)
  *     -> s->lock (broken, fatal, complete, why)
- *     -> s->urg.tx_lock (a send, net.c) -> its TLS lock (tls.c)
- *   s->urg.tx_lock, a bulk channel's tx_lock (a send) -> its TLS lock
+ *     -> s->links.urg->tx_lock (a send, net.c) -> its TLS lock (tls.c)
+ *   s->links.urg->tx_lock, a bulk channel's tx_lock (a send) -> its TLS lock
  *   s->lock: a leaf (src_set_break() kicks the connections after dropping it)
  *   s->hint_lock (the hints): a leaf
  *
@@ -98,6 +98,7 @@
 #include <stdint.h>
 #include <zstd.h>
 
+#include "channels.h"
 #include "internal.h"
 #include "link.h"
 #include "lock-rank.h"
@@ -125,10 +126,8 @@ struct src {
 	int have_secret;
 	uint32_t attempt; /* connection attempts so far (HELLO.attempt) */
 	uint64_t *sent;
-	struct mig_conn urg, bulk;
-	struct mig_conn bulk_more[MIG_MAX_CHANNELS - 1]; /* bulk channels 1.. */
-	unsigned nr_bulk;				 /* o->channels */
-	struct mig_tls_ctx *tls;			 /* NULL: plain TCP */
+	struct mig_links links;	 /* o->channels bulk channels; the source's own for the whole run */
+	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 
 	pthread_mutex_t lock;
 	int broken;   /* link lost: recoverable after the switch-over */
@@ -172,7 +171,7 @@ struct src {
 
 	/*
 	 * The watchdog (link.h, source-watch.c).  link_lock guards link_up and
-	 * the connections' set-up: the watchdog touches urg/bulk only while up.
+	 * the connections' set-up: the watchdog touches s->links only while up.
 	 */
 	pthread_mutex_t link_lock;
 	int link_up;
@@ -257,13 +256,8 @@ int src_drain(struct pusher *ps);
 void src_push_channel(struct src *s, unsigned k);
 
 /* source-channels.c */
-struct mig_conn *src_bulk(struct src *s, unsigned k);
 void src_share(const struct src *s, unsigned k, uint64_t *lo, uint64_t *hi);
 unsigned src_owner(const struct src *s, uint64_t i);
-void src_kick_bulk(struct src *s);
-void src_close_bulk(struct src *s);
-uint64_t src_bulk_tx(struct src *s, int headers);
-uint64_t src_bulk_last_tx(struct src *s);
 unsigned src_start_push(struct src *s, pthread_t *t);
 
 /* source-recover.c */

@@ -29,30 +29,6 @@ void mig_frame_hdr_init(struct mig_frame_hdr *h, uint16_t type, uint32_t len, ui
 	h->hdr_crc = crc32c(0, h, offsetof(struct mig_frame_hdr, hdr_crc));
 }
 
-static const char *const msg_names[] = {
-	[MIG_MSG_HELLO] = "HELLO",
-	[MIG_MSG_LAYOUT] = "LAYOUT",
-	[MIG_MSG_STATE] = "STATE",
-	[MIG_MSG_PAGE] = "PAGE",
-	[MIG_MSG_PAGE_REQUEST] = "PAGE_REQUEST",
-	[MIG_MSG_RUNNING] = "RUNNING",
-	[MIG_MSG_COMPLETE] = "COMPLETE",
-	[MIG_MSG_RESUME] = "RESUME",
-	[MIG_MSG_ERROR] = "ERROR",
-	[MIG_MSG_PRECOPY_DIRTY] = "PRECOPY_DIRTY",
-	[MIG_MSG_DONE] = "DONE",
-	[MIG_MSG_AUTH] = "AUTH",
-	[MIG_MSG_PING] = "PING",
-	[MIG_MSG_PAGE_RUN] = "PAGE_RUN",
-};
-
-const char *mig_msg_name(unsigned type)
-{
-	if (type == 0 || type > MIG_MSG_MAX)
-		return "?";
-	return msg_names[type];
-}
-
 __attribute__((format(printf, 4, 5))) static int fail(int e, char *err, size_t errlen,
 						      const char *fmt, ...)
 {
@@ -66,32 +42,30 @@ __attribute__((format(printf, 4, 5))) static int fail(int e, char *err, size_t e
 }
 
 /*
- * Each message type's payload length: the largest it may have, and whether
- * that is the only length it may have (exact sizes of the variable ones are
- * checked with their contents).  One table, so the two never disagree.
+ * One row per message type: everything the parser and the senders know of
+ * it (docs/wire-protocol.md, "Messages").  The header check takes the
+ * limit, the payload check the length rule, the order rule and the type's
+ * own check; mig_msg_name() the name, mig_payload_crc_off() the page rule.
+ * A new type is one row here, its struct in wire.h and its check below.
  */
-static const struct {
-	uint32_t max;
-	bool fixed;
-} payload_len[MIG_MSG_MAX + 1] = {
-	[MIG_MSG_HELLO] = { sizeof(struct mig_hello), true },
-	[MIG_MSG_LAYOUT] = { sizeof(struct mig_layout), true },
-	[MIG_MSG_STATE] = { MIG_MAX_PAYLOAD, false },
-	[MIG_MSG_PAGE] = { sizeof(struct mig_page) + PAGE_SIZE, false },
-	[MIG_MSG_PAGE_REQUEST] = { sizeof(struct mig_page_request) + 8 * MIG_MAX_REQ_PAGES, false },
-	[MIG_MSG_RUNNING] = { sizeof(struct mig_running), true },
-	[MIG_MSG_COMPLETE] = { sizeof(struct mig_complete), true },
-	[MIG_MSG_RESUME] = { MIG_MAX_PAYLOAD, false },
-	[MIG_MSG_ERROR] = { sizeof(struct mig_error) + MIG_MAX_ERROR_MSG, false },
-	[MIG_MSG_PRECOPY_DIRTY] = { MIG_MAX_PAYLOAD, false },
-	[MIG_MSG_DONE] = { sizeof(struct mig_done), true },
-	[MIG_MSG_AUTH] = { sizeof(struct mig_auth), true },
-	[MIG_MSG_PING] = { 0, true },
-	[MIG_MSG_PAGE_RUN] = { sizeof(struct mig_page_run) + MIG_MAX_RUN_PAGES * PAGE_SIZE, false },
+struct frame_type {
+	const char *name;
+	uint32_t max;	/* the longest payload, checked on the header alone */
+	bool fixed;	/* max is the only length (the others check theirs with the contents) */
+	bool first;	/* may come before HELLO: HELLO itself, and a peer's refusal */
+	bool versioned; /* starts with a version, refused as such whatever the length */
+	bool page_data; /* pages after a 16-byte head: checked in two parts, the payload
+			    * CRC agreed away under MIG_FEAT_NO_PAYLOAD_CRC */
+	int (*check)(struct mig_wire_ctx *ctx, const uint8_t *pl, uint32_t len, char *err,
+		     size_t errlen); /* the type's own contract, on a payload of a good length */
 };
+
+/* The row of a known type, else NULL (the table follows the checks). */
+static const struct frame_type *frame_type(unsigned type);
 
 int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
 {
+	const struct frame_type *t = frame_type(h->type);
 	if (h->magic != MIG_MAGIC)
 		return fail(-EPROTO, err, errlen, "bad magic 0x%08x (expected 0x%08x)", h->magic,
 			    MIG_MAGIC);
@@ -100,14 +74,14 @@ int mig_check_hdr(const struct mig_frame_hdr *h, char *err, size_t errlen)
 		return fail(-EBADMSG, err, errlen,
 			    "frame header checksum mismatch (got 0x%08x, computed 0x%08x)",
 			    h->hdr_crc, crc);
-	if (h->type == 0 || h->type > MIG_MSG_MAX)
+	if (!t)
 		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
 	if (h->flags)
-		return fail(-EPROTO, err, errlen, "%s frame with reserved flags 0x%x",
-			    mig_msg_name(h->type), h->flags);
-	if (h->len > payload_len[h->type].max)
-		return fail(-EMSGSIZE, err, errlen, "%s frame length %u exceeds limit %u",
-			    mig_msg_name(h->type), h->len, payload_len[h->type].max);
+		return fail(-EPROTO, err, errlen, "%s frame with reserved flags 0x%x", t->name,
+			    h->flags);
+	if (h->len > t->max)
+		return fail(-EMSGSIZE, err, errlen, "%s frame length %u exceeds limit %u", t->name,
+			    h->len, t->max);
 	return 0;
 }
 
@@ -166,8 +140,19 @@ static int check_hello(struct mig_wire_ctx *ctx, const struct mig_hello *m, char
 	return 0;
 }
 
-static int check_layout(const struct mig_wire_ctx *ctx, const struct mig_layout *l, char *err,
-			size_t errlen)
+static int check_hello_frame(struct mig_wire_ctx *ctx, const uint8_t *pl, uint32_t len, char *err,
+			     size_t errlen)
+{
+	struct mig_hello m;
+	(void)len; /* fixed */
+	if (ctx->hello_seen)
+		return fail(-EPROTO, err, errlen, "second HELLO on a connection");
+	memcpy(&m, pl, sizeof(m));
+	return check_hello(ctx, &m, err, errlen);
+}
+
+static int check_layout_regions(const struct mig_wire_ctx *ctx, const struct mig_layout *l,
+				char *err, size_t errlen)
 {
 	if (l->ram_size != ctx->ram_size)
 		return fail(-EPROTO, err, errlen, "LAYOUT RAM size 0x%llx, HELLO said 0x%llx",
@@ -198,6 +183,15 @@ static int check_layout(const struct mig_wire_ctx *ctx, const struct mig_layout 
 	return 0;
 }
 
+static int check_layout(struct mig_wire_ctx *ctx, const uint8_t *pl, uint32_t len, char *err,
+			size_t errlen)
+{
+	struct mig_layout l;
+	(void)len; /* fixed */
+	memcpy(&l, pl, sizeof(l));
+	return check_layout_regions(ctx, &l, err, errlen);
+}
+
 /* A page bitmap after a header of hlen bytes that starts with nr_pages. */
 static int check_bitmap(const struct mig_wire_ctx *ctx, const void *payload, uint32_t len,
 			uint32_t hlen, const char *what, char *err, size_t errlen)
@@ -222,9 +216,11 @@ static int check_bitmap(const struct mig_wire_ctx *ctx, const void *payload, uin
 	return 0;
 }
 
-static int check_state(const uint8_t *payload, uint32_t len, char *err, size_t errlen)
+static int check_state(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+		       size_t errlen)
 {
 	struct mig_state_hdr s;
+	(void)ctx;
 	if (len < sizeof(s))
 		return fail(-EPROTO, err, errlen, "STATE payload of %u bytes is truncated", len);
 	memcpy(&s, payload, sizeof(s));
@@ -261,8 +257,8 @@ static int check_page_data(const struct mig_wire_ctx *ctx, const struct mig_page
 	return fail(-EPROTO, err, errlen, "PAGE with unknown encoding %u", p->encoding);
 }
 
-static int check_page(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
-		      char *err, size_t errlen)
+static int check_page(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+		      size_t errlen)
 {
 	struct mig_page p;
 	if (len < sizeof(p))
@@ -280,8 +276,8 @@ static int check_page(const struct mig_wire_ctx *ctx, const uint8_t *payload, ui
 	return check_page_data(ctx, &p, err, errlen);
 }
 
-static int check_run(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
-		     char *err, size_t errlen)
+static int check_run(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+		     size_t errlen)
 {
 	struct mig_page_run r;
 	if (!(ctx->features & MIG_FEAT_RUNS))
@@ -314,8 +310,8 @@ static int check_run(const struct mig_wire_ctx *ctx, const uint8_t *payload, uin
 	return 0;
 }
 
-static int check_request(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
-			 char *err, size_t errlen)
+static int check_request(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+			 size_t errlen)
 {
 	struct mig_page_request q;
 	if (len < sizeof(q))
@@ -336,10 +332,11 @@ static int check_request(const struct mig_wire_ctx *ctx, const uint8_t *payload,
 	return 0;
 }
 
-static int check_complete(const struct mig_wire_ctx *ctx, const uint8_t *payload, char *err,
+static int check_complete(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
 			  size_t errlen)
 {
 	struct mig_complete m;
+	(void)len; /* fixed */
 	memcpy(&m, payload, sizeof(m));
 	if (m.pages_received != ctx->ram_size / PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "COMPLETE with %llu pages received, RAM has %llu",
@@ -348,8 +345,8 @@ static int check_complete(const struct mig_wire_ctx *ctx, const uint8_t *payload
 	return 0;
 }
 
-static int check_resume(const struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len,
-			char *err, size_t errlen)
+static int check_resume(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+			size_t errlen)
 {
 	struct mig_resume rs;
 	int r = check_bitmap(ctx, payload, len, sizeof(rs), "RESUME", err, errlen);
@@ -361,9 +358,11 @@ static int check_resume(const struct mig_wire_ctx *ctx, const uint8_t *payload, 
 	return 0;
 }
 
-static int check_error(const uint8_t *payload, uint32_t len, char *err, size_t errlen)
+static int check_error(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+		       size_t errlen)
 {
 	struct mig_error e;
+	(void)ctx;
 	if (len < sizeof(e))
 		return fail(-EPROTO, err, errlen, "ERROR truncated");
 	memcpy(&e, payload, sizeof(e));
@@ -373,24 +372,98 @@ static int check_error(const uint8_t *payload, uint32_t len, char *err, size_t e
 	return 0;
 }
 
-static int check_done(const struct mig_wire_ctx *ctx, const uint8_t *payload, char *err,
+static int check_done(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
 		      size_t errlen)
 {
 	struct mig_done d;
+	(void)len; /* fixed */
 	memcpy(&d, payload, sizeof(d));
 	if (d.phase > 1 || d.reserved || d.pages > ctx->ram_size / PAGE_SIZE)
 		return fail(-EPROTO, err, errlen, "DONE malformed");
 	return 0;
 }
 
-static int check_auth(const uint8_t *payload, char *err, size_t errlen)
+static int check_auth(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+		      size_t errlen)
 {
 	struct mig_auth a;
+	(void)ctx, (void)len; /* fixed */
 	/* Not the data: it may be the session's secret, and a copy here would stay on the stack. */
 	memcpy(&a, payload, offsetof(struct mig_auth, data));
 	if (a.kind < MIG_AUTH_SECRET || a.kind > MIG_AUTH_PROOF || a.reserved)
 		return fail(-EPROTO, err, errlen, "AUTH of unknown kind %u", a.kind);
 	return 0;
+}
+
+static int check_dirty(struct mig_wire_ctx *ctx, const uint8_t *payload, uint32_t len, char *err,
+		       size_t errlen)
+{
+	return check_bitmap(ctx, payload, len, sizeof(struct mig_dirty), "PRECOPY_DIRTY", err,
+			    errlen);
+}
+
+/* Payloads of up to max bytes, of exactly max bytes (the type's fixed struct). */
+#define UPTO(n)	 .max = (n), .fixed = false
+#define EXACT(n) .max = (n), .fixed = true
+
+static const struct frame_type frame_types[MIG_MSG_MAX + 1] = {
+	[MIG_MSG_HELLO] = { .name = "HELLO",
+			    EXACT(sizeof(struct mig_hello)),
+			    .first = true,
+			    .versioned = true,
+			    .check = check_hello_frame },
+	[MIG_MSG_LAYOUT] = { .name = "LAYOUT",
+			     EXACT(sizeof(struct mig_layout)),
+			     .check = check_layout },
+	[MIG_MSG_STATE] = { .name = "STATE", UPTO(MIG_MAX_PAYLOAD), .check = check_state },
+	[MIG_MSG_PAGE] = { .name = "PAGE",
+			   UPTO(sizeof(struct mig_page) + PAGE_SIZE),
+			   .page_data = true,
+			   .check = check_page },
+	[MIG_MSG_PAGE_REQUEST] = { .name = "PAGE_REQUEST",
+				   UPTO(sizeof(struct mig_page_request) + 8 * MIG_MAX_REQ_PAGES),
+				   .check = check_request },
+	[MIG_MSG_RUNNING] = { .name = "RUNNING", EXACT(sizeof(struct mig_running)) },
+	[MIG_MSG_COMPLETE] = { .name = "COMPLETE",
+			       EXACT(sizeof(struct mig_complete)),
+			       .check = check_complete },
+	[MIG_MSG_RESUME] = { .name = "RESUME", UPTO(MIG_MAX_PAYLOAD), .check = check_resume },
+	[MIG_MSG_ERROR] = { .name = "ERROR",
+			    UPTO(sizeof(struct mig_error) + MIG_MAX_ERROR_MSG),
+			    .first = true,
+			    .check = check_error },
+	[MIG_MSG_PRECOPY_DIRTY] = { .name = "PRECOPY_DIRTY",
+				    UPTO(MIG_MAX_PAYLOAD),
+				    .check = check_dirty },
+	[MIG_MSG_DONE] = { .name = "DONE", EXACT(sizeof(struct mig_done)), .check = check_done },
+	[MIG_MSG_AUTH] = { .name = "AUTH", EXACT(sizeof(struct mig_auth)), .check = check_auth },
+	[MIG_MSG_PING] = { .name = "PING", EXACT(0) },
+	[MIG_MSG_PAGE_RUN] = { .name = "PAGE_RUN",
+			       UPTO(sizeof(struct mig_page_run) + MIG_MAX_RUN_PAGES * PAGE_SIZE),
+			       .page_data = true,
+			       .check = check_run },
+};
+/* The parts of a page_data type: its head, then the pages. */
+_Static_assert(sizeof(struct mig_page) == sizeof(struct mig_page_run), "one head size");
+#define PAGE_DATA_HEAD sizeof(struct mig_page_run)
+
+static const struct frame_type *frame_type(unsigned type)
+{
+	if (type >= sizeof(frame_types) / sizeof(frame_types[0]) || !frame_types[type].name)
+		return NULL;
+	return &frame_types[type];
+}
+
+const char *mig_msg_name(unsigned type)
+{
+	const struct frame_type *t = frame_type(type);
+	return t ? t->name : "?";
+}
+
+int mig_payload_crc_off(const struct mig_wire_ctx *ctx, uint16_t type)
+{
+	const struct frame_type *t = frame_type(type);
+	return (ctx->features & MIG_FEAT_NO_PAYLOAD_CRC) && t && t->page_data;
 }
 
 int mig_check_payload(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *payload,
@@ -421,84 +494,44 @@ static int check_crc(const struct mig_wire_ctx *ctx, const struct mig_frame_hdr 
 }
 
 /* Check what every frame must satisfy before its own contract: parts, CRC, order, length. */
-static int check_frame(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *head,
-		       uint32_t head_len, const void *data, char *err, size_t errlen)
+static int check_frame(struct mig_wire_ctx *ctx, const struct frame_type *t,
+		       const struct mig_frame_hdr *h, const void *head, uint32_t head_len,
+		       const void *data, char *err, size_t errlen)
 {
 	uint32_t len = h->len, version;
-	if (h->type == 0 || h->type > MIG_MSG_MAX) /* mig_check_hdr() refuses it first */
-		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
-	if (head_len > len ||
-	    (head_len < len && h->type != MIG_MSG_PAGE_RUN && h->type != MIG_MSG_PAGE) ||
-	    (head_len < len && head_len < sizeof(struct mig_page_run)))
-		return fail(-EINVAL, err, errlen, "%s checked in parts of %u of %u bytes",
-			    mig_msg_name(h->type), head_len, len);
+	if (head_len > len || (head_len < len && (!t->page_data || head_len < PAGE_DATA_HEAD)))
+		return fail(-EINVAL, err, errlen, "%s checked in parts of %u of %u bytes", t->name,
+			    head_len, len);
 	int r = check_crc(ctx, h, head, head_len, data, err, errlen);
 	if (r)
 		return r;
 	/* ERROR may come first: a peer refusing the connection says why. */
-	if (!ctx->hello_seen && h->type != MIG_MSG_HELLO && h->type != MIG_MSG_ERROR)
-		return fail(-EPROTO, err, errlen, "%s before HELLO", mig_msg_name(h->type));
+	if (!ctx->hello_seen && !t->first)
+		return fail(-EPROTO, err, errlen, "%s before HELLO", t->name);
 	/* Another version's HELLO may have another size: say which version. */
-	if (h->type == MIG_MSG_HELLO && len >= sizeof(version)) {
+	if (t->versioned && len >= sizeof(version)) {
 		memcpy(&version, head, sizeof(version));
 		if (version != MIG_VERSION)
 			return fail(-EPROTONOSUPPORT, err, errlen,
 				    "peer speaks protocol version %u, this side speaks %u", version,
 				    MIG_VERSION);
 	}
-	if (payload_len[h->type].fixed && len != payload_len[h->type].max)
-		return fail(-EPROTO, err, errlen, "%s length %u, expected %ld",
-			    mig_msg_name(h->type), len, (long)payload_len[h->type].max);
+	if (t->fixed && len != t->max)
+		return fail(-EPROTO, err, errlen, "%s length %u, expected %ld", t->name, len,
+			    (long)t->max);
 	return 0;
 }
 
 int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, const void *head,
 		    uint32_t head_len, const void *data, char *err, size_t errlen)
 {
-	const uint8_t *pl = head;
-	uint32_t len = h->len;
-	int r = check_frame(ctx, h, head, head_len, data, err, errlen);
-	if (r)
+	const struct frame_type *t = frame_type(h->type);
+	if (!t) /* mig_check_hdr() refuses it first */
+		return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
+	int r = check_frame(ctx, t, h, head, head_len, data, err, errlen);
+	if (r || !t->check)
 		return r;
-	switch (h->type) {
-	case MIG_MSG_HELLO: {
-		struct mig_hello m;
-		if (ctx->hello_seen)
-			return fail(-EPROTO, err, errlen, "second HELLO on a connection");
-		memcpy(&m, pl, sizeof(m));
-		return check_hello(ctx, &m, err, errlen);
-	}
-	case MIG_MSG_LAYOUT: {
-		struct mig_layout l;
-		memcpy(&l, pl, sizeof(l));
-		return check_layout(ctx, &l, err, errlen);
-	}
-	case MIG_MSG_STATE:
-		return check_state(pl, len, err, errlen);
-	case MIG_MSG_PAGE:
-		return check_page(ctx, pl, len, err, errlen);
-	case MIG_MSG_PAGE_RUN:
-		return check_run(ctx, pl, len, err, errlen);
-	case MIG_MSG_PAGE_REQUEST:
-		return check_request(ctx, pl, len, err, errlen);
-	case MIG_MSG_RUNNING:
-	case MIG_MSG_PING:
-		return 0;
-	case MIG_MSG_COMPLETE:
-		return check_complete(ctx, pl, err, errlen);
-	case MIG_MSG_RESUME:
-		return check_resume(ctx, pl, len, err, errlen);
-	case MIG_MSG_PRECOPY_DIRTY:
-		return check_bitmap(ctx, pl, len, sizeof(struct mig_dirty), "PRECOPY_DIRTY", err,
-				    errlen);
-	case MIG_MSG_ERROR:
-		return check_error(pl, len, err, errlen);
-	case MIG_MSG_DONE:
-		return check_done(ctx, pl, err, errlen);
-	case MIG_MSG_AUTH:
-		return check_auth(pl, err, errlen);
-	}
-	return fail(-EPROTO, err, errlen, "unknown message type %u", h->type);
+	return t->check(ctx, head, h->len, err, errlen);
 }
 
 static _Thread_local ZSTD_DCtx *dctx;

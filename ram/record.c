@@ -51,6 +51,18 @@ static void count_requested(struct ram *ram, uint64_t was, uint64_t now)
 		atomic_fetch_add(&ram->nr_requested, after ? 1 : (uint64_t)-1);
 }
 
+_Static_assert(RAM_BY_KINDS <= 8, "a word's arrival has 3 bits");
+
+static const char *const arrival_names[RAM_BY_KINDS] = {
+	[RAM_BY_NONE] = "none",	      [RAM_BY_DEMAND] = "demand", [RAM_BY_PUSH] = "pushed",
+	[RAM_BY_PRECOPY] = "precopy", [RAM_BY_SOURCE] = "source",
+};
+
+const char *ram_arrival_name(enum ram_arrival by)
+{
+	return (unsigned)by < RAM_BY_KINDS ? arrival_names[by] : "?";
+}
+
 static uint64_t make_word(const struct ram *ram, enum ram_page_state st, enum ram_arrival by,
 			  bool zero)
 {

@@ -4,7 +4,11 @@ trace events (switch-over steps, fault latencies)."""
 import re
 
 from .common import FAULT_STEPS, SWITCH_STEPS_OURS
-from .stats import percentile
+from .stats import PAGE_CATEGORIES, percentile
+
+# An agent before its page map named its kinds numbered them so (for
+# bench/ab against an older build); later ones carry "kinds".
+OLD_AGENT_KINDS = ["demand", "pushed", "precopy"]
 
 
 def ours_stamps(s, d):
@@ -42,10 +46,14 @@ def ours_stamps(s, d):
         out["switchover_steps_us"] = sw
     pm = ds.get("page_map")
     if pm:
-        # [guest MiB, ms since the vCPUs started, category]
-        cat = {0: "demand", 1: "pushed", 2: "precopy"}
-        out["page_map"] = [[p * 4096 / 1048576.0, us / 1000.0,
-                            "zero" if z else cat.get(k, "pushed")]
+        # [guest MiB, ms since the vCPUs started, category]; a kind is a
+        # number the map's "kinds" names (the page record's enum ram_arrival)
+        kinds = pm.get("kinds") or OLD_AGENT_KINDS
+
+        def cat(k, z):
+            name = kinds[k] if 0 <= k < len(kinds) else None
+            return "zero" if z else name if name in PAGE_CATEGORIES else "pushed"
+        out["page_map"] = [[p * 4096 / 1048576.0, us / 1000.0, cat(k, z)]
                            for p, us, k, z in pm["pages"]]
     return out
 

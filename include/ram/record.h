@@ -41,14 +41,24 @@ enum ram_page_state {
 	RAM_PAGE_PRESENT,
 };
 
-/* How a page came; the numbers are the page map's (docs/bench.md) plus one. */
+/*
+ * How a page came: the one numbering of arrival kinds, used as is by the
+ * page map in the metrics (which names them with ram_arrival_name(), so
+ * its readers, bench/pagemap among them, take the names from there).  A
+ * new kind: a line here, its name in ram/record.c, and the code that
+ * installs pages with it.
+ */
 enum ram_arrival {
 	RAM_BY_NONE,
 	RAM_BY_DEMAND,	/* a reply to this host's request */
 	RAM_BY_PUSH,	/* the source's background push */
 	RAM_BY_PRECOPY, /* staged before the switch-over */
 	RAM_BY_SOURCE,	/* a synchronous page source (a file, a buffer) */
+	RAM_BY_KINDS,	/* how many there are (the word has room for 8) */
 };
+
+/* A kind's name in reports ("demand", "pushed", ...), "?" for no kind. */
+const char *ram_arrival_name(enum ram_arrival by);
 
 #define RAM_FROM(state)	    (1u << (state))
 #define RAM_WORD_STATE_MASK 0x7ull

@@ -219,7 +219,7 @@ static struct mig_dest *fake_dest(struct fake_vm *v, uint8_t mode, int devnull)
 						    .hello_seen = 1,
 						    .peer_role = MIG_ROLE_SOURCE };
 	}
-	dest_links_set(d, c[0], &c[1], 1);
+	d->links = (struct mig_links){ .urg = c[0], .bulk = { c[1] }, .nr_bulk = 1 };
 	d->link_ok = 1;
 	if (mode & 1) { /* after the switch-over: the vCPUs run */
 		d->phase0_done = d->state_rx = 1;
@@ -267,7 +267,7 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 	char err[320];
 	size_t off = 0;
 	while (len - off > 1 + sizeof(struct mig_frame_hdr) && !d->failed) {
-		struct mig_conn *c = (s[off] & 1) ? d->bulk[0] : d->urg;
+		struct mig_conn *c = (s[off] & 1) ? d->links.bulk[0] : d->links.urg;
 		struct run *rn = &run[s[off] & 1];
 		if ((s[off] & 2) && !d->state_rx) {
 			for (int k = 0; k < 2 && !d->failed; k++)

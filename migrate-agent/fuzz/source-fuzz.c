@@ -60,12 +60,15 @@ static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, unsigned nr_bulk
 	/* The push claimed the first pages already (sent, or in its buffer). */
 	for (uint64_t i = 0; i < nr_pages * claimed / 8; i++)
 		bit_test_and_set(s->sent, i);
-	s->urg.fd = fd;
-	s->urg.name = "urgent";
-	pthread_mutex_init(&s->urg.tx_lock, NULL);
-	s->urg.wire = (struct mig_wire_ctx){ .ram_size = nr_pages * PAGE_SIZE,
-					     .hello_seen = 1,
-					     .peer_role = MIG_ROLE_DEST };
+	/* The channels are the template's too (one input at a time): a fresh urgent one. */
+	*s->links.urg = (struct mig_conn){
+		.fd = fd,
+		.name = "urgent",
+		.wire = { .ram_size = nr_pages * PAGE_SIZE,
+			  .hello_seen = 1,
+			  .peer_role = MIG_ROLE_DEST },
+	};
+	pthread_mutex_init(&s->links.urg->tx_lock, NULL);
 	return s;
 }
 
@@ -122,7 +125,7 @@ static void play(struct src *s, int peer, uint8_t *seen, uint8_t *in, size_t len
 		if (!r && h.len > len - off - sizeof(h))
 			return;
 		if (!r)
-			r = mig_check_payload(&s->urg.wire, &h, in + off + sizeof(h), err,
+			r = mig_check_payload(&s->links.urg->wire, &h, in + off + sizeof(h), err,
 					      sizeof(err));
 		if (r && !err[0])
 			abort(); /* every rejection has a message */
@@ -162,6 +165,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort(); /* COMPLETE believed with pages never sent */
 	check_sent(sv[1], seen, nr_pages);
 	free(in);
-	free(s); /* its page bitmap and stamps are the template's */
+	free(s); /* its page bitmap, stamps and channels are the template's */
 	return 0;
 }

@@ -153,7 +153,10 @@ static void start_pair(int a, int b)
 		d->to = k ? a : b;
 		d->refs = refs;
 		pthread_t t;
-		pthread_create(&t, NULL, pump, d);
+		if (pthread_create(&t, NULL, pump, d)) {
+			fprintf(stderr, "mig-cutproxy: cannot start a forwarding thread\n");
+			exit(1);
+		}
 		pthread_detach(t);
 	}
 }

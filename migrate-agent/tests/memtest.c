@@ -142,6 +142,16 @@ static void *writer_thread(void *arg)
 	return arg;
 }
 
+/* A thread of this test, or the test fails here: it cannot run without it. */
+static void start_thread(pthread_t *t, void *(*fn)(void *), const char *what)
+{
+	int r = pthread_create(t, NULL, fn, NULL);
+	if (r) {
+		fprintf(stderr, "memtest: cannot start the %s thread: %s\n", what, strerror(r));
+		_exit(1);
+	}
+}
+
 static int src_pause(void *ctx)
 {
 	__atomic_store_n(&writer_stop, 1, __ATOMIC_RELEASE);
@@ -154,7 +164,7 @@ static int src_resume(void *ctx)
 {
 	writer_stop = 0;
 	if (!lockstep)
-		pthread_create(&writer, NULL, writer_thread, NULL);
+		start_thread(&writer, writer_thread, "writer");
 	return 0;
 }
 
@@ -262,7 +272,7 @@ static int run_source(struct mig_opts *o)
 		fill_page(i, 0);
 	dirty = calloc((nr_pages + 63) / 64, 8);
 	if (!lockstep)
-		pthread_create(&writer, NULL, writer_thread, NULL);
+		start_thread(&writer, writer_thread, "writer");
 	struct mig_source_vm vm = {
 		.ram = ram,
 		.ram_size = ram_size,
@@ -402,7 +412,7 @@ static int run_dest(struct mig_opts *o)
 	int touching = strcmp(touch, "none") != 0;
 	if (touching)
 		for (uint64_t k = 0; k < touchers; k++)
-			pthread_create(&tt[k], NULL, toucher_thread, NULL);
+			start_thread(&tt[k], toucher_thread, "toucher");
 	r = mig_dest_wait(dest, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "memtest: dest: migration failed: %s\n", err);

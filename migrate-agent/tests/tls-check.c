@@ -116,7 +116,10 @@ static void exchange(struct end *e, struct mig_tls *t)
 	uint32_t crc = 0;
 	char err[256] = "";
 
-	pthread_create(&th, NULL, send_all, &s);
+	if (pthread_create(&th, NULL, send_all, &s)) {
+		snprintf(e->result, sizeof(e->result), "cannot start the sender thread");
+		return; /* not ok: the run fails with this result */
+	}
 	if (sndbuf)
 		usleep(200000); /* the sender fills the small buffer and waits */
 	while (got < e->bytes) {
@@ -299,8 +302,10 @@ int main(int argc, char **argv)
 	}
 	srv.fd = fds[0];
 	cli.fd = fds[1];
-	pthread_create(&ts, NULL, run_end, &srv);
-	pthread_create(&tc, NULL, run_end, &cli);
+	if (pthread_create(&ts, NULL, run_end, &srv) || pthread_create(&tc, NULL, run_end, &cli)) {
+		fprintf(stderr, "mig-tls-check: cannot start the two ends' threads\n");
+		return 2;
+	}
 	pthread_join(ts, NULL);
 	pthread_join(tc, NULL);
 	printf("server: %s\nclient: %s\n", srv.result, cli.result);

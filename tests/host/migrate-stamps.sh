@@ -66,6 +66,7 @@ jq -s -e '.[0].stamps.switchover.state_saved <= .[1].stamps.switchover.state_rec
 # The page map: every page once (32 MiB: under 65536 pages, so no sampling).
 check_json "$work/d.json" '.stamps.page_map.every == 1 and (.stamps.page_map.pages | length) == .pages and ([.stamps.page_map.pages[][0]] | unique | length) == .pages' \
 	"page map: every page exactly once"
-check_json "$work/d.json" '([.stamps.page_map.pages[] | select(.[2] == 0)] | length) == .pages_demand and ([.stamps.page_map.pages[] | select(.[2] == 1)] | length) == .pages_pushed and ([.stamps.page_map.pages[] | select(.[3] == 1)] | length) == .pages_zero' \
+# A page's kind is a number the map's own "kinds" names (the record's enum ram_arrival).
+check_json "$work/d.json" '.stamps.page_map as $m | ($m.kinds | index("demand")) as $d | ($m.kinds | index("pushed")) as $p | $d != null and $p != null and ([$m.pages[] | select(.[2] == $d)] | length) == .pages_demand and ([$m.pages[] | select(.[2] == $p)] | length) == .pages_pushed and ([$m.pages[] | select(.[3] == 1)] | length) == .pages_zero' \
 	"page map: demand, pushed and zero counts"
 echo "migrate-stamps: $(jq -c '{faults, pages_demand, pages_pushed, pages_zero, records: (.stamps.records | length)}' "$work/d.json"), in causal order on both sides"

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "glue.h"
 #include "vmm/vm.h"
@@ -44,17 +45,19 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
 {
 	struct migrate_glue *gl = o->glue;
-	if (o->incoming) {
-		glue_incoming_started(gl);
-		return 0;
-	}
+	if (o->incoming)
+		return glue_incoming_started(gl);
 	if (o->control) {
 		int r = glue_start_control(gl);
 		if (r)
 			return r;
 	}
 	if (o->migrate_to) {
-		pthread_create(&gl->timer, NULL, glue_timer_thread, gl);
+		int r = pthread_create(&gl->timer, NULL, glue_timer_thread, gl);
+		if (r) {
+			pr_vmm("cannot start the --migrate-after timer: %s\n", strerror(r));
+			return -r;
+		}
 		gl->timer_on = 1;
 	}
 	return 0;

@@ -89,8 +89,11 @@ unsigned glue_regions(struct vm *vm, struct mig_region *out);
 
 /* migrate_prepare() for a destination: blocks until the state is loaded. */
 int glue_prepare_incoming(struct migrate_glue *gl);
-/* migrate_started() for a destination: the vCPUs run, the watch starts. */
-void glue_incoming_started(struct migrate_glue *gl);
+/*
+ * migrate_started() for a destination: the vCPUs run, the watch starts.
+ * 0, or -errno with a message when the watch cannot start.
+ */
+int glue_incoming_started(struct migrate_glue *gl);
 /* migrate_finish()'s part for a destination, after the VM stopped. */
 void glue_incoming_finish(struct migrate_glue *gl);
 

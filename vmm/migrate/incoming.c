@@ -155,13 +155,18 @@ int glue_prepare_incoming(struct migrate_glue *gl)
 	return 0;
 }
 
-void glue_incoming_started(struct migrate_glue *gl)
+int glue_incoming_started(struct migrate_glue *gl)
 {
 	vm_resume(gl->vm); /* parked since glue_prepare_incoming() */
 	mig_dest_resumed(gl->dest);
 	glue_stop_signal_watch(gl);
-	pthread_create(&gl->watch, NULL, watch_thread, gl);
+	int r = pthread_create(&gl->watch, NULL, watch_thread, gl);
+	if (r) {
+		pr_vmm("cannot start the incoming migration's watch: %s\n", strerror(r));
+		return -r;
+	}
 	gl->watch_on = 1;
+	return 0;
 }
 
 /*

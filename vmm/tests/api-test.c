@@ -324,9 +324,15 @@ int main(int argc, char **argv)
 	server.ram = pusher.ram = vm_ram(b);
 	CHECK(vm_state_load(b, blob, (size_t)len, NULL, 0) == 0, "state load into B");
 	CHECK(ram_start_faults(vm_ram(b), &as.src, false) == 0, "fault thread");
-	pthread_create(&ts, NULL, server_thread, &server);
+	if (pthread_create(&ts, NULL, server_thread, &server)) {
+		fprintf(stderr, "FAIL: cannot start the page server thread\n");
+		exit(1); /* a test that cannot run, not one that ran */
+	}
 	CHECK(vm_start(b) == 0, "start B");
-	pthread_create(&tp, NULL, pusher_thread, &pusher);
+	if (pthread_create(&tp, NULL, pusher_thread, &pusher)) {
+		fprintf(stderr, "FAIL: cannot start the pusher thread\n");
+		exit(1);
+	}
 
 	/* 5. both finish with the reference checksum */
 	sum_a = finish(a, "A (paused 41 times)");

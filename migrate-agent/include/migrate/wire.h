@@ -489,11 +489,7 @@ int mig_check_parts(struct mig_wire_ctx *ctx, const struct mig_frame_hdr *h, con
  * ctx's features (MIG_FEAT_NO_PAYLOAD_CRC agreed, a page payload)?  Then
  * its sender puts payload_crc 0 and its receiver does not check it.
  */
-static inline int mig_payload_crc_off(const struct mig_wire_ctx *ctx, uint16_t type)
-{
-	return (ctx->features & MIG_FEAT_NO_PAYLOAD_CRC) &&
-	       (type == MIG_MSG_PAGE || type == MIG_MSG_PAGE_RUN);
-}
+int mig_payload_crc_off(const struct mig_wire_ctx *ctx, uint16_t type);
 
 /* Human name of a message type ("PAGE"), or "?" */
 const char *mig_msg_name(unsigned type);
