@@ -3,7 +3,8 @@
  * hugetlb-refusal: the series refuses hugetlb memory, and leaves it as it was.
  *
  * MADV_USERFAULT (0002) and remap_anon_pages() (0003) take private anonymous
- * memory only.  A hugetlb vma is neither (vma_is_anonymous() is false: it
+ * memory only (MADV_NOUSERFAULT, which only clears the flag, takes any vma,
+ * as MADV_KEEPONFORK does).  A hugetlb vma is neither (vma_is_anonymous() is false: it
  * has hugetlb_vm_ops), private or shared, and mainline UFFDIO_MOVE refuses
  * it too.  Each refusal must be EINVAL with nothing changed: no flag left on
  * the vma (a later fault still allocates a huge page instead of SIGBUS), no
@@ -66,8 +67,9 @@ static void test_madvise(uint8_t *h)
 	      "MADV_USERFAULT on private hugetlb: EINVAL");
 	CHECK(madvise(h + HUGE, HUGE, MADV_USERFAULT) == -1 && errno == EINVAL,
 	      "MADV_USERFAULT on its missing half: EINVAL");
-	CHECK(madvise(h, 2 * HUGE, MADV_NOUSERFAULT) == -1 && errno == EINVAL,
-	      "MADV_NOUSERFAULT on private hugetlb: EINVAL");
+	/* Clearing a flag a vma cannot have is harmless: as MADV_KEEPONFORK. */
+	CHECK(madvise(h, 2 * HUGE, MADV_NOUSERFAULT) == 0,
+	      "MADV_NOUSERFAULT on private hugetlb: accepted, as on any vma");
 	/* No flag was left behind: the missing huge page faults in as zeroes. */
 	CHECK(read_byte(h + HUGE + 4096) == 0, "missing huge page: demand-zero, no SIGBUS");
 	CHECK(has_pattern(h, HUGE, 0x31), "present huge page: unchanged");
