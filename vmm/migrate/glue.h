@@ -14,6 +14,8 @@
  *                   timer of --migrate-after
  *   qmp-params.c    the next migration's parameters (QMP set/query), frozen
  *                   when one starts
+ *   qmp-caps.c      QEMU's migration capabilities (QMP set/query), kept
+ *                   with the parameters
  *   qmp-commands.c  the other QMP commands, and the control socket
  *
  * Locking: gl->lock (with gl->cond) guards finishing, params, run_params,
@@ -42,9 +44,33 @@ struct incoming_signals;
 
 #define pr_vmm(...) fprintf(stderr, "vmm: " __VA_ARGS__)
 
-/* Options for the next migration (migrate-set-parameters), under gl->lock. */
+/* QEMU's migration capabilities this VMM knows (qmp-caps.c), as bits of glue_params.caps. */
+enum glue_cap {
+	GLUE_CAP_POSTCOPY_RAM,
+	GLUE_CAP_POSTCOPY_PREEMPT,
+	GLUE_CAP_RETURN_PATH,
+	GLUE_CAP_EVENTS,
+	GLUE_CAP_MULTIFD,
+	GLUE_CAP_POSTCOPY_BLOCKTIME,
+	GLUE_CAP_PAUSE_BEFORE_SWITCHOVER,
+	GLUE_CAP_ZERO_COPY_SEND,
+	GLUE_CAP_NR
+};
+#define GLUE_CAP_BIT(c) (1u << (c))
+
+/* QEMU's default downtime-limit (ms), and its largest. */
+#define GLUE_DOWNTIME_LIMIT_DEFAULT 300
+#define GLUE_DOWNTIME_LIMIT_MAX	    2000000
+
+/*
+ * Options for the next migration (migrate-set-parameters,
+ * migrate-set-capabilities), under gl->lock.
+ */
 struct glue_params {
 	uint64_t param[MIG_P_NR];
+	uint64_t downtime_limit;	 /* ms: stored and queried, nothing more (docs) */
+	uint64_t max_postcopy_bandwidth; /* bytes/s after the switch-over; 0: max-bandwidth's */
+	uint32_t caps;			 /* GLUE_CAP_BIT()s */
 	char tls_creds[512], tls_psk[512], tls_hostname[256], metrics[512];
 };
 
@@ -106,8 +132,12 @@ void glue_stop_signal_watch(struct migrate_glue *gl);
 /* Migrate out; returns 0 on success (the VM is then stopped here). */
 int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_opts *m, char *err,
 		     size_t errlen);
-/* Start the VM's one migration (gl->lock held): 0, or -1 with why in err. */
-int glue_start_migration(struct migrate_glue *gl, const char *uri, char *err, size_t errlen);
+/*
+ * Start the VM's one migration with the options p (gl->lock held): 0, or
+ * -1 with why in err.
+ */
+int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct glue_params *p,
+			 char *err, size_t errlen);
 /* The thread of the migration (gl->uri, gl->mig_opts). */
 void *glue_migration_thread(void *arg);
 /* The thread of --migrate-after: waits, then starts the migration to --migrate-to. */
@@ -121,13 +151,20 @@ void glue_phase_changed(void *arg, enum mig_phase phase);
 
 /* The next migration's parameters: the flags' values. */
 void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o);
-/* gl->mig_opts and gl->ctl from the parameters as they are now (gl->lock held). */
-void glue_freeze_params(struct migrate_glue *gl);
+/* gl->run_params, gl->mig_opts and gl->ctl from p (gl->lock held). */
+void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *p);
 /* A string argument into buf (left alone when absent): 0, or -1 with reply set. */
 int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
 		 struct qmp_reply *reply);
 void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+/* ---- qmp-caps.c ---- */
+
+/* The capabilities' values at start (from vmm run's flags). */
+void glue_caps_init(struct glue_params *p, const struct migrate_vmm_opts *o);
+void glue_qmp_set_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply);
+void glue_qmp_query_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply);
 
 /* ---- qmp-commands.c ---- */
 
