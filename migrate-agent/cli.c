@@ -5,7 +5,8 @@
  * VMM process (it must read guest RAM at the source and own it at the
  * destination, as in QEMU).
  *
- *   migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT
+ *   migrate-agent migrate --vmm SOCKET --to URI   (tcp:HOST:PORT, tcp:[IPV6]:PORT,
+ *                                                 unix:PATH: migrate/net.h)
  *                 [--precopy-rounds N] [--compress] [--metrics FILE]
  *                 [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]
  *                 [--channels N]
@@ -45,14 +46,15 @@ struct request {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
+		"usage: migrate-agent migrate --vmm SOCKET --to URI\n"
 		"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
 		"                     [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]\n"
 		"                     [--postcopy-manual] [--channels N]\n"
 		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n"
 		"       migrate-agent status --vmm SOCKET          (query-migrate)\n"
 		"       migrate-agent cancel --vmm SOCKET          (migrate_cancel)\n"
-		"       migrate-agent start-postcopy --vmm SOCKET  (migrate-start-postcopy)\n");
+		"       migrate-agent start-postcopy --vmm SOCKET  (migrate-start-postcopy)\n"
+		"URI: tcp:HOST:PORT (a name or an IPv4 address), tcp:[IPV6]:PORT or unix:PATH\n");
 }
 
 /* -h, --help: the usage on stdout, exit 0, from any option's place. */

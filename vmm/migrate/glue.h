@@ -31,6 +31,7 @@
 #define VMM_MIGRATE_GLUE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -101,7 +102,12 @@ struct migrate_glue {
 
 /* ---- options.c ---- */
 
-/* The flags' combinations and TLS files: 0, or -EINVAL after a message. */
+/*
+ * A migration URI (migrate/net.h's forms; any address only where listen):
+ * 0, or -EINVAL with why in err.
+ */
+int glue_check_uri(const char *uri, bool listen, char *err, size_t errlen);
+/* The flags' combinations, URIs and TLS files: 0, or -EINVAL after a message. */
 int glue_check_opts(const struct migrate_vmm_opts *o);
 /* The library's options from the flags, for a migration to or from addr. */
 struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr);

@@ -70,6 +70,11 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 		qmp_fail(reply, "Parameter 'uri' is missing");
 		goto out;
 	}
+	/* A bad URI is an error now, not a failed migration later (as QEMU's). */
+	if (glue_check_uri(uri, false, err, sizeof(err))) {
+		qmp_fail(reply, "%s", err);
+		return;
+	}
 	pthread_mutex_lock(&gl->lock);
 	/*
 	 * Without postcopy-ram QEMU migrates by precopy to the end, which this

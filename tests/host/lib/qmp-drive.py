@@ -94,6 +94,10 @@ def capabilities_case(q):
                                 "postcopy-blocktime")) and not caps["multifd"],
           f"capabilities set and read back: {caps}")
     refused(q, "migrate", "resume", "migrate resume: true", uri="tcp:127.0.0.1:1", resume=True)
+    refused(q, "migrate", "any address", "migrate to tcp::PORT", uri="tcp::4444")
+    refused(q, "migrate", "bad address", "migrate to tcp:HOST (no port)", uri="tcp:127.0.0.1")
+    refused(q, "migrate", "bad address", "migrate to an unbracketed IPv6", uri="tcp:::1:4444")
+    refused(q, "migrate", "needs a path", "migrate to unix:", uri="unix:")
     refused(q, "migrate", "expects a boolean", "migrate detach: 1", uri="tcp:127.0.0.1:1", detach=1)
     refused(q, "migrate", "unexpected", "migrate blk (not taken)", uri="tcp:127.0.0.1:1", blk=True)
 
