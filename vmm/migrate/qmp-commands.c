@@ -79,8 +79,9 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 	/*
 	 * Without postcopy-ram QEMU migrates by precopy to the end, which this
 	 * VMM does not do: a client that did not ask for postcopy gets none.
+	 * One under way is said first, as QEMU says it.
 	 */
-	if (!(gl->params.caps & GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_RAM)))
+	if (!glue_mig_active(gl) && !(gl->params.caps & GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_RAM)))
 		qmp_fail(reply, "this VMM migrates only by postcopy: set the capability "
 				"postcopy-ram (migrate then runs precopy until "
 				"migrate-start-postcopy, as QEMU's)");
