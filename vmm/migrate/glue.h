@@ -95,8 +95,13 @@ struct migrate_glue {
 	struct mig_opts mig_opts;	       /* the running one's, pointing into run_params */
 	struct mig_ctl ctl;
 	char uri[256];
-	int mig_on;		      /* a migration thread was started (join it), by anyone */
-	int user_paused;	      /* stopped by the QMP command stop */
+	int mig_on;	 /* a migration thread was started (join it), by anyone */
+	int user_paused; /* stopped by the QMP command stop */
+	/* The destination (--incoming), under gl->lock: incoming.c. */
+	int inmigrate;		      /* the state has not arrived: QEMU's "inmigrate" */
+	int incoming_done;	      /* every page arrived */
+	int incoming_signo;	      /* a signal ended the wait for migrate-incoming */
+	char incoming_uri[256];	      /* --incoming's, or migrate-incoming's (defer) */
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 };
 
@@ -119,8 +124,13 @@ unsigned glue_regions(struct vm *vm, struct mig_region *out);
 
 /* ---- incoming.c ---- */
 
+/* QEMU's -incoming defer: the URI comes by migrate-incoming. */
+#define GLUE_INCOMING_DEFER "defer"
+
 /* migrate_prepare() for a destination: blocks until the state is loaded. */
 int glue_prepare_incoming(struct migrate_glue *gl);
+/* QMP migrate-incoming {uri}: the deferred destination's address. */
+void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_reply *reply);
 /* migrate_started() for a destination: the vCPUs run, the watch starts. */
 void glue_incoming_started(struct migrate_glue *gl);
 /* migrate_finish()'s part for a destination, after the VM stopped. */

@@ -65,11 +65,11 @@ static const char **string_flag(struct migrate_vmm_opts *o, const char *a)
 
 void migrate_usage(FILE *f)
 {
-	fprintf(f, "  migration (docs/migration.md): [--incoming URI] | [--control SOCKET]\n"
+	fprintf(f, "  migration (docs/migration.md): [--incoming URI|defer] [--control SOCKET]\n"
 		   "               [--migrate-to URI --migrate-after MS] [--migrate-metrics FILE]\n"
+		   "               [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n"
 		   "               URI: tcp:HOST:PORT, tcp:[IPV6]:PORT, tcp::PORT (any address,\n"
-		   "               --incoming only) or unix:PATH\n"
-		   "               [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n");
+		   "               --incoming only) or unix:PATH; defer: QMP migrate-incoming\n");
 	/* The tunables from their one table (migrate/params.h), three to a line. */
 	for (int p = 0; p < MIG_P_NR; p++)
 		fprintf(f, "%s[%s%s]%s", p % 3 ? " " : "               ", mig_param_defs[p].flag,
@@ -148,13 +148,19 @@ int glue_check_opts(const struct migrate_vmm_opts *o)
 {
 	char err[400];
 
-	if ((o->incoming && glue_check_uri(o->incoming, true, err, sizeof(err))) ||
+	int defer = o->incoming && !strcmp(o->incoming, GLUE_INCOMING_DEFER);
+
+	if ((o->incoming && !defer && glue_check_uri(o->incoming, true, err, sizeof(err))) ||
 	    (o->migrate_to && glue_check_uri(o->migrate_to, false, err, sizeof(err)))) {
 		pr_vmm("%s: %s\n", o->incoming ? "--incoming" : "--migrate-to", err);
 		return -EINVAL;
 	}
-	if (o->incoming && (o->migrate_to || o->control)) {
-		pr_vmm("--incoming cannot be combined with --migrate-to or --control\n");
+	if (o->incoming && o->migrate_to) {
+		pr_vmm("--incoming cannot be combined with --migrate-to\n");
+		return -EINVAL;
+	}
+	if (defer && !o->control) {
+		pr_vmm("--incoming defer needs --control (migrate-incoming gives the URI)\n");
 		return -EINVAL;
 	}
 	if (o->param[MIG_P_POSTCOPY_MANUAL] && !o->control) {

@@ -70,6 +70,11 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 		qmp_fail(reply, "Parameter 'uri' is missing");
 		goto out;
 	}
+	if (gl->o->incoming) {
+		qmp_fail(reply, "this VM arrived by migration: migrating it on is not supported "
+				"yet");
+		return;
+	}
 	/* A bad URI is an error now, not a failed migration later (as QEMU's). */
 	if (glue_check_uri(uri, false, err, sizeof(err))) {
 		qmp_fail(reply, "%s", err);
@@ -202,6 +207,9 @@ static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *r
 	pthread_mutex_lock(&gl->lock);
 	if (glue_mig_active(gl)) {
 		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
+	} else if (gl->inmigrate) {
+		qmp_fail(reply, "the VM is waiting for its incoming migration (inmigrate): it "
+				"runs when its state has arrived");
 	} else if (stop != gl->user_paused) {
 		r = stop ? vm_pause(gl->vm) : vm_resume(gl->vm);
 		if (r)
@@ -231,15 +239,19 @@ static void qmp_query_status(void *ctx, struct json_object *args, struct qmp_rep
 {
 	struct migrate_glue *gl = ctx;
 	struct json_object *o = json_object_new_object();
-	int paused;
+	int paused, inmigrate;
 
 	(void)args;
 	pthread_mutex_lock(&gl->lock);
 	paused = gl->user_paused;
+	inmigrate = gl->inmigrate;
 	pthread_mutex_unlock(&gl->lock);
-	json_object_object_add(o, "running", json_object_new_boolean(!paused));
+	json_object_object_add(o, "running", json_object_new_boolean(!paused && !inmigrate));
 	json_object_object_add(o, "singlestep", json_object_new_boolean(0));
-	json_object_object_add(o, "status", json_object_new_string(paused ? "paused" : "running"));
+	json_object_object_add(o, "status",
+			       json_object_new_string(inmigrate ? "inmigrate"
+						      : paused	? "paused"
+								: "running"));
 	reply->ret = o;
 }
 
@@ -255,6 +267,7 @@ static const struct qmp_command qmp_commands[] = {
 	{ "stop", qmp_stop },
 	{ "cont", qmp_cont },
 	{ "query-status", qmp_query_status },
+	{ "migrate-incoming", glue_qmp_migrate_incoming },
 	{ NULL, NULL },
 };
 

@@ -22,6 +22,13 @@ documented QMP wire format, not from this project's code.
                                     refused, cancelled: the VM goes on
   qmp-drive.py SOCKET after-postcopy    the same, ended by
                                     migrate-start-postcopy, to completed
+  qmp-drive.py DSOCK incoming URI SSOCK  the destination as a QMP object
+                                    (vmm run --incoming defer): inmigrate,
+                                    stop/cont/migrate refused, bad
+                                    migrate-incoming refused, then
+                                    migrate-incoming URI; the source
+                                    (SSOCK) migrates there; the VM runs
+                                    there: RESUME, stop and cont work
 
 Prints what it saw; exits 0 when every check held, 1 with the reason.
 """
@@ -207,12 +214,53 @@ def after_postcopy(path, _uri):
     check("completed" in q.statuses(), f"MIGRATION events: {q.statuses()}")
 
 
+def wait_run_state(q, want, limit=240):
+    end = time.time() + limit
+    while time.time() < end:
+        st = q.command("query-status")
+        if st["status"] == want:
+            return st
+        time.sleep(0.2)
+    raise SystemExit(f"FAIL: query-status never said {want}: {st}")
+
+
+def incoming_case(path, uri):
+    d = QMP(path)
+    st = d.command("query-status")
+    check(st["status"] == "inmigrate" and not st["running"],
+          f"--incoming defer: query-status inmigrate, not running: {st}")
+    refused(d, "cont", "inmigrate", "cont before the state arrived")
+    refused(d, "stop", "inmigrate", "stop before the state arrived")
+    refused(d, "migrate", "arrived by migration", "migrate at a destination", uri="tcp:127.0.0.1:1")
+    refused(d, "migrate-incoming", "bad address",
+            "migrate-incoming to a bad URI", uri="tcp:127.0.0.1")
+    refused(d, "migrate-incoming", "missing", "migrate-incoming without a uri")
+    d.command("migrate-incoming", uri=uri)
+    refused(d, "migrate-incoming", "already been started", "a second migrate-incoming", uri=uri)
+    s = QMP(sys.argv[4])
+    s.command("migrate-set-capabilities",
+              capabilities=[cap("postcopy-ram", True), cap("events", True)])
+    s.command("migrate-set-parameters", **{"x-postcopy-manual": False, "x-precopy-rounds": 0})
+    s.command("migrate", uri=uri)
+    wait_run_state(d, "running")
+    check(True, "the VM runs at the destination: query-status running")
+    d.command("stop")
+    st = d.command("query-status")
+    check(st["status"] == "paused" and not st["running"], f"stop at the destination: {st}")
+    d.command("cont")
+    st = d.command("query-status")
+    check(st["status"] == "running" and st["running"], f"cont at the destination: {st}")
+    events = [e["event"] for e in d.events]
+    check(events[:1] == ["RESUME"] and "STOP" in events and events[-1] == "RESUME",
+          f"the destination's events: RESUME when its vCPUs start, then STOP, RESUME: {events}")
+
+
 def main():
     path, case = sys.argv[1:3]
     uri = sys.argv[3] if len(sys.argv) > 3 else ""
     try:
         {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
-         "after-postcopy": after_postcopy}[case](path, uri)
+         "after-postcopy": after_postcopy, "incoming": incoming_case}[case](path, uri)
     except QMPError as e:
         raise SystemExit(f"FAIL: {e}")
 
