@@ -10,7 +10,7 @@ BASE_CFLAGS += -Imigrate-agent/include
 # writes; mig-memtest and the fuzzers use lazy RAM without a VM) and
 # libcommon.a; a program that links it names all three, MIG_OWN, and the
 # system libraries MIG_LIBS after them.
-MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
+MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/addr.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/link.c \
 	migrate-agent/session.c migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \

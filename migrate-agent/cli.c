@@ -5,7 +5,8 @@
  * VMM process (it must read guest RAM at the source and own it at the
  * destination, as in QEMU).
  *
- *   migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT
+ *   migrate-agent migrate --vmm SOCKET --to URI   (tcp:HOST:PORT, tcp:[IPV6]:PORT,
+ *                                                 unix:PATH: migrate/net.h)
  *                 [--precopy-rounds N] [--compress] [--metrics FILE]
  *                 [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]
  *                 [--channels N]
@@ -45,14 +46,15 @@ struct request {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: migrate-agent migrate --vmm SOCKET --to tcp:HOST:PORT\n"
+		"usage: migrate-agent migrate --vmm SOCKET --to URI\n"
 		"                     [--precopy-rounds N] [--compress] [--metrics FILE]\n"
 		"                     [--recover-ms MS] [--idle-ms MS] [--max-bandwidth BYTES/S]\n"
 		"                     [--postcopy-manual] [--channels N]\n"
 		"                     [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n"
 		"       migrate-agent status --vmm SOCKET          (query-migrate)\n"
 		"       migrate-agent cancel --vmm SOCKET          (migrate_cancel)\n"
-		"       migrate-agent start-postcopy --vmm SOCKET  (migrate-start-postcopy)\n");
+		"       migrate-agent start-postcopy --vmm SOCKET  (migrate-start-postcopy)\n"
+		"URI: tcp:HOST:PORT (a name or an IPv4 address), tcp:[IPV6]:PORT or unix:PATH\n");
 }
 
 /* -h, --help: the usage on stdout, exit 0, from any option's place. */
@@ -201,7 +203,11 @@ static struct json_object *parameters(const struct request *q, const char *metri
 	struct json_object *a = json_object_new_object();
 
 	for (int i = 0; i < MIG_P_NR; i++)
-		if (q->given[i])
+		/*
+		 * x-postcopy-manual always: the VMM's default is QEMU's (precopy
+		 * until migrate-start-postcopy), this CLI's is to switch by itself.
+		 */
+		if (q->given[i] || i == MIG_P_POSTCOPY_MANUAL)
 			json_object_object_add(a, mig_param_defs[i].key,
 					       mig_param_defs[i].is_bool
 						   ? json_object_new_boolean(q->param[i] != 0)
@@ -342,14 +348,38 @@ static int follow(struct qmpc *c, const struct request *q)
 	}
 }
 
-/* Set the parameters and start: 0, or 1 after a message. */
+static void add_cap(struct json_object *list, const char *name, int state)
+{
+	struct json_object *e = json_object_new_object();
+
+	json_object_object_add(e, "capability", json_object_new_string(name));
+	json_object_object_add(e, "state", json_object_new_boolean(state));
+	json_object_array_add(list, e);
+}
+
+/* QEMU's capabilities for a postcopy migration with events; multifd for --channels. */
+static struct json_object *capabilities(const struct request *q)
+{
+	struct json_object *a = json_object_new_object(), *list = json_object_new_array();
+
+	add_cap(list, "postcopy-ram", 1);
+	add_cap(list, "events", 1);
+	if (q->given[MIG_P_CHANNELS]) /* else the VMM's own (vmm run --channels) */
+		add_cap(list, "multifd", 1);
+	json_object_object_add(a, "capabilities", list);
+	return a;
+}
+
+/* Set the capabilities and parameters and start: 0, or 1 after a message. */
 static int start(struct qmpc *c, const struct request *q, const char *metrics)
 {
 	char err[600];
 	struct json_object *args = json_object_new_object();
 
 	json_object_object_add(args, "uri", json_object_new_string(q->to));
-	if (qmpc_execute(c, "migrate-set-parameters", parameters(q, metrics), q->idle_ms, NULL,
+	if (qmpc_execute(c, "migrate-set-capabilities", capabilities(q), q->idle_ms, NULL, NULL,
+			 NULL, err, sizeof(err)) ||
+	    qmpc_execute(c, "migrate-set-parameters", parameters(q, metrics), q->idle_ms, NULL,
 			 NULL, NULL, err, sizeof(err)) ||
 	    qmpc_execute(c, "migrate", json_object_get(args), q->idle_ms, NULL, NULL, NULL, err,
 			 sizeof(err))) {

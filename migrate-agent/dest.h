@@ -120,7 +120,7 @@ struct run {
 
 struct mig_dest {
 	struct mig_opts o;
-	struct sockaddr_in sa;
+	struct mig_addr sa;
 	int lfd;
 	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 	struct mig_dest_vm *vm;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * TCP transport for wire.h frames: address parsing, connect/listen, framed
- * send with gathered payloads, buffered and fully checked receive.
+ * TCP transport for wire.h frames: framed send with gathered payloads,
+ * buffered and fully checked receive (addresses, connect and listen: addr.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,118 +27,6 @@ uint64_t mig_realtime_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int mig_addr_parse(const char *spec, struct sockaddr_in *sa, char *err, size_t errlen)
-{
-	char host[64];
-	const char *p = spec;
-	if (strncmp(p, "tcp:", 4) == 0)
-		p += 4;
-	const char *colon = strrchr(p, ':');
-	if (!colon || colon == p || (size_t)(colon - p) >= sizeof(host)) {
-		snprintf(err, errlen, "bad address '%s' (expected tcp:HOST:PORT)", spec);
-		return -EINVAL;
-	}
-	memcpy(host, p, colon - p);
-	host[colon - p] = 0;
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (*end || port <= 0 || port > 65535) {
-		snprintf(err, errlen, "bad port in address '%s'", spec);
-		return -EINVAL;
-	}
-	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons((uint16_t)port);
-	if (strcmp(host, "localhost") == 0)
-		strcpy(host, "127.0.0.1");
-	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
-		snprintf(err, errlen, "bad IPv4 address '%s' in '%s'", host, spec);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static void addr_str(const struct sockaddr_in *sa, char *buf, size_t len)
-{
-	char ip[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
-	snprintf(buf, len, "%s:%u", ip, ntohs(sa->sin_port));
-}
-
-/*
- * The listen backlog.  Under a storm of strangers' connections a full
- * accept queue drops the real source's SYN, and its kernel retries only
- * after a second (TCP's initial RTO), then 3 s, 7 s: a recovery's whole
- * deadline.  The queue must rather hold a burst while the acceptor is
- * busy: the acceptor takes several thousand connections a second, so
- * 1024 queued wait well under the source's connect timeout, where 8 (the
- * old value) overflowed within 2 ms of a storm.  The kernel caps it at
- * net.core.somaxconn (4096 by default).
- */
-#define MIG_LISTEN_BACKLOG 1024
-
-int mig_listen(const struct sockaddr_in *sa, char *err, size_t errlen)
-{
-	char a[64];
-	addr_str(sa, a, sizeof(a));
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -errno;
-	}
-	int one = 1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 ||
-	    listen(fd, MIG_LISTEN_BACKLOG) < 0) {
-		int e = errno;
-		snprintf(err, errlen, "cannot listen on %s: %s", a, strerror(e));
-		close(fd);
-		return -e;
-	}
-	return fd;
-}
-
-int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t errlen)
-{
-	char a[64];
-	addr_str(sa, a, sizeof(a));
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -errno;
-	}
-	int e = 0;
-	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
-		e = errno;
-		if (e == EINPROGRESS) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull, now;
-			int n;
-			/* poll() ends with EINTR when the process was stopped and continued. */
-			do {
-				now = now_ns();
-				n = poll(&pfd, 1,
-					 now < end ? (int)((end - now + 999999) / 1000000) : 0);
-			} while (n < 0 && errno == EINTR);
-			socklen_t sl = sizeof(e);
-			if (n == 0)
-				e = ETIMEDOUT;
-			else if (n < 0)
-				e = errno;
-			else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) < 0)
-				e = errno;
-		}
-	}
-	if (e) {
-		snprintf(err, errlen, "cannot connect to %s: %s", a, strerror(e));
-		close(fd);
-		return -e;
-	}
-	int fl = fcntl(fd, F_GETFL);
-	fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	return fd;
 }
 
 int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, uint32_t features)

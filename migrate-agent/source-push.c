@@ -246,10 +246,24 @@ static int pace_cut(struct pusher *ps)
 		__atomic_load_n(&s->o->ctl->phase, __ATOMIC_ACQUIRE) == MIG_PHASE_PRECOPY);
 }
 
+/*
+ * The cap as it is now: QEMU's max-postcopy-bandwidth after the
+ * switch-over where it is set, max_bandwidth otherwise (which here caps
+ * postcopy's push too, where QEMU's caps only precopy).
+ */
+static uint64_t pace_cap(const struct mig_ctl *c)
+{
+	uint64_t post = __atomic_load_n(&c->max_postcopy_bandwidth, __ATOMIC_RELAXED);
+
+	if (post && __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE) >= MIG_PHASE_SWITCHOVER)
+		return post;
+	return __atomic_load_n(&c->max_bandwidth, __ATOMIC_RELAXED);
+}
+
 static int pace(struct pusher *ps, size_t bytes)
 {
 	struct mig_ctl *c = ps->s->o->ctl;
-	uint64_t cap = c ? __atomic_load_n(&c->max_bandwidth, __ATOMIC_RELAXED) : 0;
+	uint64_t cap = c ? pace_cap(c) : 0;
 	int r;
 
 	if (!cap) {
@@ -269,7 +283,7 @@ static int pace(struct pusher *ps, size_t bytes)
 
 		ns = ns > PACE_SLEEP_NS ? PACE_SLEEP_NS : ns + 1;
 		nanosleep(&(struct timespec){ .tv_nsec = (long)ns }, NULL);
-		cap = __atomic_load_n(&c->max_bandwidth, __ATOMIC_RELAXED);
+		cap = pace_cap(c);
 		if (!cap) { /* the cap was lifted: no debt */
 			ps->pace_t = 0;
 			break;

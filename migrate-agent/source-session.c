@@ -235,10 +235,16 @@ int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, s
 int src_tls_client(struct src *s, char *err, size_t errlen)
 {
 	struct mig_tls_opts t = s->o->tls;
-	char host[INET_ADDRSTRLEN];
 	if (!mig_opts_tls(s->o))
 		return 0;
+	if (!t.hostname && t.creds_dir && !s->sa.host[0]) {
+		snprintf(err, errlen,
+			 "TLS with x509 over %s: name the destination's "
+			 "certificate with tls-hostname",
+			 s->sa.text);
+		return -EINVAL;
+	}
 	if (!t.hostname && t.creds_dir)
-		t.hostname = inet_ntop(AF_INET, &s->sa.sin_addr, host, sizeof(host));
+		t.hostname = s->sa.host;
 	return mig_tls_ctx_new(&t, false, &s->tls, err, errlen);
 }

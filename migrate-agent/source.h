@@ -118,7 +118,7 @@
 struct src {
 	struct mig_source_vm *vm;
 	const struct mig_opts *o;
-	struct sockaddr_in sa;
+	struct mig_addr sa;
 	uint64_t session, nr_pages;
 	uint32_t features;
 	/* Learnt on the session's first urgent connection; proves every later one. */

@@ -255,7 +255,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--relay-psk"))
 			relay_psk = argv[i + 1];
 	}
-	struct sockaddr_in la, ta;
+	struct mig_addr la, ta;
 	char err[200];
 	if (!listen_s || !to_s || mig_addr_parse(listen_s, &la, err, sizeof(err)) ||
 	    mig_addr_parse(to_s, &ta, err, sizeof(err))) {

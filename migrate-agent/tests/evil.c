@@ -146,7 +146,7 @@ static int authenticate(struct mig_conn *c, int channel)
 }
 
 /* Open a channel and say a valid HELLO; wait for the answer; authenticate. */
-static int open_channel(struct sockaddr_in *sa, int channel, uint32_t features, struct mig_conn *c)
+static int open_channel(struct mig_addr *sa, int channel, uint32_t features, struct mig_conn *c)
 {
 	char err[300];
 	int fd = mig_connect(sa, 3000, err, sizeof(err));
@@ -214,7 +214,7 @@ static int evil_run(const char *cs)
 	return 0;
 }
 
-static int evil_source(const char *cs, struct sockaddr_in *sa)
+static int evil_source(const char *cs, struct mig_addr *sa)
 {
 	uint8_t buf[2 * PAGE_SIZE + 256];
 	char err[300];
@@ -377,7 +377,7 @@ struct memtest_blob {
 };
 
 struct sess {
-	struct sockaddr_in sa;
+	struct mig_addr sa;
 	struct mig_conn u, b;
 	uint8_t *ram;
 	uint64_t nr_pages;
@@ -950,7 +950,7 @@ static int case_ansi_error(struct sess *s)
 	return 0;
 }
 
-static int evil_session(const char *cs, struct sockaddr_in *sa)
+static int evil_session(const char *cs, struct mig_addr *sa)
 {
 	struct sess s = { .sa = *sa, .u.fd = -1, .b.fd = -1 };
 	int r = 2;
@@ -1074,7 +1074,7 @@ static int dest_pings(struct mig_conn c[2], const char *what)
 	return 3;
 }
 
-static int evil_dest(const char *cs, struct sockaddr_in *sa)
+static int evil_dest(const char *cs, struct mig_addr *sa)
 {
 	char err[300];
 	int lfd = mig_listen(sa, err, sizeof(err));
@@ -1149,7 +1149,7 @@ int main(int argc, char **argv)
 			"usage: mig-evil CASE tcp:HOST:PORT [--mem MiB | --snapshot FILE]\n");
 		return 2;
 	}
-	struct sockaddr_in sa;
+	struct mig_addr sa;
 	char err[300];
 	for (int i = 3; i + 1 < argc; i += 2) {
 		struct mig_tls_opts t = { .psk_file = argv[i + 1] };

@@ -5,7 +5,7 @@
 #    second migrate while one runs; a migration in manual-postcopy precopy
 #    cancelled: the VM runs on at the source, the destination gives up at
 #    once with the reason;
-# 2. two clients, one only watching and leaving; precopy, then
+# 2. over unix:PATH; two clients, one only watching and leaving; precopy, then
 #    migrate-start-postcopy; migrate_cancel after the switch-over refused;
 #    MIGRATION events to completed; checksum equal at the destination.
 # Before 1, migrate-agent status on a VMM that has not migrated.  Each case
@@ -42,7 +42,13 @@ cmd="workload=random iters=$(sized 20000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 sock=$work/vm2.sock
 start_control_vmm "$sock" "$work/s2.err" 250 "$cmd"
-start_vmm_dest migrate 250
-python3 tests/host/lib/qmp-drive.py "$sock" migrate "tcp:127.0.0.1:$dport" ||
+# Over a unix socket (QEMU's unix:PATH), the destination's own.
+msock=$work/mig.sock
+timeout 250 "$BIN/vmm" run --mem 32M --incoming "unix:$msock" \
+	--migrate-metrics "$work/migrate-d.json" > /dev/null 2> "$work/migrate-d.err" &
+dpid=$!
+pids+=("$dpid")
+wait_socket "$msock"
+python3 tests/host/lib/qmp-drive.py "$sock" migrate "unix:$msock" ||
 	{ cat "$work/s2.err" "$work/migrate-d.err" >&2; fail "migrate case"; }
 check_migrated migrate "$ref" "$spid" "$work/s2.err" "$dpid" "$work/migrate-d.err" "$work/migrate-d.json"

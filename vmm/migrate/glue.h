@@ -14,6 +14,8 @@
  *                   timer of --migrate-after
  *   qmp-params.c    the next migration's parameters (QMP set/query), frozen
  *                   when one starts
+ *   qmp-caps.c      QEMU's migration capabilities (QMP set/query), kept
+ *                   with the parameters
  *   qmp-commands.c  the other QMP commands, and the control socket
  *
  * Locking: gl->lock (with gl->cond) guards finishing, params, run_params,
@@ -29,6 +31,7 @@
 #define VMM_MIGRATE_GLUE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -42,9 +45,33 @@ struct incoming_signals;
 
 #define pr_vmm(...) fprintf(stderr, "vmm: " __VA_ARGS__)
 
-/* Options for the next migration (migrate-set-parameters), under gl->lock. */
+/* QEMU's migration capabilities this VMM knows (qmp-caps.c), as bits of glue_params.caps. */
+enum glue_cap {
+	GLUE_CAP_POSTCOPY_RAM,
+	GLUE_CAP_POSTCOPY_PREEMPT,
+	GLUE_CAP_RETURN_PATH,
+	GLUE_CAP_EVENTS,
+	GLUE_CAP_MULTIFD,
+	GLUE_CAP_POSTCOPY_BLOCKTIME,
+	GLUE_CAP_PAUSE_BEFORE_SWITCHOVER,
+	GLUE_CAP_ZERO_COPY_SEND,
+	GLUE_CAP_NR
+};
+#define GLUE_CAP_BIT(c) (1u << (c))
+
+/* QEMU's default downtime-limit (ms), and its largest. */
+#define GLUE_DOWNTIME_LIMIT_DEFAULT 300
+#define GLUE_DOWNTIME_LIMIT_MAX	    2000000
+
+/*
+ * Options for the next migration (migrate-set-parameters,
+ * migrate-set-capabilities), under gl->lock.
+ */
 struct glue_params {
 	uint64_t param[MIG_P_NR];
+	uint64_t downtime_limit;	 /* ms: stored and queried, nothing more (docs) */
+	uint64_t max_postcopy_bandwidth; /* bytes/s after the switch-over; 0: max-bandwidth's */
+	uint32_t caps;			 /* GLUE_CAP_BIT()s */
 	char tls_creds[512], tls_psk[512], tls_hostname[256], metrics[512];
 };
 
@@ -68,14 +95,24 @@ struct migrate_glue {
 	struct mig_opts mig_opts;	       /* the running one's, pointing into run_params */
 	struct mig_ctl ctl;
 	char uri[256];
-	int mig_on;		      /* a migration thread was started (join it), by anyone */
-	int user_paused;	      /* stopped by the QMP command stop */
+	int mig_on;	 /* a migration thread was started (join it), by anyone */
+	int user_paused; /* stopped by the QMP command stop */
+	/* The destination (--incoming), under gl->lock: incoming.c. */
+	int inmigrate;		      /* the state has not arrived: QEMU's "inmigrate" */
+	int incoming_done;	      /* every page arrived */
+	int incoming_signo;	      /* a signal ended the wait for migrate-incoming */
+	char incoming_uri[256];	      /* --incoming's, or migrate-incoming's (defer) */
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 };
 
 /* ---- options.c ---- */
 
-/* The flags' combinations and TLS files: 0, or -EINVAL after a message. */
+/*
+ * A migration URI (migrate/net.h's forms; any address only where listen):
+ * 0, or -EINVAL with why in err.
+ */
+int glue_check_uri(const char *uri, bool listen, char *err, size_t errlen);
+/* The flags' combinations, URIs and TLS files: 0, or -EINVAL after a message. */
 int glue_check_opts(const struct migrate_vmm_opts *o);
 /* The library's options from the flags, for a migration to or from addr. */
 struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr);
@@ -87,8 +124,13 @@ unsigned glue_regions(struct vm *vm, struct mig_region *out);
 
 /* ---- incoming.c ---- */
 
+/* QEMU's -incoming defer: the URI comes by migrate-incoming. */
+#define GLUE_INCOMING_DEFER "defer"
+
 /* migrate_prepare() for a destination: blocks until the state is loaded. */
 int glue_prepare_incoming(struct migrate_glue *gl);
+/* QMP migrate-incoming {uri}: the deferred destination's address. */
+void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_reply *reply);
 /*
  * migrate_started() for a destination: the vCPUs run, the watch starts.
  * 0, or -errno with a message when the watch cannot start.
@@ -109,8 +151,12 @@ void glue_stop_signal_watch(struct migrate_glue *gl);
 /* Migrate out; returns 0 on success (the VM is then stopped here). */
 int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_opts *m, char *err,
 		     size_t errlen);
-/* Start the VM's one migration (gl->lock held): 0, or -1 with why in err. */
-int glue_start_migration(struct migrate_glue *gl, const char *uri, char *err, size_t errlen);
+/*
+ * Start the VM's one migration with the options p (gl->lock held): 0, or
+ * -1 with why in err.
+ */
+int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct glue_params *p,
+			 char *err, size_t errlen);
 /* The thread of the migration (gl->uri, gl->mig_opts). */
 void *glue_migration_thread(void *arg);
 /* The thread of --migrate-after: waits, then starts the migration to --migrate-to. */
@@ -124,13 +170,20 @@ void glue_phase_changed(void *arg, enum mig_phase phase);
 
 /* The next migration's parameters: the flags' values. */
 void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o);
-/* gl->mig_opts and gl->ctl from the parameters as they are now (gl->lock held). */
-void glue_freeze_params(struct migrate_glue *gl);
+/* gl->run_params, gl->mig_opts and gl->ctl from p (gl->lock held). */
+void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *p);
 /* A string argument into buf (left alone when absent): 0, or -1 with reply set. */
 int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
 		 struct qmp_reply *reply);
 void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+/* ---- qmp-caps.c ---- */
+
+/* The capabilities' values at start (from vmm run's flags). */
+void glue_caps_init(struct glue_params *p, const struct migrate_vmm_opts *o);
+void glue_qmp_set_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply);
+void glue_qmp_query_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply);
 
 /* ---- qmp-commands.c ---- */
 

@@ -58,29 +58,66 @@ static void *watch_thread(void *arg)
 	write_dest_metrics(gl);
 	pr_vmm("incoming migration complete: all %llu pages arrived\n",
 	       (unsigned long long)ram_nr_pages(vm_ram(gl->vm)));
+	pthread_mutex_lock(&gl->lock);
+	gl->incoming_done = 1;
+	pthread_mutex_unlock(&gl->lock);
 	return arg;
 }
 
-/* Listens at --incoming: 0, or -errno after a message. */
+/*
+ * The URI to listen on into gl->incoming_uri: --incoming's, or with
+ * --incoming defer migrate-incoming's, waited for as QEMU waits.  0, or
+ * -EINTR when a signal ended the wait.
+ */
+static int incoming_uri(struct migrate_glue *gl)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&gl->lock);
+	if (strcmp(gl->o->incoming, GLUE_INCOMING_DEFER))
+		snprintf(gl->incoming_uri, sizeof(gl->incoming_uri), "%s", gl->o->incoming);
+	else
+		pr_vmm("waiting for QMP migrate-incoming on %s\n", gl->o->control);
+	while (!gl->incoming_uri[0] && !gl->incoming_signo)
+		pthread_cond_wait(&gl->cond, &gl->lock);
+	if (gl->incoming_signo) {
+		pr_vmm("stopped by signal %d before migrate-incoming\n", gl->incoming_signo);
+		r = -EINTR;
+	}
+	pthread_mutex_unlock(&gl->lock);
+	return r;
+}
+
+/* Listens at gl->incoming_uri: 0, or -errno after a message. */
 static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
 {
-	struct mig_opts m = glue_lib_opts(gl, gl->o->incoming);
+	struct mig_opts m = glue_lib_opts(gl, gl->incoming_uri);
+	struct mig_dest *dest;
 	char err[400];
+	int signo;
 
 	if (!ram_is_lazy(ram)) {
 		pr_vmm("--incoming needs lazy RAM\n");
 		return -EINVAL;
 	}
-	gl->dest = mig_dest_listen(&m, err, sizeof(err));
-	if (!gl->dest) {
+	dest = mig_dest_listen(&m, err, sizeof(err));
+	if (!dest) {
 		pr_vmm("%s\n", err);
 		return -EADDRINUSE;
+	}
+	pthread_mutex_lock(&gl->lock); /* the signal watch reads it */
+	gl->dest = dest;
+	signo = gl->incoming_signo;
+	pthread_mutex_unlock(&gl->lock);
+	if (signo) {
+		pr_vmm("stopped by signal %d before the migration started\n", signo);
+		return -EINTR;
 	}
 	if (!m.tls.creds_dir && !m.tls.psk_file)
 		pr_vmm("warning: plain TCP (no --tls-creds or --tls-psk): anyone who can reach "
 		       "%s can send this VMM a VM, and anyone on the path can read the guest's "
 		       "memory and the session secret (docs/security.md)\n",
-		       gl->o->incoming);
+		       gl->incoming_uri);
 	return 0;
 }
 
@@ -125,22 +162,43 @@ static int park_vcpus(struct migrate_glue *gl)
 	return r;
 }
 
+/*
+ * The control socket (QEMU's destination is a QMP object too: the VM is
+ * "inmigrate" until its state is loaded), the signal watch, and the URI.
+ */
+static int incoming_setup(struct migrate_glue *gl)
+{
+	int r;
+
+	gl->inmigrate = 1;
+	if (gl->o->control) {
+		r = glue_start_control(gl);
+		if (r)
+			return r;
+	}
+	r = glue_watch_signals(gl);
+	if (!r)
+		r = incoming_uri(gl);
+	return r;
+}
+
 int glue_prepare_incoming(struct migrate_glue *gl)
 {
 	struct ram *ram = vm_ram(gl->vm);
 	char err[400];
-	int r = listen_incoming(gl, ram);
+	int r = incoming_setup(gl);
 
+	if (!r)
+		r = listen_incoming(gl, ram);
 	if (!r)
 		r = start_page_source(gl, ram);
 	if (!r)
 		r = park_vcpus(gl);
-	if (r)
+	if (r) {
+		glue_stop_signal_watch(gl);
 		return r;
-	pr_vmm("waiting for an incoming migration on %s\n", gl->o->incoming);
-	r = glue_watch_signals(gl);
-	if (r)
-		return r;
+	}
+	pr_vmm("waiting for an incoming migration on %s\n", gl->incoming_uri);
 	r = mig_dest_incoming(gl->dest, &gl->dest_vm, err, sizeof(err));
 	if (r)
 		glue_stop_signal_watch(gl);
@@ -166,7 +224,40 @@ int glue_incoming_started(struct migrate_glue *gl)
 		return -r;
 	}
 	gl->watch_on = 1;
+	/* As QEMU's destination when its vCPUs start; before stop can be taken. */
+	if (gl->qmp)
+		qmp_event(gl->qmp, "RESUME", NULL);
+	pthread_mutex_lock(&gl->lock);
+	gl->inmigrate = 0;
+	pthread_mutex_unlock(&gl->lock);
 	return 0;
+}
+
+void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct migrate_glue *gl = ctx;
+	char uri[sizeof(gl->incoming_uri)] = "", err[sizeof(reply->desc)];
+
+	if (glue_arg_str(args, "uri", uri, sizeof(uri), reply))
+		return;
+	if (!uri[0]) {
+		qmp_fail(reply, "Parameter 'uri' is missing");
+		return;
+	}
+	if (glue_check_uri(uri, true, err, sizeof(err))) {
+		qmp_fail(reply, "%s", err);
+		return;
+	}
+	pthread_mutex_lock(&gl->lock);
+	if (!gl->o->incoming || strcmp(gl->o->incoming, GLUE_INCOMING_DEFER))
+		qmp_fail(reply, "'-incoming' was not specified on the command line: this VMM "
+				"was not started with --incoming defer");
+	else if (gl->incoming_uri[0])
+		qmp_fail(reply, "The incoming migration has already been started");
+	else
+		snprintf(gl->incoming_uri, sizeof(gl->incoming_uri), "%s", uri);
+	pthread_cond_broadcast(&gl->cond);
+	pthread_mutex_unlock(&gl->lock);
 }
 
 /*

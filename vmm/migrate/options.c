@@ -11,6 +11,7 @@
 
 #include "common/parse.h"
 #include "glue.h"
+#include "migrate/net.h"
 
 /* A number flag: 0, or -1 after a message naming the flag and its range. */
 static int parse_num(const char *opt, const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -64,10 +65,11 @@ static const char **string_flag(struct migrate_vmm_opts *o, const char *a)
 
 void migrate_usage(FILE *f)
 {
-	fprintf(
-	    f, "  migration (docs/migration.md): [--incoming tcp:H:P] | [--control SOCKET]\n"
-	       "               [--migrate-to tcp:H:P --migrate-after MS] [--migrate-metrics FILE]\n"
-	       "               [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n");
+	fprintf(f, "  migration (docs/migration.md): [--incoming URI|defer] [--control SOCKET]\n"
+		   "               [--migrate-to URI --migrate-after MS] [--migrate-metrics FILE]\n"
+		   "               [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]\n"
+		   "               URI: tcp:HOST:PORT, tcp:[IPV6]:PORT, tcp::PORT (any address,\n"
+		   "               --incoming only) or unix:PATH; defer: QMP migrate-incoming\n");
 	/* The tunables from their one table (migrate/params.h), three to a line. */
 	for (int p = 0; p < MIG_P_NR; p++)
 		fprintf(f, "%s[%s%s]%s", p % 3 ? " " : "               ", mig_param_defs[p].flag,
@@ -128,10 +130,37 @@ static int check_tls(const struct migrate_vmm_opts *o)
 	return 0;
 }
 
+int glue_check_uri(const char *uri, bool listen, char *err, size_t errlen)
+{
+	struct mig_addr a;
+
+	if (mig_addr_parse(uri, &a, err, errlen))
+		return -EINVAL;
+	if (a.any && !listen) {
+		snprintf(err, errlen, "'%.200s' names any address: only --incoming listens on one",
+			 uri);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int glue_check_opts(const struct migrate_vmm_opts *o)
 {
-	if (o->incoming && (o->migrate_to || o->control)) {
-		pr_vmm("--incoming cannot be combined with --migrate-to or --control\n");
+	char err[400];
+
+	int defer = o->incoming && !strcmp(o->incoming, GLUE_INCOMING_DEFER);
+
+	if ((o->incoming && !defer && glue_check_uri(o->incoming, true, err, sizeof(err))) ||
+	    (o->migrate_to && glue_check_uri(o->migrate_to, false, err, sizeof(err)))) {
+		pr_vmm("%s: %s\n", o->incoming ? "--incoming" : "--migrate-to", err);
+		return -EINVAL;
+	}
+	if (o->incoming && o->migrate_to) {
+		pr_vmm("--incoming cannot be combined with --migrate-to\n");
+		return -EINVAL;
+	}
+	if (defer && !o->control) {
+		pr_vmm("--incoming defer needs --control (migrate-incoming gives the URI)\n");
 		return -EINVAL;
 	}
 	if (o->param[MIG_P_POSTCOPY_MANUAL] && !o->control) {

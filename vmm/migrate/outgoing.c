@@ -118,6 +118,11 @@ void glue_phase_changed(void *arg, enum mig_phase phase)
 	struct migrate_glue *gl = arg;
 	struct json_object *data = json_object_new_object();
 
+	/* As QEMU's, MIGRATION events only with the events capability (frozen at the start). */
+	if (!(gl->run_params.caps & GLUE_CAP_BIT(GLUE_CAP_EVENTS))) {
+		json_object_put(data);
+		return;
+	}
 	json_object_object_add(data, "status", json_object_new_string(mig_phase_name(phase)));
 	if (phase == MIG_PHASE_FAILED) /* QEMU's event has none: a VMM that exits can't be asked */
 		json_object_object_add(data, "x-error-desc", json_object_new_string(gl->ctl.error));
@@ -133,7 +138,8 @@ void glue_phase_changed(void *arg, enum mig_phase phase)
  * migrate_cancel and migrate-start-postcopy act on, so a second start is
  * refused while it runs.  gl->lock held.  0, or -1 with why in err.
  */
-int glue_start_migration(struct migrate_glue *gl, const char *uri, char *err, size_t errlen)
+int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct glue_params *p,
+			 char *err, size_t errlen)
 {
 	if (glue_mig_active(gl) || gl->user_paused || gl->finishing) {
 		snprintf(err, errlen, "%s",
@@ -146,7 +152,7 @@ int glue_start_migration(struct migrate_glue *gl, const char *uri, char *err, si
 		pthread_join(gl->mig_thread, NULL);
 	gl->mig_on = 0;
 	snprintf(gl->uri, sizeof(gl->uri), "%s", uri);
-	glue_freeze_params(gl);
+	glue_freeze_params(gl, p);
 	if (pthread_create(&gl->mig_thread, NULL, glue_migration_thread, gl)) {
 		snprintf(err, errlen, "cannot start the migration thread");
 		return -1;
@@ -177,7 +183,14 @@ void *glue_timer_thread(void *arg)
 	int r = 0;
 	while (!gl->finishing && r != ETIMEDOUT)
 		r = pthread_cond_timedwait(&gl->cond, &gl->lock, &ts);
-	if (!gl->finishing && glue_start_migration(gl, gl->o->migrate_to, err, sizeof(err)))
+	/*
+	 * The flags' migration, not a QMP client's: postcopy by --postcopy-manual
+	 * or by itself after --precopy-rounds, its events on for whoever watches.
+	 */
+	struct glue_params p = gl->params;
+	p.param[MIG_P_POSTCOPY_MANUAL] = gl->o->param[MIG_P_POSTCOPY_MANUAL];
+	p.caps |= GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_RAM) | GLUE_CAP_BIT(GLUE_CAP_EVENTS);
+	if (!gl->finishing && glue_start_migration(gl, gl->o->migrate_to, &p, err, sizeof(err)))
 		pr_vmm("--migrate-after: no migration started: %s\n", err);
 	pthread_mutex_unlock(&gl->lock);
 	return arg;

@@ -33,21 +33,64 @@ static int args_known(struct json_object *args, const char *const *known, struct
 	return 0;
 }
 
+/*
+ * migrate's optional booleans, as QEMU takes them: detach (always so
+ * here, as in QEMU, where it is ignored) and resume (a paused postcopy
+ * resumed by command, which this VMM does not do).  0, or -1 with reply set.
+ */
+static int migrate_flags(struct json_object *args, struct qmp_reply *reply)
+{
+	static const char *const keys[] = { "detach", "resume" };
+	struct json_object *v;
+
+	for (size_t k = 0; k < 2; k++)
+		if (json_object_object_get_ex(args, keys[k], &v) &&
+		    !json_object_is_type(v, json_type_boolean)) {
+			qmp_fail(reply, "Parameter '%s' expects a boolean", keys[k]);
+			return -1;
+		}
+	if (json_object_object_get_ex(args, "resume", &v) && json_object_get_boolean(v)) {
+		qmp_fail(reply, "resume is not supported here: a broken postcopy link is "
+				"recovered by the source itself, re-dialling for x-recover-ms");
+		return -1;
+	}
+	return 0;
+}
+
 static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
-	static const char *const known[] = { "uri", NULL };
+	static const char *const known[] = { "uri", "detach", "resume", NULL };
 	struct migrate_glue *gl = ctx;
 	char uri[sizeof(gl->uri)] = "", err[sizeof(reply->desc)];
 
 	if (!args || args_known(args, known, reply) ||
-	    glue_arg_str(args, "uri", uri, sizeof(uri), reply))
+	    glue_arg_str(args, "uri", uri, sizeof(uri), reply) || migrate_flags(args, reply))
 		goto out;
 	if (!uri[0]) {
 		qmp_fail(reply, "Parameter 'uri' is missing");
 		goto out;
 	}
+	if (gl->o->incoming) {
+		qmp_fail(reply, "this VM arrived by migration: migrating it on is not supported "
+				"yet");
+		return;
+	}
+	/* A bad URI is an error now, not a failed migration later (as QEMU's). */
+	if (glue_check_uri(uri, false, err, sizeof(err))) {
+		qmp_fail(reply, "%s", err);
+		return;
+	}
 	pthread_mutex_lock(&gl->lock);
-	if (glue_start_migration(gl, uri, err, sizeof(err)))
+	/*
+	 * Without postcopy-ram QEMU migrates by precopy to the end, which this
+	 * VMM does not do: a client that did not ask for postcopy gets none.
+	 * One under way is said first, as QEMU says it.
+	 */
+	if (!glue_mig_active(gl) && !(gl->params.caps & GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_RAM)))
+		qmp_fail(reply, "this VMM migrates only by postcopy: set the capability "
+				"postcopy-ram (migrate then runs precopy until "
+				"migrate-start-postcopy, as QEMU's)");
+	else if (glue_start_migration(gl, uri, &gl->params, err, sizeof(err)))
 		qmp_fail(reply, "%s", err);
 	pthread_mutex_unlock(&gl->lock);
 	return;
@@ -164,6 +207,9 @@ static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *r
 	pthread_mutex_lock(&gl->lock);
 	if (glue_mig_active(gl)) {
 		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
+	} else if (gl->inmigrate) {
+		qmp_fail(reply, "the VM is waiting for its incoming migration (inmigrate): it "
+				"runs when its state has arrived");
 	} else if (stop != gl->user_paused) {
 		r = stop ? vm_pause(gl->vm) : vm_resume(gl->vm);
 		if (r)
@@ -193,15 +239,19 @@ static void qmp_query_status(void *ctx, struct json_object *args, struct qmp_rep
 {
 	struct migrate_glue *gl = ctx;
 	struct json_object *o = json_object_new_object();
-	int paused;
+	int paused, inmigrate;
 
 	(void)args;
 	pthread_mutex_lock(&gl->lock);
 	paused = gl->user_paused;
+	inmigrate = gl->inmigrate;
 	pthread_mutex_unlock(&gl->lock);
-	json_object_object_add(o, "running", json_object_new_boolean(!paused));
+	json_object_object_add(o, "running", json_object_new_boolean(!paused && !inmigrate));
 	json_object_object_add(o, "singlestep", json_object_new_boolean(0));
-	json_object_object_add(o, "status", json_object_new_string(paused ? "paused" : "running"));
+	json_object_object_add(o, "status",
+			       json_object_new_string(inmigrate ? "inmigrate"
+						      : paused	? "paused"
+								: "running"));
 	reply->ret = o;
 }
 
@@ -212,9 +262,12 @@ static const struct qmp_command qmp_commands[] = {
 	{ "migrate-set-parameters", glue_qmp_set_parameters },
 	{ "query-migrate-parameters", glue_qmp_query_parameters },
 	{ "migrate-start-postcopy", qmp_start_postcopy },
+	{ "migrate-set-capabilities", glue_qmp_set_capabilities },
+	{ "query-migrate-capabilities", glue_qmp_query_capabilities },
 	{ "stop", qmp_stop },
 	{ "cont", qmp_cont },
 	{ "query-status", qmp_query_status },
+	{ "migrate-incoming", glue_qmp_migrate_incoming },
 	{ NULL, NULL },
 };
 

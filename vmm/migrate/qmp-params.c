@@ -13,8 +13,14 @@
 
 void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 {
-	*p = (struct glue_params){ 0 };
+	*p = (struct glue_params){ .downtime_limit = GLUE_DOWNTIME_LIMIT_DEFAULT };
 	memcpy(p->param, o->param, sizeof(p->param));
+	/*
+	 * QEMU's migrate runs precopy until migrate-start-postcopy; the flag
+	 * --postcopy-manual is for --migrate-after's migration (the timer's).
+	 */
+	p->param[MIG_P_POSTCOPY_MANUAL] = 1;
+	glue_caps_init(p, o);
 	snprintf(p->tls_creds, sizeof(p->tls_creds), "%s", o->tls_creds ? o->tls_creds : "");
 	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
 	snprintf(p->tls_hostname, sizeof(p->tls_hostname), "%s",
@@ -94,6 +100,36 @@ static int set_num_param(struct glue_params *p, int i, const char *key, struct j
 	return 0;
 }
 
+/*
+ * QEMU's parameters outside the tunables' table (no flag): 1 if key is
+ * one (set in p, or -1 with reply set), 0 if not.
+ */
+static int set_qemu_param(struct glue_params *p, const char *key, struct json_object *v,
+			  struct qmp_reply *reply)
+{
+	uint64_t *field, max;
+	int64_t n;
+
+	if (!strcmp(key, "downtime-limit")) {
+		field = &p->downtime_limit;
+		max = GLUE_DOWNTIME_LIMIT_MAX;
+	} else if (!strcmp(key, "max-postcopy-bandwidth")) {
+		field = &p->max_postcopy_bandwidth;
+		max = mig_param_defs[MIG_P_MAX_BANDWIDTH].max;
+	} else {
+		return 0;
+	}
+	errno = 0;
+	n = json_object_get_int64(v);
+	if (!json_object_is_type(v, json_type_int) || errno || n < 0 || (uint64_t)n > max) {
+		qmp_fail(reply, "Parameter '%s' expects an integer from 0 to %llu", key,
+			 (unsigned long long)max);
+		return -1;
+	}
+	*field = (uint64_t)n;
+	return 1;
+}
+
 /* Every argument into p, or none: 0, or -1 with reply set. */
 static int set_params(struct glue_params *p, struct json_object *args, struct qmp_reply *reply)
 {
@@ -109,6 +145,11 @@ static int set_params(struct glue_params *p, struct json_object *args, struct qm
 
 		if (known && set_num_param(p, i, key, v, reply))
 			return -1;
+		if (!known) {
+			known = set_qemu_param(p, key, v, reply);
+			if (known < 0)
+				return -1;
+		}
 		for (size_t k = 0; !known && k < sizeof(strings) / sizeof(strings[0]); k++)
 			if (!strcmp(key, strings[k])) {
 				known = 1;
@@ -128,17 +169,14 @@ void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_rep
 	struct migrate_glue *gl = ctx;
 	struct glue_params p;
 
-	if (args && json_object_object_get_ex(args, "downtime-limit", NULL)) {
-		qmp_fail(reply, "downtime-limit is not supported: postcopy's downtime here does "
-				"not depend on a limit");
-		return;
-	}
 	pthread_mutex_lock(&gl->lock);
 	p = gl->params;
 	if ((!args || !set_params(&p, args, reply)) && !check_tls_floor(gl->o, &p, reply)) {
 		gl->params = p;
-		/* The cap also holds for a migration under way. */
+		/* The caps also hold for a migration under way. */
 		__atomic_store_n(&gl->ctl.max_bandwidth, p.param[MIG_P_MAX_BANDWIDTH],
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&gl->ctl.max_postcopy_bandwidth, p.max_postcopy_bandwidth,
 				 __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&gl->lock);
@@ -159,6 +197,9 @@ void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_r
 				       mig_param_defs[i].is_bool
 					   ? json_object_new_boolean(p.param[i] != 0)
 					   : json_object_new_uint64(p.param[i]));
+	json_object_object_add(o, "downtime-limit", json_object_new_uint64(p.downtime_limit));
+	json_object_object_add(o, "max-postcopy-bandwidth",
+			       json_object_new_uint64(p.max_postcopy_bandwidth));
 	json_object_object_add(o, "tls-creds", json_object_new_string(p.tls_creds));
 	json_object_object_add(o, "tls-psk", json_object_new_string(p.tls_psk));
 	json_object_object_add(o, "tls-hostname", json_object_new_string(p.tls_hostname));
@@ -166,16 +207,18 @@ void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_r
 	reply->ret = o;
 }
 
-void glue_freeze_params(struct migrate_glue *gl)
+void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *params)
 {
 	struct glue_params *p = &gl->run_params;
 
-	*p = gl->params;
+	*p = *params;
 	gl->mig_opts = glue_lib_opts(gl, gl->uri);
 	gl->mig_opts.precopy_rounds = (int)p->param[MIG_P_PRECOPY_ROUNDS];
 	gl->mig_opts.compress = (int)p->param[MIG_P_COMPRESS];
 	gl->mig_opts.recover_ms = (int)p->param[MIG_P_RECOVER_MS];
-	gl->mig_opts.channels = (unsigned)p->param[MIG_P_CHANNELS];
+	/* QEMU's multifd-channels count only with the multifd capability. */
+	gl->mig_opts.channels =
+	    p->caps & GLUE_CAP_BIT(GLUE_CAP_MULTIFD) ? (unsigned)p->param[MIG_P_CHANNELS] : 1;
 	gl->mig_opts.metrics = p->metrics[0] ? p->metrics : NULL;
 	gl->mig_opts.tls = (struct mig_tls_opts){
 		.creds_dir = p->tls_creds[0] ? p->tls_creds : NULL,
@@ -185,6 +228,7 @@ void glue_freeze_params(struct migrate_glue *gl)
 	gl->mig_opts.ctl = &gl->ctl;
 	gl->ctl = (struct mig_ctl){
 		.max_bandwidth = p->param[MIG_P_MAX_BANDWIDTH],
+		.max_postcopy_bandwidth = p->max_postcopy_bandwidth,
 		.manual_postcopy = (int)p->param[MIG_P_POSTCOPY_MANUAL],
 		.phase = MIG_PHASE_SETUP,
 		.phase_changed = glue_phase_changed,

@@ -42,10 +42,19 @@ static void *incoming_signal_thread(void *arg)
 	struct signalfd_siginfo si;
 	if (sfd >= 0 && (p[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si)) {
 		char why[96];
+		struct mig_dest *dest;
+
 		snprintf(why, sizeof(why), "stopped by signal %u before the migration completed",
 			 si.ssi_signo);
 		is->signo = si.ssi_signo;
-		mig_dest_abort(gl->dest, why);
+		/* Before there is a listener (--incoming defer): end the wait for one. */
+		pthread_mutex_lock(&gl->lock);
+		gl->incoming_signo = (int)si.ssi_signo;
+		dest = gl->dest;
+		pthread_cond_broadcast(&gl->cond);
+		pthread_mutex_unlock(&gl->lock);
+		if (dest)
+			mig_dest_abort(dest, why);
 	}
 	if (sfd >= 0)
 		close(sfd);

@@ -120,6 +120,7 @@ struct mig_ctl {
 	int start_postcopy;	/* leave precopy now (as QEMU's migrate-start-postcopy) */
 	int manual_postcopy;	/* precopy goes on, round after round, until start_postcopy */
 	uint64_t max_bandwidth; /* bytes/s of pushed pages (precopy and postcopy); 0: no cap */
+	uint64_t max_postcopy_bandwidth; /* after the switch-over, instead (0: max_bandwidth) */
 	/* Progress. */
 	int phase; /* enum mig_phase */
 	uint64_t t_start_ns, t_end_ns;

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -78,14 +79,35 @@ struct mig_conn {
 	uint64_t last_tx_ns; /* ... and of the last bytes sent (atomic) */
 };
 
-/* Parse "tcp:HOST:PORT" (HOST a dotted IPv4 address or "localhost"). */
-int mig_addr_parse(const char *spec, struct sockaddr_in *sa, char *err, size_t errlen);
+/* ---- addr.c: QEMU's migration URI forms ---- */
 
-/* A listening socket (SO_REUSEADDR), or -errno with a message. */
-int mig_listen(const struct sockaddr_in *sa, char *err, size_t errlen);
+#define MIG_ADDR_MAX 4
 
-/* A connected socket within timeout_ms, or -errno with a message. */
-int mig_connect(const struct sockaddr_in *sa, int timeout_ms, char *err, size_t errlen);
+struct mig_addr {
+	unsigned n; /* addresses to try in turn (a host name may have several) */
+	struct sockaddr_storage sa[MIG_ADDR_MAX];
+	socklen_t len[MIG_ADDR_MAX];
+	bool any;	/* tcp::PORT or tcp:0:PORT: any address, to listen on */
+	bool is_unix;	/* unix:PATH */
+	char host[256]; /* the host as given: TLS's default name for the peer */
+	char text[300]; /* the URI as given, for messages */
+};
+
+/*
+ * Parse tcp:HOST:PORT (HOST a name, resolved now, or an IPv4 address),
+ * tcp:[IPV6]:PORT, tcp::PORT or tcp:0:PORT (any address: listening only)
+ * or unix:PATH: 0, or -EINVAL with the reason in err.
+ */
+int mig_addr_parse(const char *spec, struct mig_addr *a, char *err, size_t errlen);
+
+/*
+ * A socket listening on a's first address that binds (SO_REUSEADDR; a
+ * stale unix socket file is removed first), or -errno with a message.
+ */
+int mig_listen(const struct mig_addr *a, char *err, size_t errlen);
+
+/* A socket connected to one of a's addresses within timeout_ms, or -errno with a message. */
+int mig_connect(const struct mig_addr *a, int timeout_ms, char *err, size_t errlen);
 
 /* Set up c around a connected fd; peer_role is the role the peer must claim. */
 int mig_conn_init(struct mig_conn *c, int fd, const char *name, int peer_role, uint32_t features);

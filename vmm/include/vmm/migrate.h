@@ -2,11 +2,13 @@
 /*
  * The migration agent inside `vmm run`: the few calls the run command makes
  * (docs/migration.md).  Options:
- *   --incoming tcp:H:P       destination: no image; RAM and state come from a
+ *   --incoming URI|defer     destination: no image; RAM and state come from a
  *                            source; the VM starts at once with RAM missing
- *   --control PATH           source: a unix socket where `migrate-agent
- *                            migrate --vmm PATH --to ...` starts a migration
- *   --migrate-to tcp:H:P     source: migrate by itself ...
+ *                            (defer: the URI comes by QMP migrate-incoming)
+ *   --control PATH           the QMP socket: at a source `migrate-agent
+ *                            migrate --vmm PATH --to ...` starts a migration;
+ *                            at a destination, the VM's once it runs
+ *   --migrate-to URI         source: migrate by itself ...
  *   --migrate-after MS       ... this long after the vCPUs started
  *   --precopy-rounds N       source: N precopy passes before the switch-over
  *   --compress               source: zstd for pushed pages
