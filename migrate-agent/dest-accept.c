@@ -498,7 +498,10 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 {
 	struct hs_arg *a = malloc(sizeof(*a));
 	pthread_t t;
+	int r;
+
 	if (!a) {
+		pr_mig("dropped a connection: no memory for its handshake\n");
 		close(fd);
 		return;
 	}
@@ -512,10 +515,12 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
 	d->handshakes++;
 	mig_unlock(&d->lock);
-	if (pthread_create(&t, NULL, handshake_thread, a) == 0) {
+	r = pthread_create(&t, NULL, handshake_thread, a);
+	if (r == 0) {
 		pthread_detach(t);
 		return;
 	}
+	pr_mig("dropped a connection: cannot start its handshake thread: %s\n", strerror(r));
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (d->hs[slot].gen == a->gen)
 		d->hs[slot].fd = -1;

@@ -56,3 +56,22 @@ wait "$dpid" && fail "destination succeeded without its pages"
 grep -q "source did not reconnect" "$work/d.err" ||
 	{ cat "$work/d.err" >&2; fail "destination did not give up at its recovery deadline"; }
 echo "migrate-threads: $(grep -o 'cannot start the urgent thread.*' "$work/s.err"); the destination gave up at its deadline"
+
+# The destination starts the fault thread, the acceptor, then one handshake
+# thread per connection: failing the third drops the source's first
+# connection, which must be said (it was silent before), and the source's
+# retry must still migrate everything.
+port=$(free_port)
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+	FAIL_THREAD_AT=3 LD_PRELOAD="$work/failthread.so" \
+	"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 8M --recover-ms 5000 \
+	> "$work/d2.out" 2> "$work/d2.err" &
+dpid=$!
+pids+=("$dpid")
+wait_listen "$port"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 8M > "$work/s2.out" 2> "$work/s2.err" ||
+	{ cat "$work/s2.err" "$work/d2.err" >&2; fail "source failed after its first connection was dropped"; }
+wait "$dpid" || { cat "$work/d2.err" >&2; fail "destination failed after a handshake thread could not start"; }
+grep -q "dropped a connection: cannot start its handshake thread" "$work/d2.err" ||
+	{ cat "$work/d2.err" >&2; fail "destination dropped a connection without saying why"; }
+echo "migrate-threads: destination: $(grep -o 'dropped a connection: cannot start its handshake thread.*' "$work/d2.err" | head -1); the source's retry migrated everything"
