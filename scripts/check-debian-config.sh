@@ -117,12 +117,17 @@ done | grep -v '^tools/' | sort -u)
 objs=()
 for c in "${cfiles[@]}"; do
 	o=${c%.c}.o
-	if ! make -C "$src" -j"$jobs" "$o" > "$out/$(basename "$o").log" 2>&1; then
-		grep -E 'error|warning' "$out/$(basename "$o").log" | head -20 >&2
-		die "$c does not compile with Debian's config (log: $out/$(basename "$o").log)"
+	log=$out/${o//\//_}.log
+	if ! make -C "$src" -j"$jobs" "$o" > "$log" 2>&1; then
+		grep -E 'error|warning' "$log" | head -20 >&2
+		die "$c does not compile with Debian's config (log: $log)"
 	fi
-	grep -q 'warning:' "$out/$(basename "$o").log" &&
-		{ grep 'warning:' "$out/$(basename "$o").log" >&2; die "$c compiles with warnings"; }
+	# A reused tree rebuilds nothing, so an object that warned must not stay.
+	if grep -q 'warning:' "$log"; then
+		grep 'warning:' "$log" >&2
+		rm -f "$src/$o"
+		die "$c compiles with warnings (log: $log)"
+	fi
 	objs+=("$o")
 	step "$c: compiles"
 done
