@@ -214,6 +214,15 @@ void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *param
 	*p = *params;
 	gl->mig_opts = glue_lib_opts(gl, gl->uri);
 	gl->mig_opts.precopy_rounds = (int)p->param[MIG_P_PRECOPY_ROUNDS];
+	/*
+	 * QEMU's migrate is precopy until migrate-start-postcopy, whatever
+	 * else is set: with the manual switch, precopy runs without
+	 * x-precopy-rounds too (its rounds go on until the command).  Before,
+	 * such a migrate went straight to postcopy, and a client's
+	 * migrate-start-postcopy after "active" (libvirt's) found none.
+	 */
+	if (p->param[MIG_P_POSTCOPY_MANUAL] && !gl->mig_opts.precopy_rounds)
+		gl->mig_opts.precopy_rounds = 1;
 	gl->mig_opts.compress = (int)p->param[MIG_P_COMPRESS];
 	/* No deadline unless the operator set one: the VM waits for migrate resume. */
 	gl->mig_opts.recover_ms =
