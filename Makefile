@@ -146,6 +146,7 @@ node-programs: $(addprefix $(B)/node/bin/,$(HOST_PROGRAMS) $(NODE_PROGRAMS)) $(N
 
 deps:
 	@scripts/deps.sh
+	@scripts/npm-deps.sh
 
 # Both node kernels: normal, and debug (DEBUG_VM, KASAN, lockdep: config-debug).
 kernel:

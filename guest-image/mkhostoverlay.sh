@@ -14,6 +14,8 @@
 #   /hosttree/              tests/host (with lib/), scripts/make-tls-creds.sh,
 #                           docs/security.md, build/guest/guest.elf: the
 #                           paths the host tests use, relative to the tree
+#   /usr/local/bin/node     with build/npm's packages under /hosttree, when
+#                           scripts/npm-deps.sh installed them
 #   /etc/passwd, /etc/group root and nobody (vmm-control-socket acts as
 #                           another user)
 #
@@ -117,6 +119,16 @@ done
 mkdir -p "$root/usr/lib/ssl" "$root/etc/ssl"
 cp -L /usr/lib/ssl/openssl.cnf "$root/etc/ssl/openssl.cnf"
 ln -sf /etc/ssl/openssl.cnf "$root/usr/lib/ssl/openssl.cnf"
+
+# Node.js and the npm packages of scripts/npm-deps.sh (build/npm), for the
+# test that drives the VMM with a QMP client this project did not write
+# (vmm-qmp-thirdparty): both when both are there; else that test skips.
+if [ -f build/npm/node_modules/qemu-qmp/package.json ] &&
+	PATH=/usr/sbin:/usr/bin:/sbin:/bin type -P node > /dev/null; then
+	add_tool node
+	mkdir -p "$root/hosttree/build/npm"
+	cp -a build/npm/node_modules "$root/hosttree/build/npm/"
+fi
 
 # /bin is busybox's in the base initramfs; bash beside it.
 mkdir -p "$root/bin"

@@ -212,6 +212,13 @@ static struct json_object *parameters(const struct request *q, const char *metri
 					       mig_param_defs[i].is_bool
 						   ? json_object_new_boolean(q->param[i] != 0)
 						   : json_object_new_int64((int64_t)q->param[i]));
+	/*
+	 * This CLI waits for the end and resumes nothing: the source re-dials
+	 * by itself (the VMM's default is to wait for migrate resume).
+	 */
+	if (!q->given[MIG_P_RECOVER_MS])
+		json_object_object_add(a, mig_param_defs[MIG_P_RECOVER_MS].key,
+				       json_object_new_int64(10000));
 	json_object_object_add(a, "x-metrics-file", json_object_new_string(metrics));
 	if (q->tls_creds)
 		json_object_object_add(a, "tls-creds", json_object_new_string(q->tls_creds));

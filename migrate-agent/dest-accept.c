@@ -641,16 +641,16 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
  */
 #define ACCEPT_BATCH 16
 
-static void quiet_accept(struct mig_dest *d, struct quiet_set *q)
+static void quiet_accept(struct mig_dest *d, struct quiet_set *q, int lfd)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	int full = d->handshakes >= MAX_HANDSHAKE_THREADS;
 	mig_unlock(&d->lock);
 	for (int k = 0; !full && k < ACCEPT_BATCH; k++) {
-		struct pollfd l = { .fd = d->lfd, .events = POLLIN };
+		struct pollfd l = { .fd = lfd, .events = POLLIN };
 		if (poll(&l, 1, 0) <= 0)
 			return;
-		int fd = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
 		if (q->n == QUIET_MAX) {
@@ -673,7 +673,11 @@ static void *acceptor_thread(void *arg)
 			continue;
 		quiet_poll(d, q);
 		if (q->pfd[0].revents)
-			quiet_accept(d, q);
+			quiet_accept(d, q, d->lfd);
+		/* migrate-recover's listeners: looked at each round (100 ms at most). */
+		int more = __atomic_load_n(&d->nr_more, __ATOMIC_ACQUIRE);
+		for (int k = 0; k < more; k++)
+			quiet_accept(d, q, d->lfd_more[k]);
 	}
 	for (int k = 1; k <= q->n; k++)
 		close(q->pfd[k].fd);

@@ -69,6 +69,33 @@ static int reconnect(struct mig_dest *d, uint64_t deadline, uint32_t flags, stru
 	}
 }
 
+/*
+ * When a broken link's wait ends, counted from t0: recover_ms later, or,
+ * when recovery is by command, never in postcopy (0: dest_accept_pair()'s
+ * "forever") and the default's 10 s before STATE, where the VM still runs
+ * at the source and QEMU's destination would simply fail.
+ */
+static uint64_t recover_deadline(const struct mig_dest *d, uint64_t t0, int postcopy)
+{
+	int ms = d->o.recover_ms;
+
+	if (ms == MIG_RECOVER_BY_COMMAND && postcopy)
+		return 0;
+	if (ms == MIG_RECOVER_BY_COMMAND)
+		ms = 10000;
+	return t0 + (uint64_t)ms * 1000000ull;
+}
+
+/* How long the postcopy wait may be, for the break's messages ("up to N ms"). */
+static void wait_text(const struct mig_dest *d, const char *up_to, char *buf, size_t len)
+{
+	if (d->o.recover_ms == MIG_RECOVER_BY_COMMAND)
+		snprintf(buf, len,
+			 "with no deadline (migrate-recover, or the source's migrate resume)");
+	else
+		snprintf(buf, len, "%s %d ms", up_to, d->o.recover_ms);
+}
+
 /* The reconnected channels become the link (under req_lock). */
 static void link_up(struct mig_dest *d, struct mig_links *l)
 {
@@ -112,6 +139,8 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 static void report_break(struct mig_dest *d)
 {
 	uint64_t n[RAM_PAGE_PRESENT] = { 0 };
+	char wait[100];
+	wait_text(d, "up to", wait, sizeof(wait));
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		enum ram_page_state st = ram_word_state(ram_page_word(d->ram, i));
 		if (st < RAM_PAGE_PRESENT)
@@ -119,13 +148,13 @@ static void report_break(struct mig_dest *d)
 	}
 	pr_mig("link to the source broken during postcopy (%s); %llu pages missing (%llu "
 	       "to come, %llu requested, %llu staged, %llu being installed), faulting vCPUs "
-	       "wait; waiting up to %d ms for the source to reconnect to %s\n",
+	       "wait; waiting %s for the source to reconnect to %s\n",
 	       d->why,
 	       (unsigned long long)(n[RAM_PAGE_MISSING] + n[RAM_PAGE_REQUESTED] +
 				    n[RAM_PAGE_STAGED] + n[RAM_PAGE_INSTALLING]),
 	       (unsigned long long)n[RAM_PAGE_MISSING], (unsigned long long)n[RAM_PAGE_REQUESTED],
 	       (unsigned long long)n[RAM_PAGE_STAGED], (unsigned long long)n[RAM_PAGE_INSTALLING],
-	       d->o.recover_ms, d->o.addr);
+	       wait, d->o.addr);
 }
 
 static int recover_postcopy(struct mig_dest *d)
@@ -134,17 +163,16 @@ static int recover_postcopy(struct mig_dest *d)
 	report_break(d);
 	retire_links(d);
 	struct mig_links l;
-	uint64_t deadline = t0 + (uint64_t)d->o.recover_ms * 1000000ull;
-	if (reconnect(d, deadline, 0, &l)) {
-		char cause[sizeof(d->why)];
+	if (reconnect(d, recover_deadline(d, t0, 1), 0, &l)) {
+		char cause[sizeof(d->why)], wait[100];
 		mig_lock(&d->lock, MIG_RANK_DEST);
 		snprintf(cause, sizeof(cause), "%s", d->why);
 		mig_unlock(&d->lock);
+		wait_text(d, "within", wait, sizeof(wait));
 		dest_fail(d,
-			  "source did not reconnect within %d ms after the link broke (%s); "
+			  "source did not reconnect %s after the link broke (%s); "
 			  "stopping: %llu pages never arrived, the VM must not run on",
-			  d->o.recover_ms, cause,
-			  (unsigned long long)(d->nr_pages - ram_nr_present(d->ram)));
+			  wait, cause, (unsigned long long)(d->nr_pages - ram_nr_present(d->ram)));
 		return -ETIMEDOUT;
 	}
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
@@ -153,6 +181,7 @@ static int recover_postcopy(struct mig_dest *d)
 	mig_unlock(&d->req_lock);
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->broken = 0;
+	d->recover_asked = 0; /* a later break is paused until its own migrate-recover */
 	d->recoveries++;
 	d->t_broken_ns += now_ns() - t0;
 	mig_unlock(&d->lock);
@@ -228,20 +257,20 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	snprintf(cause, sizeof(cause), "%s", d->broken ? d->why : err);
 	mig_unlock(&d->lock);
-	pr_mig("link to the source broken before the VM state arrived (%s); waiting up to %d ms "
+	uint64_t t0 = now_ns(), deadline = recover_deadline(d, t0, 0);
+	pr_mig("link to the source broken before the VM state arrived (%s); waiting up to %llu ms "
 	       "for the source to reconnect to %s\n",
-	       cause, d->o.recover_ms, d->o.addr);
+	       cause, (unsigned long long)((deadline - t0) / 1000000), d->o.addr);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	d->link_ok = 0;
 	dest_links_free(d);
 	mig_unlock(&d->req_lock);
 	dest_reset_before_state(d);
 	struct mig_links l;
-	uint64_t deadline = now_ns() + (uint64_t)d->o.recover_ms * 1000000ull;
 	if (reconnect(d, deadline, MIG_RESUME_NEED_STATE, &l)) {
 		snprintf(err, errlen,
-			 "source did not reconnect within %d ms after the link broke (%s)",
-			 d->o.recover_ms, cause);
+			 "source did not reconnect within %llu ms after the link broke (%s)",
+			 (unsigned long long)((deadline - t0) / 1000000), cause);
 		return -ETIMEDOUT;
 	}
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);

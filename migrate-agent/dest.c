@@ -197,6 +197,77 @@ static enum dest_phase dest_phase(struct mig_dest *d)
 	return d->session_fixed ? DEST_PRECOPY : DEST_LISTENING;
 }
 
+enum mig_phase mig_dest_phase(struct mig_dest *d)
+{
+	static const enum mig_phase as_mig[] = {
+		[DEST_LISTENING] = MIG_PHASE_SETUP,	 [DEST_PRECOPY] = MIG_PHASE_PRECOPY,
+		[DEST_SWITCHING] = MIG_PHASE_SWITCHOVER, [DEST_POSTCOPY] = MIG_PHASE_POSTCOPY,
+		[DEST_RECOVERING] = MIG_PHASE_RECOVER,	 [DEST_COMPLETE] = MIG_PHASE_COMPLETED,
+		[DEST_FAILED] = MIG_PHASE_FAILED,
+	};
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	enum dest_phase ph = dest_phase(d);
+	int asked = d->recover_asked;
+	mig_unlock(&d->lock);
+	if (ph == DEST_RECOVERING && asked)
+		return MIG_PHASE_RECOVER_SETUP;
+	return as_mig[ph];
+}
+
+/*
+ * migrate-pause here: the link is broken as the watchdog breaks it, so the
+ * usual recovery follows (dest-recover.c).  Only in postcopy: before the
+ * switch-over a break fails the migration, and the VM runs on at the source.
+ */
+int mig_dest_pause(struct mig_dest *d)
+{
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	int r = dest_phase(d) == DEST_POSTCOPY ? 0 : -EINVAL;
+	if (!r) {
+		snprintf(d->why, sizeof(d->why), "paused by migrate-pause");
+		d->broken = 1;
+		pthread_cond_broadcast(&d->cond);
+	}
+	mig_unlock(&d->lock);
+	if (!r)
+		dest_kick_links(d);
+	return r;
+}
+
+/*
+ * migrate-recover: listen at addr too, for the source's reconnection.
+ * Only while the link is broken after the switch-over (postcopy-paused).
+ */
+int mig_dest_listen_more(struct mig_dest *d, const char *addr, char *err, size_t errlen)
+{
+	struct mig_addr a;
+	int r = mig_addr_parse(addr, &a, err, errlen);
+	if (r < 0)
+		return r;
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	if (dest_phase(d) != DEST_RECOVERING) {
+		snprintf(err, errlen, "Migrate recover can only be run when postcopy is paused.");
+		r = -EINVAL;
+	} else if (d->nr_more == DEST_MAX_LISTENERS) {
+		snprintf(err, errlen, "already listening at %d recovery addresses",
+			 DEST_MAX_LISTENERS);
+		r = -ENOSPC;
+	} else {
+		int fd = mig_listen(&a, err, errlen);
+		if (fd < 0) {
+			r = fd;
+		} else {
+			d->lfd_more[d->nr_more] = fd;
+			__atomic_store_n(&d->nr_more, d->nr_more + 1, __ATOMIC_RELEASE);
+			d->recover_asked = 1;
+		}
+	}
+	mig_unlock(&d->lock);
+	if (!r)
+		pr_mig("listening for the source's recovery at %s too\n", a.text);
+	return r;
+}
+
 int mig_dest_status(struct mig_dest *d)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
@@ -237,6 +308,8 @@ void mig_dest_free(struct mig_dest *d)
 	dest_links_free(d);
 	if (d->lfd >= 0)
 		close(d->lfd);
+	for (int k = 0; k < d->nr_more; k++)
+		close(d->lfd_more[k]);
 	mig_tls_ctx_free(d->tls);
 	dest_incoming_free(d);
 	free(d->lat.ns);

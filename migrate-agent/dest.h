@@ -62,9 +62,10 @@
 #include "stamps.h"
 
 /* Handshake slots and session claims: see dest-accept.c. */
-#define DEST_FRESH_SLOTS  32
-#define DEST_PROVEN_SLOTS 16
-#define DEST_MAX_CLAIMS	  8
+#define DEST_FRESH_SLOTS   32
+#define DEST_PROVEN_SLOTS  16
+#define DEST_MAX_CLAIMS	   8
+#define DEST_MAX_LISTENERS 4 /* migrate-recover's addresses per migration */
 
 struct hs_slot {
 	int fd;	      /* -1: free */
@@ -122,6 +123,14 @@ struct mig_dest {
 	struct mig_opts o;
 	struct mig_addr sa;
 	int lfd;
+	/*
+	 * Listeners migrate-recover added (mig_dest_listen_more()), polled by
+	 * the acceptor beside lfd: written under lock before nr_more is
+	 * raised (release), closed only by mig_dest_free().
+	 */
+	int lfd_more[DEST_MAX_LISTENERS];
+	int nr_more;
+	int recover_asked;	 /* a listener was added since the last break (under lock) */
 	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 	struct mig_dest_vm *vm;
 	/*

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "source.h"
 
@@ -114,30 +115,107 @@ static int resend_state(struct src *s, char *err, size_t errlen)
 }
 
 /*
- * After a break in postcopy (the urgent and push threads have ended):
- * reconnect within recover_ms and take RESUME, then postcopy goes on with
- * whatever the destination lacks.  0, or -errno with err (the migration
- * fails: the VM is lost).
+ * Recovery by the source itself: re-dial the address until recover_ms
+ * after the break.  0 with RESUME in *h, *p, or -errno with err.
  */
-int src_recover_link(struct src *s, char *err, size_t errlen)
+static int recover_by_redial(struct src *s, struct mig_frame_hdr *h, const uint8_t **p, char *err,
+			     size_t errlen)
 {
 	uint64_t deadline = now_ns() + (uint64_t)s->o->recover_ms * 1000000ull;
 	pr_mig("link to destination broken during postcopy (%s); reconnecting to %s for up to "
 	       "%d ms\n",
-	       s->why, s->o->addr, s->o->recover_ms);
-	src_set_phase(s, MIG_PHASE_RECOVER);
-	drop_link(s);
-	struct mig_frame_hdr h;
-	const uint8_t *p;
-	int r = reconnect_for_resume(s, deadline, &h, &p, err, errlen);
+	       s->why, s->sa.text, s->o->recover_ms);
+	src_set_phase(s, MIG_PHASE_RECOVER_SETUP);
+	int r = reconnect_for_resume(s, deadline, h, p, err, errlen);
 	if (r) {
 		char e2[300];
 		snprintf(e2, sizeof(e2), "%s", err);
 		snprintf(err, errlen,
 			 "destination unreachable for %d ms after the link broke (%s); giving up",
 			 s->o->recover_ms, e2);
-		return r;
 	}
+	return r;
+}
+
+/*
+ * The operator's migrate {resume: true}, waited for in postcopy-paused
+ * with no deadline (a look every 50 ms): its URI into s->sa.  0, or
+ * -ECANCELED with err when the VM stopped meanwhile.
+ */
+static int await_resume_command(struct src *s, char *err, size_t errlen)
+{
+	struct mig_ctl *c = s->o->ctl;
+	for (;;) {
+		if (__atomic_load_n(&c->resume, __ATOMIC_ACQUIRE) == MIG_RESUME_ASKED) {
+			struct mig_addr a;
+			char e[200];
+			__atomic_store_n(&c->resume, MIG_RESUME_TAKEN, __ATOMIC_RELEASE);
+			if (!mig_addr_parse(c->resume_uri, &a, e, sizeof(e))) {
+				s->sa = a;
+				return 0;
+			}
+			pr_mig("migrate resume: %s; still paused\n", e);
+			__atomic_store_n(&c->resume, MIG_RESUME_NONE, __ATOMIC_RELEASE);
+		}
+		if (s->vm->stopped && s->vm->stopped(s->vm->ctx)) {
+			snprintf(err, errlen, "the VM was stopped while its postcopy was paused");
+			return -ECANCELED;
+		}
+		struct timespec ts = { .tv_nsec = 50 * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * Recovery by command: postcopy-paused until migrate {resume: true}, then
+ * one attempt at its URI (connect_ms); a failed attempt goes back to
+ * postcopy-paused, as QEMU's.  0 with RESUME in *h, *p, or -errno.
+ */
+static int recover_by_command(struct src *s, struct mig_frame_hdr *h, const uint8_t **p, char *err,
+			      size_t errlen)
+{
+	pr_mig("link to destination broken during postcopy (%s); paused until migrate "
+	       "{resume: true}\n",
+	       s->why);
+	for (;;) {
+		int r = await_resume_command(s, err, errlen);
+		if (r)
+			return r;
+		src_set_phase(s, MIG_PHASE_RECOVER_SETUP);
+		uint64_t deadline = now_ns() + (uint64_t)s->o->connect_ms * 1000000ull;
+		r = reconnect_for_resume(s, deadline, h, p, err, errlen);
+		__atomic_store_n(&s->o->ctl->resume, MIG_RESUME_NONE, __ATOMIC_RELEASE);
+		if (!r)
+			return 0;
+		pr_mig("migrate resume to %s failed (%s); paused again\n", s->sa.text, err);
+		src_set_phase(s, MIG_PHASE_RECOVER);
+	}
+}
+
+/*
+ * After a break in postcopy (the urgent and push threads have ended):
+ * reconnect, by the source itself within recover_ms or when the operator
+ * says where, and take RESUME; then postcopy goes on with whatever the
+ * destination lacks.  0, or -errno with err (the migration fails: the VM
+ * is lost).
+ */
+int src_recover_link(struct src *s, char *err, size_t errlen)
+{
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	int r;
+
+	src_set_phase(s, MIG_PHASE_RECOVER);
+	drop_link(s);
+	if (s->o->ctl) /* a pause asked before this break is spent by it */
+		__atomic_store_n(&s->o->ctl->pause, 0, __ATOMIC_RELEASE);
+	if (s->o->recover_ms == MIG_RECOVER_BY_COMMAND && s->o->ctl)
+		r = recover_by_command(s, &h, &p, err, errlen);
+	else
+		r = recover_by_redial(s, &h, &p, err, errlen);
+	if (r)
+		return r;
+	src_set_phase(s, MIG_PHASE_RECOVERING);
 	struct mig_resume rs;
 	memcpy(&rs, p, sizeof(rs));
 	uint64_t have = forget_lost(s, p + sizeof(struct mig_resume));

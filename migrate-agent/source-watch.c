@@ -60,9 +60,25 @@ static void release_link(void *ctx, const char *why)
 	mig_unlock(&s->link_lock);
 }
 
+/*
+ * The caller's migrate-pause (mig_ctl_pause()), taken here so that it
+ * breaks the link as a silence does: at the next heartbeat, under hold().
+ */
+static int pause_asked(void *ctx, uint64_t now, uint64_t limit_ns, char *why, size_t len)
+{
+	struct src *s = ctx;
+	(void)now;
+	(void)limit_ns;
+	if (!s->o->ctl || !__atomic_exchange_n(&s->o->ctl->pause, 0, __ATOMIC_ACQ_REL))
+		return 0;
+	snprintf(why, len, "paused by migrate-pause");
+	return 1;
+}
+
 static const struct mig_link_ops src_link_ops = {
 	.hold = hold_link,
 	.heard = heard_link,
+	.stalled = pause_asked,
 	.release = release_link,
 };
 

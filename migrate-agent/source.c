@@ -72,6 +72,33 @@ int mig_ctl_cancel(struct mig_ctl *c)
 	return none == MIG_CANCEL_ASKED ? 0 : -EBUSY;
 }
 
+/* The caller's migrate-pause; the watchdog acts on it (src_pause_asked()). */
+int mig_ctl_pause(struct mig_ctl *c)
+{
+	int phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
+
+	if (phase != MIG_PHASE_POSTCOPY && phase != MIG_PHASE_RECOVERING)
+		return -EINVAL;
+	__atomic_store_n(&c->pause, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * The caller's migrate {resume: true}: the URI is written before the
+ * request is published, and only while no resume is in flight, so the
+ * library (src_resume_uri()) reads a whole one.
+ */
+int mig_ctl_resume(struct mig_ctl *c, const char *uri)
+{
+	if (__atomic_load_n(&c->phase, __ATOMIC_ACQUIRE) != MIG_PHASE_RECOVER)
+		return -EINVAL;
+	if (__atomic_load_n(&c->resume, __ATOMIC_ACQUIRE) != MIG_RESUME_NONE)
+		return -EBUSY;
+	snprintf(c->resume_uri, sizeof(c->resume_uri), "%s", uri);
+	__atomic_store_n(&c->resume, MIG_RESUME_ASKED, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /*
  * The switch-over's point of no return: from here a cancel is refused.
  * 0, or -ECANCELED when a cancel came first.
@@ -189,6 +216,11 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 	}
 	if (o->channels < 1 || o->channels > MIG_MAX_CHANNELS) {
 		snprintf(err, errlen, "%u bulk channels: 1 to %u", o->channels, MIG_MAX_CHANNELS);
+		return NULL;
+	}
+	if (o->recover_ms == MIG_RECOVER_BY_COMMAND && !o->ctl) {
+		snprintf(err, errlen,
+			 "recovery by command needs a caller that can resume (mig_ctl)");
 		return NULL;
 	}
 	if (o->precopy_rounds && !(vm->dirty_start && vm->dirty_fetch && vm->dirty_stop)) {

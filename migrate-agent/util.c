@@ -13,7 +13,7 @@ void mig_opts_defaults(struct mig_opts *o)
 	if (!o->recover_ms)
 		o->recover_ms = 10000;
 	if (!o->idle_ms)
-		o->idle_ms = o->recover_ms;
+		o->idle_ms = o->recover_ms > 0 ? o->recover_ms : 10000;
 	if (!o->connect_ms)
 		o->connect_ms = 10000;
 	if (!o->prepage)
@@ -33,6 +33,8 @@ const char *mig_phase_name(enum mig_phase p)
 		[MIG_PHASE_SWITCHOVER] = "device",
 		[MIG_PHASE_POSTCOPY] = "postcopy-active",
 		[MIG_PHASE_RECOVER] = "postcopy-paused",
+		[MIG_PHASE_RECOVER_SETUP] = "postcopy-recover-setup",
+		[MIG_PHASE_RECOVERING] = "postcopy-recover",
 		[MIG_PHASE_COMPLETED] = "completed",
 		[MIG_PHASE_FAILED] = "failed",
 		[MIG_PHASE_CANCELLED] = "cancelled",

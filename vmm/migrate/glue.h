@@ -190,4 +190,10 @@ void glue_qmp_query_capabilities(void *ctx, struct json_object *args, struct qmp
 /* Serve QMP on --control: 0, or -EINVAL after a message. */
 int glue_start_control(struct migrate_glue *gl);
 
+/* qmp-recover.c: recovery by command (migrate-pause, migrate-recover, migrate resume). */
+void glue_qmp_migrate_pause(void *ctx, struct json_object *args, struct qmp_reply *reply);
+void glue_qmp_migrate_recover(void *ctx, struct json_object *args, struct qmp_reply *reply);
+void glue_resume(struct migrate_glue *gl, const char *uri, struct qmp_reply *reply);
+void glue_incoming_status(struct migrate_glue *gl, struct json_object *o);
+
 #endif /* VMM_MIGRATE_GLUE_H */

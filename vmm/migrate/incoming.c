@@ -96,6 +96,9 @@ static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
 	char err[400];
 	int signo;
 
+	/* With a control socket, a broken postcopy waits for migrate-recover (QEMU's). */
+	if (!m.recover_ms && gl->o->control)
+		m.recover_ms = MIG_RECOVER_BY_COMMAND;
 	if (!ram_is_lazy(ram)) {
 		pr_vmm("--incoming needs lazy RAM\n");
 		return -EINVAL;

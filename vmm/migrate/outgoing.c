@@ -190,6 +190,9 @@ void *glue_timer_thread(void *arg)
 	struct glue_params p = gl->params;
 	p.param[MIG_P_POSTCOPY_MANUAL] = gl->o->param[MIG_P_POSTCOPY_MANUAL];
 	p.caps |= GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_RAM) | GLUE_CAP_BIT(GLUE_CAP_EVENTS);
+	/* No operator to resume it: the source re-dials by itself (10 s by default). */
+	if (!p.param[MIG_P_RECOVER_MS])
+		p.param[MIG_P_RECOVER_MS] = 10000;
 	if (!gl->finishing && glue_start_migration(gl, gl->o->migrate_to, &p, err, sizeof(err)))
 		pr_vmm("--migrate-after: no migration started: %s\n", err);
 	pthread_mutex_unlock(&gl->lock);

@@ -36,9 +36,9 @@ static int args_known(struct json_object *args, const char *const *known, struct
 /*
  * migrate's optional booleans, as QEMU takes them: detach (always so
  * here, as in QEMU, where it is ignored) and resume (a paused postcopy
- * resumed by command, which this VMM does not do).  0, or -1 with reply set.
+ * resumed: qmp-recover.c), into *resume.  0, or -1 with reply set.
  */
-static int migrate_flags(struct json_object *args, struct qmp_reply *reply)
+static int migrate_flags(struct json_object *args, bool *resume, struct qmp_reply *reply)
 {
 	static const char *const keys[] = { "detach", "resume" };
 	struct json_object *v;
@@ -49,11 +49,7 @@ static int migrate_flags(struct json_object *args, struct qmp_reply *reply)
 			qmp_fail(reply, "Parameter '%s' expects a boolean", keys[k]);
 			return -1;
 		}
-	if (json_object_object_get_ex(args, "resume", &v) && json_object_get_boolean(v)) {
-		qmp_fail(reply, "resume is not supported here: a broken postcopy link is "
-				"recovered by the source itself, re-dialling for x-recover-ms");
-		return -1;
-	}
+	*resume = json_object_object_get_ex(args, "resume", &v) && json_object_get_boolean(v);
 	return 0;
 }
 
@@ -62,9 +58,11 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 	static const char *const known[] = { "uri", "detach", "resume", NULL };
 	struct migrate_glue *gl = ctx;
 	char uri[sizeof(gl->uri)] = "", err[sizeof(reply->desc)];
+	bool resume;
 
 	if (!args || args_known(args, known, reply) ||
-	    glue_arg_str(args, "uri", uri, sizeof(uri), reply) || migrate_flags(args, reply))
+	    glue_arg_str(args, "uri", uri, sizeof(uri), reply) ||
+	    migrate_flags(args, &resume, reply))
 		goto out;
 	if (!uri[0]) {
 		qmp_fail(reply, "Parameter 'uri' is missing");
@@ -86,7 +84,9 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 	 * VMM does not do: a client that did not ask for postcopy gets none.
 	 * One under way is said first, as QEMU says it.
 	 */
-	if (!glue_mig_active(gl) && !(gl->params.caps & GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_RAM)))
+	if (resume)
+		glue_resume(gl, uri, reply);
+	else if (!glue_mig_active(gl) && !(gl->params.caps & GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_RAM)))
 		qmp_fail(reply, "this VMM migrates only by postcopy: set the capability "
 				"postcopy-ram (migrate then runs precopy until "
 				"migrate-start-postcopy, as QEMU's)");
@@ -171,8 +171,9 @@ static void qmp_query_migrate(void *ctx, struct json_object *args, struct qmp_re
 	reply->ret = o;
 	pthread_mutex_lock(&gl->lock);
 	if (!gl->mig_on) {
+		glue_incoming_status(gl, o); /* the destination's, if this is one */
 		pthread_mutex_unlock(&gl->lock);
-		return; /* {}: no migration yet, as QEMU answers */
+		return; /* else {}: no migration yet, as QEMU answers */
 	}
 	phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
 	t0 = __atomic_load_n(&c->t_start_ns, __ATOMIC_RELAXED);
@@ -268,6 +269,8 @@ static const struct qmp_command qmp_commands[] = {
 	{ "cont", qmp_cont },
 	{ "query-status", qmp_query_status },
 	{ "migrate-incoming", glue_qmp_migrate_incoming },
+	{ "migrate-pause", glue_qmp_migrate_pause },
+	{ "migrate-recover", glue_qmp_migrate_recover },
 	{ NULL, NULL },
 };
 

@@ -214,8 +214,19 @@ void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *param
 	*p = *params;
 	gl->mig_opts = glue_lib_opts(gl, gl->uri);
 	gl->mig_opts.precopy_rounds = (int)p->param[MIG_P_PRECOPY_ROUNDS];
+	/*
+	 * QEMU's migrate is precopy until migrate-start-postcopy, whatever
+	 * else is set: with the manual switch, precopy runs without
+	 * x-precopy-rounds too (its rounds go on until the command).  Before,
+	 * such a migrate went straight to postcopy, and a client's
+	 * migrate-start-postcopy after "active" (libvirt's) found none.
+	 */
+	if (p->param[MIG_P_POSTCOPY_MANUAL] && !gl->mig_opts.precopy_rounds)
+		gl->mig_opts.precopy_rounds = 1;
 	gl->mig_opts.compress = (int)p->param[MIG_P_COMPRESS];
-	gl->mig_opts.recover_ms = (int)p->param[MIG_P_RECOVER_MS];
+	/* No deadline unless the operator set one: the VM waits for migrate resume. */
+	gl->mig_opts.recover_ms =
+	    p->param[MIG_P_RECOVER_MS] ? (int)p->param[MIG_P_RECOVER_MS] : MIG_RECOVER_BY_COMMAND;
 	/* QEMU's multifd-channels count only with the multifd capability. */
 	gl->mig_opts.channels =
 	    p->caps & GLUE_CAP_BIT(GLUE_CAP_MULTIFD) ? (unsigned)p->param[MIG_P_CHANNELS] : 1;

@@ -22,10 +22,15 @@ struct ram;
 struct ram_source;
 
 struct mig_opts {
-	const char *addr;    /* tcp:HOST:PORT: where the destination listens */
-	int precopy_rounds;  /* source: full passes while the VM runs (0: pure postcopy) */
-	int compress;	     /* source: zstd-compress pushed pages when it pays */
-	int recover_ms;	     /* how long a broken link may stay broken (default 10000) */
+	const char *addr;   /* tcp:HOST:PORT: where the destination listens */
+	int precopy_rounds; /* source: full passes while the VM runs (0: pure postcopy) */
+	int compress;	    /* source: zstd-compress pushed pages when it pays */
+	/*
+	 * How long a broken link may stay broken (default 10000); the source
+	 * re-dials addr meanwhile.  MIG_RECOVER_BY_COMMAND: no deadline, and no
+	 * re-dial: the operator resumes (mig_ctl_resume(), mig_dest_listen_more()).
+	 */
+	int recover_ms;
 	int idle_ms;	     /* a peer silent this long is stalled: link broken (recover_ms) */
 	int connect_ms;	     /* source: how long to retry the first connection (10000) */
 	const char *metrics; /* write the JSON summary to this file ("-": stdout) */
@@ -61,6 +66,8 @@ struct mig_opts {
 	struct mig_ctl *ctl; /* source: live requests and progress (optional) */
 };
 
+#define MIG_RECOVER_BY_COMMAND (-1)
+
 /* Is TLS asked for? */
 static inline int mig_opts_tls(const struct mig_opts *o)
 {
@@ -91,7 +98,9 @@ enum mig_phase {
 	MIG_PHASE_PRECOPY,
 	MIG_PHASE_SWITCHOVER,
 	MIG_PHASE_POSTCOPY,
-	MIG_PHASE_RECOVER,
+	MIG_PHASE_RECOVER,	 /* postcopy-paused: the link is down */
+	MIG_PHASE_RECOVER_SETUP, /* postcopy-recover-setup: connecting again */
+	MIG_PHASE_RECOVERING,	 /* postcopy-recover: reconnected, catching up */
 	MIG_PHASE_COMPLETED,
 	MIG_PHASE_FAILED,
 	MIG_PHASE_CANCELLED,
@@ -114,9 +123,18 @@ enum {
 	MIG_CANCEL_TOO_LATE
 };
 
+enum {
+	MIG_RESUME_NONE,
+	MIG_RESUME_ASKED, /* resume_uri is written: the library may take it */
+	MIG_RESUME_TAKEN, /* the library is connecting to it */
+};
+
 struct mig_ctl {
 	/* Requests. */
 	int cancel;		/* MIG_CANCEL_*: see mig_ctl_cancel() */
+	int pause;		/* break the link now (QEMU's migrate-pause): mig_ctl_pause() */
+	int resume;		/* MIG_RESUME_*: mig_ctl_resume() */
+	char resume_uri[256];	/* where a paused postcopy reconnects (with resume) */
 	int start_postcopy;	/* leave precopy now (as QEMU's migrate-start-postcopy) */
 	int manual_postcopy;	/* precopy goes on, round after round, until start_postcopy */
 	uint64_t max_bandwidth; /* bytes/s of pushed pages (precopy and postcopy); 0: no cap */
@@ -140,6 +158,21 @@ struct mig_ctl {
  * so a cancel is never both accepted and ignored.
  */
 int mig_ctl_cancel(struct mig_ctl *c);
+
+/*
+ * Break the link of a migration in postcopy (postcopy-active or
+ * postcopy-recover), as QEMU's migrate-pause: it goes to postcopy-paused
+ * within a heartbeat.  0, or -EINVAL with no postcopy to pause.
+ */
+int mig_ctl_pause(struct mig_ctl *c);
+
+/*
+ * Resume a paused postcopy (postcopy-paused) by connecting to uri, as
+ * QEMU's migrate {resume: true}: 0, -EINVAL when not paused, -EBUSY while
+ * an earlier resume is connecting.  The caller checked uri's form.  A
+ * resume that cannot connect goes back to postcopy-paused.
+ */
+int mig_ctl_resume(struct mig_ctl *c, const char *uri);
 
 /*
  * What the source needs from its VMM.  ram/ram_size: the guest RAM object
@@ -245,6 +278,22 @@ void mig_dest_abort(struct mig_dest *d, const char *why);
 
 /* Non-blocking: 1 once every page arrived, -1 once failed, 0 while running. */
 int mig_dest_status(struct mig_dest *d);
+
+/* Where the incoming migration is, as QEMU names it (mig_phase_name()). */
+enum mig_phase mig_dest_phase(struct mig_dest *d);
+
+/*
+ * QEMU's migrate-pause at the destination: break the link of a migration
+ * in postcopy; the destination waits for the source (postcopy-paused).
+ * 0, or -EINVAL when not in postcopy.
+ */
+int mig_dest_pause(struct mig_dest *d);
+
+/*
+ * QEMU's migrate-recover: also listen at addr (tcp:, unix:) for the
+ * source's reconnection of a paused postcopy.  0, or -errno with err.
+ */
+int mig_dest_listen_more(struct mig_dest *d, const char *addr, char *err, size_t errlen);
 
 /* Write the destination's JSON summary to f. */
 void mig_dest_report(struct mig_dest *d, FILE *f);

@@ -29,6 +29,14 @@ documented QMP wire format, not from this project's code.
                                     migrate-incoming URI; the source
                                     (SSOCK) migrates there; the VM runs
                                     there: RESUME, stop and cont work
+  qmp-drive.py DSOCK recover URI SSOCK URI2 URI3 DEAD  recovery by command, as
+                                    libvirt drives QEMU's: postcopy paused
+                                    at the source (migrate-pause), a resume
+                                    to DEAD fails back to paused, then
+                                    migrate-recover URI2 at the destination
+                                    and migrate resume: true to it; paused
+                                    again at the destination, recovered
+                                    over URI3; completed
 
 Prints what it saw; exits 0 when every check held, 1 with the reason.
 """
@@ -100,7 +108,8 @@ def capabilities_case(q):
     check(all(caps[c] for c in ("postcopy-ram", "postcopy-preempt", "return-path", "events",
                                 "postcopy-blocktime")) and not caps["multifd"],
           f"capabilities set and read back: {caps}")
-    refused(q, "migrate", "resume", "migrate resume: true", uri="tcp:127.0.0.1:1", resume=True)
+    refused(q, "migrate", "no paused migration", "migrate resume: true with nothing paused",
+            uri="tcp:127.0.0.1:1", resume=True)
     refused(q, "migrate", "any address", "migrate to tcp::PORT", uri="tcp::4444")
     refused(q, "migrate", "bad address", "migrate to tcp:HOST (no port)", uri="tcp:127.0.0.1")
     refused(q, "migrate", "bad address", "migrate to an unbracketed IPv6", uri="tcp:::1:4444")
@@ -255,12 +264,85 @@ def incoming_case(path, uri):
           f"the destination's events: RESUME when its vCPUs start, then STOP, RESUME: {events}")
 
 
+def wait_events(q, want, limit=240):
+    """Read until the MIGRATION statuses seen end with want (a list)."""
+    end = time.time() + limit
+    while time.time() < end:
+        if q.statuses()[-len(want):] == want:
+            return
+        q.command("query-status")  # collects the events that came meanwhile
+        time.sleep(0.2)
+    raise SystemExit(f"FAIL: MIGRATION events never ended with {want}: {q.statuses()}")
+
+
+def pause_and_recover(d, s, pause_at, uri, what):
+    """migrate-pause at pause_at, both ends paused, then recovered over uri."""
+    pause_at.command("migrate-pause")
+    wait_status(s, ["postcopy-paused"])
+    wait_status(d, ["postcopy-paused"])
+    check(True, f"{what}: migrate-pause: both ends postcopy-paused")
+    refused(s, "migrate-pause", "only supported during postcopy-active",
+            f"{what}: migrate-pause while paused")
+    d.command("migrate-recover", uri=uri)
+    check(d.command("query-migrate")["status"] == "postcopy-recover-setup",
+          f"{what}: migrate-recover: the destination is postcopy-recover-setup")
+    s.command("migrate", uri=uri, resume=True)
+    st = wait_status(s, ["postcopy-active", "completed"])
+    check(True, f"{what}: migrate resume: true over {uri}: {st['status']}")
+
+
+def recover_case(dpath, uri):
+    uri2, uri3, dead = sys.argv[5:8]
+    d = QMP(dpath)
+    d.command("migrate-incoming", uri=uri)
+    s = QMP(sys.argv[4])
+    s.command("migrate-set-capabilities",
+              capabilities=[cap("postcopy-ram", True), cap("events", True)])
+    # slow enough a push that postcopy lasts through both recoveries
+    s.command("migrate-set-parameters", **{"x-postcopy-manual": False, "x-precopy-rounds": 0,
+                                           "max-postcopy-bandwidth": 1 << 20})
+    s.command("migrate", uri=uri)
+    wait_status(s, ["postcopy-active"])
+    refused(d, "migrate-recover", "only be run when postcopy is paused",
+            "migrate-recover while postcopy is active", uri=uri2)
+    refused(s, "migrate", "no paused migration", "migrate resume while postcopy is active",
+            uri=uri2, resume=True)
+    s.command("migrate-pause")
+    wait_status(s, ["postcopy-paused"])
+    wait_status(d, ["postcopy-paused"])
+    check(True, "migrate-pause at the source: both ends postcopy-paused")
+    s.command("migrate", uri=dead, resume=True)
+    refused(s, "migrate", "already connecting", "a second resume while one connects",
+            uri=dead, resume=True)
+    wait_events(s, ["postcopy-recover-setup", "postcopy-paused"])
+    check(True, f"a resume to {dead}, where nothing listens: back to postcopy-paused")
+    d.command("migrate-recover", uri=uri2)
+    check(d.command("query-migrate")["status"] == "postcopy-recover-setup",
+          "migrate-recover: the destination is postcopy-recover-setup")
+    s.command("migrate", uri=uri2, resume=True)
+    wait_status(s, ["postcopy-active", "completed"])
+    check(True, f"migrate resume: true over {uri2}: recovered")
+    pause_and_recover(d, s, d, uri3, "paused at the destination")
+    try:
+        while "completed" not in s.statuses():
+            msg = s.read()
+            if "event" in msg:
+                s.events.append(msg)
+    except EOFError:
+        pass  # a source VMM that exits once the VM runs at the destination
+    seq = [x for x in s.statuses() if x.startswith("postcopy-recover")]
+    check(seq.count("postcopy-recover") >= 2 and seq.count("postcopy-recover-setup") >= 3,
+          f"MIGRATION events: {s.statuses()}")
+    check("completed" in s.statuses(), "completed after two recoveries by command")
+
+
 def main():
     path, case = sys.argv[1:3]
     uri = sys.argv[3] if len(sys.argv) > 3 else ""
     try:
         {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
-         "after-postcopy": after_postcopy, "incoming": incoming_case}[case](path, uri)
+         "after-postcopy": after_postcopy, "incoming": incoming_case,
+         "recover": recover_case}[case](path, uri)
     except QMPError as e:
         raise SystemExit(f"FAIL: {e}")
 
