@@ -316,8 +316,8 @@ def main():
         print(f"   query-commands: {c} {'listed' if c in have else 'absent'}")
     dcaps = capabilities_check(d)
     scaps = capabilities_check(s)
-    query_status(d, "qemuProcessUpdateState (qemuProcessRefreshState)", "inmigrate")
-    query_status(s, "qemuProcessUpdateState", "running")
+    query_status(d, "qemuProcessUpdateState (qemuMonitorGetStatus, as on a reconnect)", "inmigrate")
+    query_status(s, "qemuProcessUpdateState (qemuMonitorGetStatus, as on a reconnect)", "running")
 
     # -------- Begin3 at the source (qemuMigrationSrcBeginPhase) --------
     if "query-block" not in have:
@@ -412,7 +412,7 @@ def main():
     check(d.wait_event(lambda: "RESUME" in d.names, 10),
           "[D] RESUME when its vCPUs start (qemuProcessHandleResume: running, post-copy)")
     d.empty("qemuProcessStartCPUs", "cont")
-    query_status(d, "qemuProcessStartCPUs (state refresh)", "running")
+    query_status(d, "(not libvirt: the replay's own check)", "running")
 
     # -------- virsh domjobabort --postcopy (qemuDomainAbortJobPostcopy) --------
     s.empty("qemuDomainAbortJobPostcopy (qemuMonitorMigratePause)", "migrate-pause")
@@ -454,7 +454,7 @@ def main():
             gap(f"query-migrate-parameters at the destination says {bad}, which "
                 f"migrate-set-parameters refuses: libvirt's qemuMigrationParamsReset writes "
                 f"back what it read, so its reset fails (logged, not fatal)")
-        query_status(d, "(virsh domstate)", "running")
+        query_status(d, "(not libvirt: the replay's own check)", "running")
     except QMPClosed:
         fail("[D] the destination VMM closed its socket after the migration")
 
@@ -464,7 +464,7 @@ def main():
     try:
         st = migration_stats(s, "qemuMigrationSrcComplete (qemuMigrationAnyFetchStats)")
         check(st["status"] == "completed", "[S] query-migrate after the migration: completed")
-        query_status(s, "(virsh domstate)")
+        query_status(s, "(not libvirt: the replay's own check)")
         if "quit" in have:  # libvirt's qemuProcessStop ends QEMU itself (a signal)
             s.execute("qemuProcessStop (as quit)", "quit")
     except QMPClosed:
