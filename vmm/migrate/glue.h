@@ -103,6 +103,8 @@ struct migrate_glue {
 	int incoming_signo;	      /* a signal ended the wait for migrate-incoming */
 	char incoming_uri[256];	      /* --incoming's, or migrate-incoming's (defer) */
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
+	pthread_t dest_events;	      /* its MIGRATION events (incoming-events.c) */
+	int dest_events_on, dest_events_stop;
 };
 
 /* ---- options.c ---- */
@@ -189,6 +191,10 @@ void glue_qmp_query_capabilities(void *ctx, struct json_object *args, struct qmp
 
 /* Serve QMP on --control: 0, or -EINVAL after a message. */
 int glue_start_control(struct migrate_glue *gl);
+
+/* incoming-events.c: the destination's MIGRATION events, from the listen to the end. */
+int glue_start_incoming_events(struct migrate_glue *gl);
+void glue_stop_incoming_events(struct migrate_glue *gl);
 
 /* qmp-recover.c: recovery by command (migrate-pause, migrate-recover, migrate resume). */
 void glue_qmp_migrate_pause(void *ctx, struct json_object *args, struct qmp_reply *reply);

@@ -116,6 +116,8 @@ static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
 		pr_vmm("stopped by signal %d before the migration started\n", signo);
 		return -EINTR;
 	}
+	if (glue_start_incoming_events(gl))
+		return -EAGAIN;
 	if (!m.tls.creds_dir && !m.tls.psk_file)
 		pr_vmm("warning: plain TCP (no --tls-creds or --tls-psk): anyone who can reach "
 		       "%s can send this VMM a VM, and anyone on the path can read the guest's "
@@ -209,6 +211,7 @@ int glue_prepare_incoming(struct migrate_glue *gl)
 		pr_vmm("incoming migration failed: %s\n", err);
 		write_dest_metrics(gl);
 		ram_stop_faults(ram);
+		glue_stop_incoming_events(gl);
 		mig_dest_free(gl->dest);
 		gl->dest = NULL;
 		return r;
@@ -298,6 +301,7 @@ void glue_incoming_finish(struct migrate_glue *gl)
 		stop_incoming_with_vm(gl, gl->vm);
 		pthread_join(gl->watch, NULL);
 	}
+	glue_stop_incoming_events(gl);
 	if (gl->dest) {
 		/* The fault thread calls into the library: stop it first. */
 		ram_stop_faults(vm_ram(gl->vm));

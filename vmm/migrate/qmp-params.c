@@ -20,6 +20,9 @@ void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 	 * --postcopy-manual is for --migrate-after's migration (the timer's).
 	 */
 	p->param[MIG_P_POSTCOPY_MANUAL] = 1;
+	/* What a migration uses when none was given (query-migrate-parameters says so). */
+	if (!p->param[MIG_P_CHANNELS])
+		p->param[MIG_P_CHANNELS] = 1;
 	glue_caps_init(p, o);
 	snprintf(p->tls_creds, sizeof(p->tls_creds), "%s", o->tls_creds ? o->tls_creds : "");
 	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
@@ -88,6 +91,13 @@ static int set_num_param(struct glue_params *p, int i, const char *key, struct j
 	}
 	errno = 0;
 	n = json_object_get_int64(v);
+	/*
+	 * A bandwidth above the table's 1 TiB/s (libvirt's default is
+	 * INT64_MAX, QEMU takes it) is no cap any link could reach: that cap.
+	 */
+	if (i == MIG_P_MAX_BANDWIDTH && json_object_is_type(v, json_type_int) && !errno &&
+	    (uint64_t)n > mig_param_defs[i].max)
+		n = (int64_t)mig_param_defs[i].max;
 	if (!json_object_is_type(v, json_type_int) || errno || n < 0 ||
 	    !mig_param_in_range(i, (uint64_t)n)) {
 		qmp_fail(reply, "Parameter '%s' expects %s from %llu to %llu", key,

@@ -368,15 +368,6 @@ def main():
     sparams["max-bandwidth"] = 8 * MIB  # --bandwidth 8: priv->migMaxBandwidth * 1 MiB
     sparams["max-postcopy-bandwidth"] = 1 * MIB  # --postcopy-bandwidth 1
     s.empty("qemuMigrationParamsApply", "migrate-set-parameters", **sparams)
-    if s.raw_params.get("x-precopy-rounds", 0) == 0:
-        # Not libvirt's: without it this VMM's migrate goes straight to
-        # postcopy, where QEMU's precopies until migrate-start-postcopy.
-        gap("migrate with postcopy-ram precopies only with x-precopy-rounds >= 1 (its "
-            "default 0 goes straight to postcopy; QEMU precopies until "
-            "migrate-start-postcopy): the replay sets x-precopy-rounds 100, the one x- "
-            "parameter it sends")
-        s.empty("(not libvirt: this VMM's precopy)", "migrate-set-parameters",
-                **{"x-precopy-rounds": 100})
     if "getfd" not in have:
         gap("no getfd / fd: URI: for a plain tcp migration libvirt connects itself and "
             "hands QEMU the socket (qemuMigrationSrcConnect, qemuMonitorMigrateToFd: getfd "
