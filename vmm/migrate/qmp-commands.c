@@ -68,9 +68,16 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 		qmp_fail(reply, "Parameter 'uri' is missing");
 		goto out;
 	}
-	if (gl->o->incoming) {
-		qmp_fail(reply, "this VM arrived by migration: migrating it on is not supported "
-				"yet");
+	/*
+	 * A VM that arrived by migration leaves again once all of its pages
+	 * are here; before, its memory is still split with its source.
+	 */
+	pthread_mutex_lock(&gl->lock);
+	int arriving = gl->o->incoming && !gl->incoming_done;
+	pthread_mutex_unlock(&gl->lock);
+	if (arriving) {
+		qmp_fail(reply, "this VM's incoming migration has not completed: it can migrate on "
+				"once every page has arrived");
 		return;
 	}
 	/* A bad URI is an error now, not a failed migration later (as QEMU's). */

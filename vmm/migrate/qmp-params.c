@@ -28,7 +28,9 @@ void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
 	snprintf(p->tls_hostname, sizeof(p->tls_hostname), "%s",
 		 o->tls_hostname ? o->tls_hostname : "");
-	snprintf(p->metrics, sizeof(p->metrics), "%s", o->metrics ? o->metrics : "");
+	/* A migrated VM's --migrate-metrics is its arrival's report: not overwritten on leaving. */
+	snprintf(p->metrics, sizeof(p->metrics), "%s",
+		 o->metrics && !o->incoming ? o->metrics : "");
 }
 
 /*

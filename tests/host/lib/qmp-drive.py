@@ -29,6 +29,9 @@ documented QMP wire format, not from this project's code.
                                     migrate-incoming URI; the source
                                     (SSOCK) migrates there; the VM runs
                                     there: RESUME, stop and cont work
+  qmp-drive.py BSOCK onward URI CSOCK ASOCK URI2  A VM migrated A -> B
+                                    migrates on B -> C once every page
+                                    arrived at B (refused before)
   qmp-drive.py DSOCK recover URI SSOCK URI2 URI3 DEAD  recovery by command, as
                                     libvirt drives QEMU's: postcopy paused
                                     at the source (migrate-pause), a resume
@@ -240,7 +243,7 @@ def incoming_case(path, uri):
           f"--incoming defer: query-status inmigrate, not running: {st}")
     refused(d, "cont", "inmigrate", "cont before the state arrived")
     refused(d, "stop", "inmigrate", "stop before the state arrived")
-    refused(d, "migrate", "arrived by migration", "migrate at a destination", uri="tcp:127.0.0.1:1")
+    refused(d, "migrate", "has not completed", "migrate at a destination before its pages arrived", uri="tcp:127.0.0.1:1")
     refused(d, "migrate-incoming", "bad address",
             "migrate-incoming to a bad URI", uri="tcp:127.0.0.1")
     refused(d, "migrate-incoming", "missing", "migrate-incoming without a uri")
@@ -336,13 +339,47 @@ def recover_case(dpath, uri):
     check("completed" in s.statuses(), "completed after two recoveries by command")
 
 
+def onward_case(bpath, uri):
+    """A -> B -> C: B, a VM that arrived by migration, migrates on to C."""
+    cpath, apath, uri2 = sys.argv[4:7]
+    b, c, a = QMP(bpath), QMP(cpath), QMP(apath)
+    b.command("migrate-incoming", uri=uri)
+    c.command("migrate-incoming", uri=uri2)
+    a.command("migrate-set-capabilities", capabilities=[cap("postcopy-ram", True)])
+    a.command("migrate-set-parameters", **{"x-postcopy-manual": False})
+    refused(b, "migrate", "has not completed", "B migrates on before its pages arrived",
+            uri=uri2)
+    a.command("migrate", uri=uri)
+    wait_status(b, ["completed"])
+    check(True, "A -> B: completed at B")
+    b.command("migrate-set-capabilities",
+              capabilities=[cap("postcopy-ram", True), cap("events", True)])
+    b.command("migrate-set-parameters", **{"x-postcopy-manual": False})
+    b.command("migrate", uri=uri2)
+    try:
+        while "completed" not in b.statuses():
+            msg = b.read()
+            if "event" in msg:
+                b.events.append(msg)
+    except EOFError:
+        pass  # a source VMM that exits once the VM runs at the destination
+    check("completed" in b.statuses(), f"B -> C: B's MIGRATION events {b.statuses()}")
+    wait_run_state(c, "running")
+    check(True, "the VM runs at C")
+    for q in (a, b):  # sources that wait in postmigrate end as QEMU's do
+        try:
+            q.execute("quit")
+        except (EOFError, OSError, QMPError):
+            pass
+
+
 def main():
     path, case = sys.argv[1:3]
     uri = sys.argv[3] if len(sys.argv) > 3 else ""
     try:
         {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
          "after-postcopy": after_postcopy, "incoming": incoming_case,
-         "recover": recover_case}[case](path, uri)
+         "recover": recover_case, "onward": onward_case}[case](path, uri)
     except QMPError as e:
         raise SystemExit(f"FAIL: {e}")
 
