@@ -76,7 +76,8 @@ static void note_phase_figures(struct mig_ctl *c, enum mig_phase phase)
 		src_ctl_put(&c->t_setup_ns, now_ns());
 	if (phase == MIG_PHASE_SWITCHOVER)
 		src_ctl_put(&c->bytes_at_pause, bytes);
-	if (phase == MIG_PHASE_POSTCOPY && !__atomic_load_n(&c->bytes_at_postcopy, __ATOMIC_RELAXED))
+	if (phase == MIG_PHASE_POSTCOPY &&
+	    !__atomic_load_n(&c->bytes_at_postcopy, __ATOMIC_RELAXED))
 		src_ctl_put(&c->bytes_at_postcopy, bytes);
 }
 

@@ -155,8 +155,8 @@ struct src {
 	uint64_t pages_normal;	    /* sent with their payload, any channel (atomic) */
 	/* The rates' last sample: only the watchdog's (source-watch.c). */
 	uint64_t rate_t, rate_bytes0, rate_pages0;
-	uint64_t push_cpu_ns;	    /* the push threads' CPU time, over recoveries */
-	uint32_t push_features;	    /* agreed on the bulk channel when the push began */
+	uint64_t push_cpu_ns;	/* the push threads' CPU time, over recoveries */
+	uint32_t push_features; /* agreed on the bulk channel when the push began */
 	int precopy_rounds_done;
 	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
 	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
