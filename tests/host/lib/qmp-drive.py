@@ -278,8 +278,11 @@ def precopy_figures(q):
     time.sleep(2.5)  # the rate's window is the last second: more than one has passed
     st = q.command("query-migrate")
     ram = st["ram"]
-    check(st["status"] == "active" and ram["mbps"] > 0 and ram["pages-per-second"] > 0,
-          f"mbps {ram['mbps']:.1f}, pages-per-second {ram['pages-per-second']} during the push")
+    cap_mbps = (8 << 20) * 8 / 1e6  # max-bandwidth in QEMU's unit
+    check(st["status"] == "active" and 0 < ram["mbps"] <= 1.25 * cap_mbps
+          and ram["pages-per-second"] > 0,
+          f"mbps {ram['mbps']:.1f} (max-bandwidth: {cap_mbps:.1f}), pages-per-second "
+          f"{ram['pages-per-second']} during the push")
     check("downtime" not in st and "expected-downtime" not in st,
           f"no downtime before the switch-over ({st['status']})")
     check(isinstance(st.get("setup-time"), int) and st["setup-time"] < st["total-time"],
@@ -320,7 +323,8 @@ def figures_case(path, uri, metrics):
               capabilities=[cap("postcopy-ram", True), cap("events", True)])
     # Slow enough that precopy's passes and postcopy's push can be watched.
     q.command("migrate-set-parameters", **{"max-bandwidth": 8 << 20, "x-metrics-file": metrics,
-                                           "max-postcopy-bandwidth": 1 << 20})
+                                           "max-postcopy-bandwidth": 1 << 20,
+                                           "x-precopy-rounds": 1})
     q.command("migrate", uri=uri)
     wait_status(q, ["active"])
     precopy_figures(q)
