@@ -264,8 +264,8 @@ static int final_status(const char *s)
 
 /*
  * The last MIGRATION status the VMM announced: a source VMM exits right
- * after "completed" (and after a failure past the switch-over), so the
- * event may be all there is to read.
+ * after a failure past the switch-over (and, without a control socket,
+ * after "completed"), so the event may be all there is to read.
  */
 struct outcome {
 	char status[32], error[400];
@@ -398,6 +398,18 @@ static int start(struct qmpc *c, const struct request *q, const char *metrics)
 	return 0;
 }
 
+/*
+ * A completed migration leaves the source VMM in postmigrate, serving QMP
+ * until quit (as QEMU's); the agent ends it, as libvirt ends its source
+ * QEMU.  A VMM already gone (it ended by itself) is no error.
+ */
+static void quit_source(struct qmpc *c)
+{
+	char err[600];
+
+	qmpc_execute(c, "quit", NULL, 10000, NULL, NULL, NULL, err, sizeof(err));
+}
+
 static int cmd_migrate(int argc, char **argv)
 {
 	struct request q = { .idle_ms = 10000 };
@@ -426,6 +438,8 @@ static int cmd_migrate(int argc, char **argv)
 		r = start(&c, &q, q.metrics ? q.metrics : tmp);
 		if (!r)
 			r = follow(&c, &q);
+		if (!r)
+			quit_source(&c);
 		qmpc_close(&c);
 	}
 	if (r == 0 && !q.metrics)

@@ -71,6 +71,8 @@ static void look_at_link(struct mig_link_watch *w)
 	if (!urg)
 		return;
 	mig_conn_ping_if_quiet(urg, now, w->heartbeat_ns);
+	if (w->ops->tick)
+		w->ops->tick(w->ctx, now);
 	int broken = !late && link_broken(w, now, why, sizeof(why));
 	w->ops->release(w->ctx, broken ? why : NULL);
 }

@@ -10,7 +10,7 @@
  *
  * One look at the link, every interval:
  *   urg = hold(ctx)              NULL: not now (down, broken, finished)
- *   PING on urg if it was quiet
+ *   PING on urg if it was quiet; tick(ctx) if the side has one
  *   silent for idle_ms?  or  stalled(ctx)?  -> why
  *   release(ctx, why or NULL)    why: the side reports the break
  * hold() takes the side's lock that guards its connections and keeps it
@@ -54,6 +54,11 @@ struct mig_link_ops {
 	int (*stalled)(void *ctx, uint64_t now, uint64_t limit_ns, char *why, size_t len);
 	/* Let go of what hold() took; why non-NULL: the link is broken, report it. */
 	void (*release)(void *ctx, const char *why);
+	/*
+	 * Optional, under hold(): the side's periodic figures (the source's
+	 * rates), on the one thread that looks at the link regularly.
+	 */
+	void (*tick)(void *ctx, uint64_t now);
 };
 
 struct mig_link_watch {

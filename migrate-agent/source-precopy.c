@@ -175,6 +175,8 @@ int src_precopy(struct src *s, char *err, size_t errlen)
 				break;
 			}
 		}
+		if (s->o->ctl && s->o->ctl->pass_started) /* QEMU's MIGRATION_PASS */
+			s->o->ctl->pass_started(s->o->ctl->arg, (uint64_t)round + 1);
 		sent = precopy_round(&ps, round, dirty, &r, &upto);
 		round_sent(s, round, sent, upto, &dirty);
 		if (r)

@@ -48,6 +48,8 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 	}
 	if (p.encoding == MIG_PAGE_RAW)
 		p.data_len = PAGE_SIZE;
+	if (p.encoding != MIG_PAGE_ZERO) /* QEMU's "normal": a page with its payload */
+		__atomic_fetch_add(&s->pages_normal, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
 	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
 }
@@ -364,6 +366,8 @@ static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 	if (zero) {
 		__atomic_fetch_add(&s->pages_zero, run.count, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->pages_pushed_zero, run.count, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_add(&s->pages_normal, run.count, __ATOMIC_RELAXED);
 	}
 	__atomic_fetch_add(&s->bytes_pages, sizeof(run) + data, __ATOMIC_RELAXED);
 	*n = run.count;

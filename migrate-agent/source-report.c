@@ -37,6 +37,13 @@ static uint64_t downtime_us(struct src *s)
 	return ns < 0 ? 0 : (uint64_t)(ns / 1000.0);
 }
 
+/* Every byte sent so far, on every connection and over recoveries. */
+uint64_t src_tx_bytes(struct src *s)
+{
+	return s->bytes_total_prev + __atomic_load_n(&s->links.urg->tx_bytes, __ATOMIC_RELAXED) +
+	       mig_links_bulk_tx(&s->links, 0);
+}
+
 /* The counters query-migrate shows; cheap, called as the migration goes. */
 void src_publish(struct src *s)
 {
@@ -45,12 +52,33 @@ void src_publish(struct src *s)
 		return;
 	src_ctl_put(&c->pages_sent, __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED));
 	src_ctl_put(&c->pages_demand, __atomic_load_n(&s->pages_demand, __ATOMIC_RELAXED));
-	src_ctl_put(&c->bytes_sent, s->bytes_total_prev +
-					__atomic_load_n(&s->links.urg->tx_bytes, __ATOMIC_RELAXED) +
-					mig_links_bulk_tx(&s->links, 0));
+	src_ctl_put(&c->bytes_sent, src_tx_bytes(s));
+	src_ctl_put(&c->pages_normal, __atomic_load_n(&s->pages_normal, __ATOMIC_RELAXED));
+	src_ctl_put(&c->pages_zero, __atomic_load_n(&s->pages_zero, __ATOMIC_RELAXED));
 	src_ctl_put(&c->precopy_rounds, (uint64_t)s->precopy_rounds_done);
 	if (__atomic_load_n(&s->running_seen, __ATOMIC_ACQUIRE))
 		src_ctl_put(&c->downtime_us, downtime_us(s));
+}
+
+/*
+ * What a phase change marks for QEMU's figures: the end of the setup (the
+ * connections are up: precopy or the switch-over begins), and the bytes
+ * sent until the pause and until postcopy began (precopy-bytes,
+ * downtime-bytes, postcopy-bytes split transferred there).  The first
+ * time only: a recovery enters POSTCOPY again.
+ */
+static void note_phase_figures(struct mig_ctl *c, enum mig_phase phase)
+{
+	uint64_t bytes = __atomic_load_n(&c->bytes_sent, __ATOMIC_RELAXED);
+
+	if ((phase == MIG_PHASE_PRECOPY || phase == MIG_PHASE_SWITCHOVER) &&
+	    !__atomic_load_n(&c->t_setup_ns, __ATOMIC_RELAXED))
+		src_ctl_put(&c->t_setup_ns, now_ns());
+	if (phase == MIG_PHASE_SWITCHOVER)
+		src_ctl_put(&c->bytes_at_pause, bytes);
+	if (phase == MIG_PHASE_POSTCOPY &&
+	    !__atomic_load_n(&c->bytes_at_postcopy, __ATOMIC_RELAXED))
+		src_ctl_put(&c->bytes_at_postcopy, bytes);
 }
 
 /*
@@ -63,6 +91,7 @@ void src_set_phase(struct src *s, enum mig_phase phase)
 	if (!c)
 		return;
 	src_publish(s);
+	note_phase_figures(c, phase);
 	if (phase >= MIG_PHASE_COMPLETED)
 		src_ctl_put(&c->t_end_ns, now_ns());
 	__atomic_store_n(&c->phase, (int)phase, __ATOMIC_RELEASE);

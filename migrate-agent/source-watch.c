@@ -75,11 +75,43 @@ static int pause_asked(void *ctx, uint64_t now, uint64_t limit_ns, char *why, si
 	return 1;
 }
 
+/*
+ * QEMU's mbps and pages-per-second are rates over a recent window (its
+ * 100 ms iteration), not averages since the start: here bytes and pages
+ * sent over the last second at least, sampled by the watchdog, which
+ * looks at least every second (link.c) whether or not anything is sent,
+ * so an idle link reads 0.  Under hold(): the connections' byte counts
+ * are not being reset by a recovery.
+ */
+#define SRC_RATE_WINDOW_NS 1000000000ull
+
+static void rate_tick(void *ctx, uint64_t now)
+{
+	struct src *s = ctx;
+	struct mig_ctl *c = s->o->ctl;
+	uint64_t bytes = src_tx_bytes(s), dt = now - s->rate_t;
+	uint64_t pages = __atomic_load_n(&s->pages_normal, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&s->pages_zero, __ATOMIC_RELAXED);
+
+	if (!c || (s->rate_t && dt < SRC_RATE_WINDOW_NS))
+		return;
+	if (s->rate_t && bytes >= s->rate_bytes0) {
+		src_ctl_put(&c->rate_bytes,
+			    (uint64_t)((double)(bytes - s->rate_bytes0) * 1e9 / (double)dt));
+		src_ctl_put(&c->rate_pages,
+			    (uint64_t)((double)(pages - s->rate_pages0) * 1e9 / (double)dt));
+	}
+	s->rate_t = now;
+	s->rate_bytes0 = bytes;
+	s->rate_pages0 = pages;
+}
+
 static const struct mig_link_ops src_link_ops = {
 	.hold = hold_link,
 	.heard = heard_link,
 	.stalled = pause_asked,
 	.release = release_link,
+	.tick = rate_tick,
 };
 
 /* The watchdog, once a pair is connected (a thread that cannot start: none). */

@@ -152,8 +152,11 @@ struct src {
 	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
 	    pages_precopy_resent, pages_resent;
 	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
-	uint64_t push_cpu_ns;	    /* the push threads' CPU time, over recoveries */
-	uint32_t push_features;	    /* agreed on the bulk channel when the push began */
+	uint64_t pages_normal;	    /* sent with their payload, any channel (atomic) */
+	/* The rates' last sample: only the watchdog's (source-watch.c). */
+	uint64_t rate_t, rate_bytes0, rate_pages0;
+	uint64_t push_cpu_ns;	/* the push threads' CPU time, over recoveries */
+	uint32_t push_features; /* agreed on the bulk channel when the push began */
 	int precopy_rounds_done;
 	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
 	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
@@ -264,6 +267,7 @@ unsigned src_start_push(struct src *s, pthread_t *t);
 int src_recover_link(struct src *s, char *err, size_t errlen);
 
 /* source-report.c */
+uint64_t src_tx_bytes(struct src *s);
 void src_publish(struct src *s);
 void src_set_phase(struct src *s, enum mig_phase phase);
 void src_progress(struct src *s, const char *phase);

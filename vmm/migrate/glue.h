@@ -16,6 +16,8 @@
  *                   when one starts
  *   qmp-caps.c      QEMU's migration capabilities (QMP set/query), kept
  *                   with the parameters
+ *   qmp-figures.c   query-migrate's figures, MIGRATION_PASS
+ *   qmp-runstate.c  query-status (QEMU's run states), quit
  *   qmp-commands.c  the other QMP commands, and the control socket
  *
  * Locking: gl->lock (with gl->cond) guards finishing, params, run_params,
@@ -186,6 +188,20 @@ void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_r
 void glue_caps_init(struct glue_params *p, const struct migrate_vmm_opts *o);
 void glue_qmp_set_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_query_capabilities(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+/* ---- qmp-figures.c ---- */
+
+/* QMP query-migrate: QEMU's MigrationInfo from gl->ctl. */
+void glue_qmp_query_migrate(void *ctx, struct json_object *args, struct qmp_reply *reply);
+/* mig_ctl.pass_started: a MIGRATION_PASS event (with the events capability). */
+void glue_pass_started(void *arg, uint64_t pass);
+
+/* ---- qmp-runstate.c ---- */
+
+/* The VM migrated away and this VMM waits for quit: QEMU's postmigrate (gl->lock held). */
+int glue_postmigrate(struct migrate_glue *gl);
+void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply);
+void glue_qmp_quit(void *ctx, struct json_object *args, struct qmp_reply *reply);
 
 /* ---- qmp-commands.c ---- */
 

@@ -16,16 +16,29 @@
 #include "ram/ram.h"
 #include "vmm/vm.h"
 
+/*
+ * The switch-over's pause, and the resume after a migration that failed
+ * before it: QEMU's STOP and RESUME (sent whatever the events capability,
+ * as QEMU's run state events are).
+ */
 static int s_pause(void *ctx)
 {
 	struct migrate_glue *gl = ctx;
-	return vm_pause(gl->vm);
+	int r = vm_pause(gl->vm);
+
+	if (!r && gl->qmp)
+		qmp_event(gl->qmp, "STOP", NULL);
+	return r;
 }
 
 static int s_resume(void *ctx)
 {
 	struct migrate_glue *gl = ctx;
-	return vm_resume(gl->vm);
+	int r = vm_resume(gl->vm);
+
+	if (!r && gl->qmp)
+		qmp_event(gl->qmp, "RESUME", NULL);
+	return r;
 }
 
 static int s_save(void *ctx, void **blob, size_t *len)
@@ -93,7 +106,15 @@ int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_o
 	int r = mig_source_run(&svm, m, &switched, err, errlen);
 	if (r == 0) {
 		pr_vmm("migration to %s complete: the VM runs there now\n", to);
-		vm_stop(gl->vm, -EINTR);
+		/*
+		 * QEMU's postmigrate: with a control socket the VMM stays, its
+		 * vCPUs paused, answering QMP until quit; a tool polling
+		 * query-migrate reads "completed", not EOF.
+		 */
+		if (gl->qmp)
+			pr_vmm("postmigrate: waiting for 'quit' on the control socket\n");
+		else
+			vm_stop(gl->vm, -EINTR);
 		return 0;
 	}
 	if (switched) {
@@ -141,11 +162,13 @@ void glue_phase_changed(void *arg, enum mig_phase phase)
 int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct glue_params *p,
 			 char *err, size_t errlen)
 {
-	if (glue_mig_active(gl) || gl->user_paused || gl->finishing) {
+	if (glue_mig_active(gl) || gl->user_paused || gl->finishing || glue_postmigrate(gl)) {
 		snprintf(err, errlen, "%s",
 			 gl->user_paused ? "the VM is stopped: 'cont' it first"
 			 : gl->finishing ? "the VM is ending"
-					 : "There's a migration process in progress");
+			 : glue_postmigrate(gl)
+			     ? "the VM has migrated away (postmigrate): it runs at the destination"
+			     : "There's a migration process in progress");
 		return -1;
 	}
 	if (gl->mig_on) /* the previous one ended: its thread is done */

@@ -5,15 +5,15 @@
  * by `migrate` or by --migrate-after's timer (glue_start_migration()),
  * runs on its own thread (outgoing.c); gl->ctl is the live link to it
  * (requests in, progress and the phase out), gl->params the options of the
- * next one (qmp-params.c).  stop, cont and query-status are the VM's run
- * state, as QEMU's.
+ * next one (qmp-params.c).  stop and cont are the VM's run state, as
+ * QEMU's; query-migrate is in qmp-figures.c, query-status and quit in
+ * qmp-runstate.c.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "glue.h"
-#include "migrate/net.h" /* now_ns() */
 #include "vmm/vm.h"
 
 /* The arguments a command knows; anything else is refused, as QEMU does. */
@@ -135,78 +135,6 @@ static void qmp_start_postcopy(void *ctx, struct json_object *args, struct qmp_r
 	pthread_mutex_unlock(&gl->lock);
 }
 
-static void add_u64(struct json_object *o, const char *key, const uint64_t *field)
-{
-	json_object_object_add(o, key,
-			       json_object_new_uint64(__atomic_load_n(field, __ATOMIC_RELAXED)));
-}
-
-/* query-migrate's "ram" member, named as QEMU names it where the meaning is the same. */
-static struct json_object *ram_info(struct mig_ctl *c, uint64_t now)
-{
-	struct json_object *ram = json_object_new_object();
-	uint64_t total = __atomic_load_n(&c->pages_total, __ATOMIC_RELAXED);
-	uint64_t sent = __atomic_load_n(&c->pages_sent, __ATOMIC_RELAXED);
-	uint64_t t0 = __atomic_load_n(&c->t_start_ns, __ATOMIC_RELAXED);
-	double secs = t0 && now > t0 ? (double)(now - t0) / 1e9 : 0;
-
-	add_u64(ram, "transferred", &c->bytes_sent);
-	json_object_object_add(ram, "total", json_object_new_uint64(total * PAGE_SIZE));
-	json_object_object_add(
-	    ram, "remaining",
-	    json_object_new_uint64((total - (sent < total ? sent : total)) * PAGE_SIZE));
-	json_object_object_add(ram, "normal", json_object_new_uint64(sent));
-	json_object_object_add(ram, "page-size", json_object_new_int(PAGE_SIZE));
-	json_object_object_add(
-	    ram, "pages-per-second",
-	    json_object_new_uint64(secs > 0 ? (uint64_t)((double)sent / secs) : 0));
-	add_u64(ram, "dirty-pages-rate", &c->dirty_pages_rate);
-	add_u64(ram, "dirty-sync-count", &c->precopy_rounds);
-	add_u64(ram, "postcopy-requests", &c->pages_demand);
-	return ram;
-}
-
-static void qmp_query_migrate(void *ctx, struct json_object *args, struct qmp_reply *reply)
-{
-	struct migrate_glue *gl = ctx;
-	struct json_object *o = json_object_new_object();
-	struct mig_ctl *c = &gl->ctl;
-	uint64_t now = now_ns(), t0, t1;
-	int phase;
-
-	(void)args;
-	reply->ret = o;
-	pthread_mutex_lock(&gl->lock);
-	if (!gl->mig_on) {
-		glue_incoming_status(gl, o); /* the destination's, if this is one */
-		pthread_mutex_unlock(&gl->lock);
-		return; /* else {}: no migration yet, as QEMU answers */
-	}
-	phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
-	t0 = __atomic_load_n(&c->t_start_ns, __ATOMIC_RELAXED);
-	t1 = __atomic_load_n(&c->t_end_ns, __ATOMIC_RELAXED);
-	json_object_object_add(
-	    o, "status",
-	    json_object_new_string(phase < MIG_PHASE_COMPLETED &&
-					   __atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE) ==
-					       MIG_CANCEL_ASKED
-				       ? "cancelling"
-				       : mig_phase_name(phase)));
-	json_object_object_add(o, "total-time",
-			       json_object_new_uint64(t0 ? ((t1 ? t1 : now) - t0) / 1000000 : 0));
-	if (__atomic_load_n(&c->downtime_us, __ATOMIC_RELAXED))
-		json_object_object_add(o, "downtime",
-				       json_object_new_uint64(c->downtime_us / 1000));
-	add_u64(o, "x-downtime-us", &c->downtime_us);
-	json_object_object_add(o, "ram", ram_info(c, now));
-	add_u64(o, "x-postcopy-faults", &c->faults);
-	add_u64(o, "x-postcopy-fault-p50-ns", &c->fault_lat_p50_ns);
-	add_u64(o, "x-postcopy-fault-p99-ns", &c->fault_lat_p99_ns);
-	if (phase == MIG_PHASE_FAILED) /* written before the phase: see struct mig_ctl */
-		json_object_object_add(o, "error-desc", json_object_new_string(c->error));
-	pthread_mutex_unlock(&gl->lock);
-}
-
 /* The VM's run state: stop and cont, as QEMU's; not while a migration runs. */
 static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *reply)
 {
@@ -215,6 +143,14 @@ static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *r
 	pthread_mutex_lock(&gl->lock);
 	if (glue_mig_active(gl)) {
 		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
+	} else if (glue_postmigrate(gl)) {
+		/* QEMU's stop there changes nothing; its cont would run stale RAM. */
+		if (!stop)
+			qmp_fail(reply, "the VM migrated by postcopy (postmigrate): it runs at "
+					"the destination, which holds its memory; it cannot "
+					"run here again ('quit' ends this VMM)");
+		pthread_mutex_unlock(&gl->lock);
+		return;
 	} else if (gl->inmigrate) {
 		qmp_fail(reply, "the VM is waiting for its incoming migration (inmigrate): it "
 				"runs when its state has arrived");
@@ -243,29 +179,9 @@ static void qmp_cont(void *ctx, struct json_object *args, struct qmp_reply *repl
 	qmp_stop_cont(ctx, 0, reply);
 }
 
-static void qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply)
-{
-	struct migrate_glue *gl = ctx;
-	struct json_object *o = json_object_new_object();
-	int paused, inmigrate;
-
-	(void)args;
-	pthread_mutex_lock(&gl->lock);
-	paused = gl->user_paused;
-	inmigrate = gl->inmigrate;
-	pthread_mutex_unlock(&gl->lock);
-	json_object_object_add(o, "running", json_object_new_boolean(!paused && !inmigrate));
-	json_object_object_add(o, "singlestep", json_object_new_boolean(0));
-	json_object_object_add(o, "status",
-			       json_object_new_string(inmigrate ? "inmigrate"
-						      : paused	? "paused"
-								: "running"));
-	reply->ret = o;
-}
-
 static const struct qmp_command qmp_commands[] = {
 	{ "migrate", qmp_migrate },
-	{ "query-migrate", qmp_query_migrate },
+	{ "query-migrate", glue_qmp_query_migrate },
 	{ "migrate_cancel", qmp_cancel },
 	{ "migrate-set-parameters", glue_qmp_set_parameters },
 	{ "query-migrate-parameters", glue_qmp_query_parameters },
@@ -274,7 +190,8 @@ static const struct qmp_command qmp_commands[] = {
 	{ "query-migrate-capabilities", glue_qmp_query_capabilities },
 	{ "stop", qmp_stop },
 	{ "cont", qmp_cont },
-	{ "query-status", qmp_query_status },
+	{ "query-status", glue_qmp_query_status },
+	{ "quit", glue_qmp_quit },
 	{ "migrate-incoming", glue_qmp_migrate_incoming },
 	{ "migrate-pause", glue_qmp_migrate_pause },
 	{ "migrate-recover", glue_qmp_migrate_recover },

@@ -255,6 +255,7 @@ void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *param
 		.manual_postcopy = (int)p->param[MIG_P_POSTCOPY_MANUAL],
 		.phase = MIG_PHASE_SETUP,
 		.phase_changed = glue_phase_changed,
+		.pass_started = glue_pass_started,
 		.arg = gl,
 	};
 }

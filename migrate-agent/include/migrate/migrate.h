@@ -146,8 +146,21 @@ struct mig_ctl {
 	uint64_t precopy_rounds, dirty_pages_rate;	     /* pages/s dirtied in the last round */
 	uint64_t downtime_us;				     /* once the destination runs the VM */
 	uint64_t faults, fault_lat_p50_ns, fault_lat_p99_ns; /* from COMPLETE */
+	/*
+	 * QEMU's figures (query-migrate), each written in one place: pages
+	 * sent with their payload and as zero markers, however often a page
+	 * went (src_publish()); bytes/s and pages/s over the last second
+	 * (the link watchdog's look); when the connections were up, and
+	 * bytes_sent at the pause and at postcopy's start (src_set_phase();
+	 * 0: not reached, since the handshake's bytes always come first).
+	 */
+	uint64_t pages_normal, pages_zero;
+	uint64_t rate_bytes, rate_pages;
+	uint64_t t_setup_ns, bytes_at_pause, bytes_at_postcopy;
 	char error[400]; /* why it failed: written before phase becomes FAILED */
 	void (*phase_changed)(void *arg, enum mig_phase phase);
+	/* Optional: precopy pass (1, 2, ...) starts, as QEMU's MIGRATION_PASS. */
+	void (*pass_started)(void *arg, uint64_t pass);
 	void *arg;
 };
 

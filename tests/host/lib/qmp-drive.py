@@ -22,6 +22,12 @@ documented QMP wire format, not from this project's code.
                                     refused, cancelled: the VM goes on
   qmp-drive.py SOCKET after-postcopy    the same, ended by
                                     migrate-start-postcopy, to completed
+  qmp-drive.py SOCKET figures URI METRICS  QEMU's query-migrate figures
+                                    (a rate during precopy, the pages and
+                                    byte splits against the source's
+                                    metrics, downtime only from the
+                                    switch-over), MIGRATION_PASS, STOP,
+                                    finish-migrate/postmigrate, quit
   qmp-drive.py DSOCK incoming URI SSOCK  the destination as a QMP object
                                     (vmm run --incoming defer): inmigrate,
                                     stop/cont/migrate refused, bad
@@ -43,6 +49,7 @@ documented QMP wire format, not from this project's code.
 
 Prints what it saw; exits 0 when every check held, 1 with the reason.
 """
+import json
 import sys
 import time
 
@@ -185,15 +192,29 @@ def migrate_case(path, uri):
     check("error" in refused and "split" in refused["error"]["desc"],
           "migrate_cancel after the switch-over: refused with the reason")
     watcher.sock.close()  # a client leaving changes nothing
-    try:
-        while "completed" not in q.statuses():
-            msg = q.read()
-            if "event" in msg:
-                q.events.append(msg)
-    except EOFError:
-        pass  # the source VMM exits once the VM runs at the destination
+    wait_events(q, lambda: "completed" in q.statuses())
     check("completed" in q.statuses(), f"MIGRATION events: {q.statuses()}")
+    postmigrate_then_quit(q)
     check(q.statuses()[0] in ("setup", "active"), "events start at setup or active")
+
+
+def wait_events(q, done, limit=240):
+    """Read events until done() (the source stays after completed, as QEMU's)."""
+    q.sock.settimeout(limit)
+    while not done():
+        msg = q.read()
+        if "event" in msg:
+            q.events.append(msg)
+
+
+def postmigrate_then_quit(q):
+    """A completed source stays (QEMU's postmigrate) and ends on quit."""
+    st = q.command("query-status")
+    check(st["status"] == "postmigrate" and not st["running"],
+          f"after completed: query-status postmigrate, not running: {st}")
+    check(q.command("query-migrate")["status"] == "completed",
+          "the source still answers query-migrate after completed")
+    check(q.execute("quit") == {"return": {}, "id": q.next_id}, "quit answered")
 
 
 def after_cancel(path, uri):
@@ -216,14 +237,9 @@ def after_postcopy(path, _uri):
     q.command("migrate-start-postcopy")
     st = wait_status(q, ["postcopy-active", "completed"])
     check(True, f"migrate-start-postcopy ended the --migrate-after precopy: {st['status']}")
-    try:
-        while "completed" not in q.statuses():
-            msg = q.read()
-            if "event" in msg:
-                q.events.append(msg)
-    except EOFError:
-        pass  # the source VMM exits once the VM runs at the destination
+    wait_events(q, lambda: "completed" in q.statuses())
     check("completed" in q.statuses(), f"MIGRATION events: {q.statuses()}")
+    postmigrate_then_quit(q)
 
 
 def wait_run_state(q, want, limit=240):
@@ -265,6 +281,90 @@ def incoming_case(path, uri):
     events = [e["event"] for e in d.events]
     check(events[:1] == ["RESUME"] and "STOP" in events and events[-1] == "RESUME",
           f"the destination's events: RESUME when its vCPUs start, then STOP, RESUME: {events}")
+    wait_status(s, ["completed"])
+    postmigrate_then_quit(s)
+
+
+def precopy_figures(q):
+    """In precopy: QEMU's members and a recent rate, no downtime yet."""
+    time.sleep(2.5)  # the rate's window is the last second: more than one has passed
+    st = q.command("query-migrate")
+    ram = st["ram"]
+    cap_mbps = (8 << 20) * 8 / 1e6  # max-bandwidth in QEMU's unit
+    check(st["status"] == "active" and 0 < ram["mbps"] <= 1.25 * cap_mbps
+          and ram["pages-per-second"] > 0,
+          f"mbps {ram['mbps']:.1f} (max-bandwidth: {cap_mbps:.1f}), pages-per-second "
+          f"{ram['pages-per-second']} during the push")
+    check("downtime" not in st and "expected-downtime" not in st,
+          f"no downtime before the switch-over ({st['status']})")
+    check(isinstance(st.get("setup-time"), int) and st["setup-time"] < st["total-time"],
+          f"setup-time {st.get('setup-time')} ms of total-time {st['total-time']} ms")
+    check(ram["precopy-bytes"] == ram["transferred"] and ram["downtime-bytes"] == 0
+          and ram["postcopy-bytes"] == 0, f"in precopy every byte is precopy's: {ram}")
+    check(q.command("query-status")["status"] == "running", "query-status running in precopy")
+
+
+def completed_figures(q, metrics):
+    """Once completed: QEMU's page and byte figures agree with the source's own counts."""
+    with open(metrics) as f:
+        m = json.load(f)
+    st = q.command("query-migrate")
+    ram = st["ram"]
+    sent = (m["pages_precopy"] + m["pages_precopy_resent"] + m["pages_pushed"]
+            + m["pages_demand"] + m["pages_resent_after_recovery"])
+    check(ram["normal"] + ram["duplicate"] == sent and ram["duplicate"] == m["pages_zero"],
+          f"normal {ram['normal']} + duplicate {ram['duplicate']} = {sent} pages sent")
+    check(ram["normal"] > 0 and ram["duplicate"] > 0, "both kinds were sent")
+    check(ram["normal-bytes"] == ram["normal"] * 4096, "normal-bytes = normal * 4096")
+    check(ram["precopy-bytes"] + ram["downtime-bytes"] + ram["postcopy-bytes"]
+          == ram["transferred"] and ram["downtime-bytes"] > 0 and ram["postcopy-bytes"] > 0,
+          f"byte splits add up to transferred {ram['transferred']}: {ram['precopy-bytes']} "
+          f"+ {ram['downtime-bytes']} + {ram['postcopy-bytes']}")
+    check(st["status"] == "completed" and isinstance(st.get("downtime"), int)
+          and st["downtime"] == st["x-downtime-us"] // 1000,
+          f"downtime {st.get('downtime')} ms once completed")
+    check(ram["mbps"] > 0 and ram["pages-per-second"] > 0,
+          f"completed: mbps {ram['mbps']:.1f}, pages-per-second {ram['pages-per-second']}"
+          " (averages over the transfer)")
+
+
+def figures_case(path, uri, metrics):
+    """QEMU's figures, MIGRATION_PASS, STOP and the source's run states."""
+    q = QMP(path)
+    q.command("migrate-set-capabilities",
+              capabilities=[cap("postcopy-ram", True), cap("events", True)])
+    # Slow enough that precopy's passes and postcopy's push can be watched.
+    q.command("migrate-set-parameters", **{"max-bandwidth": 8 << 20, "x-metrics-file": metrics,
+                                           "max-postcopy-bandwidth": 1 << 20,
+                                           "x-precopy-rounds": 1})
+    q.command("migrate", uri=uri)
+    wait_status(q, ["active"])
+    precopy_figures(q)
+    passes = lambda: [e["data"]["pass"] for e in q.events if e["event"] == "MIGRATION_PASS"]
+    q.sock.settimeout(240)
+    while len(passes()) < 2:  # precopy goes on, pass after pass, until told
+        q.command("query-migrate")
+        time.sleep(0.2)
+    q.command("migrate-start-postcopy")
+    seen = []
+    while q.command("query-migrate")["status"] != "completed":
+        state = q.command("query-status")["status"]
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        time.sleep(0.05)
+    after = seen[next((i for i, x in enumerate(seen) if x != "running"), len(seen)):]
+    check(set(seen) <= {"running", "finish-migrate", "postmigrate"}
+          and "running" not in after, f"run states from migrate-start-postcopy on: {seen}")
+    wait_events(q, lambda: "completed" in q.statuses())
+    p = passes()
+    check(p[:2] == [1, 2] and p == sorted(set(p)), f"MIGRATION_PASS {p}: 1, 2, ... increasing")
+    seq = [e["event"] if e["event"] != "MIGRATION" else e["data"]["status"] for e in q.events]
+    check(seq.count("STOP") == 1 and seq.index("device") < seq.index("STOP")
+          < seq.index("postcopy-active"), f"STOP at the switch-over's pause: {seq}")
+    completed_figures(q, metrics)
+    refused(q, "cont", "postmigrate", "cont after a postcopy migration")
+    refused(q, "migrate", "migrated away", "migrate again after completed", uri=uri)
+    postmigrate_then_quit(q)
 
 
 def wait_events(q, want, limit=240):
@@ -337,6 +437,10 @@ def recover_case(dpath, uri):
     check(seq.count("postcopy-recover") >= 2 and seq.count("postcopy-recover-setup") >= 3,
           f"MIGRATION events: {s.statuses()}")
     check("completed" in s.statuses(), "completed after two recoveries by command")
+    try:  # a source that waits in postmigrate ends as QEMU's does
+        s.execute("quit")
+    except (EOFError, OSError, QMPError):
+        pass
 
 
 def onward_case(bpath, uri):
@@ -377,6 +481,8 @@ def main():
     path, case = sys.argv[1:3]
     uri = sys.argv[3] if len(sys.argv) > 3 else ""
     try:
+        if case == "figures":
+            return figures_case(path, uri, sys.argv[4])
         {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
          "after-postcopy": after_postcopy, "incoming": incoming_case,
          "recover": recover_case, "onward": onward_case}[case](path, uri)
