@@ -179,6 +179,14 @@ static void qmp_cont(void *ctx, struct json_object *args, struct qmp_reply *repl
 	qmp_stop_cont(ctx, 0, reply);
 }
 
+/* QEMU's answer for a VM without block devices, which is every VM of this VMM. */
+static void qmp_query_block(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)ctx;
+	(void)args;
+	reply->ret = json_object_new_array();
+}
+
 static const struct qmp_command qmp_commands[] = {
 	{ "migrate", qmp_migrate },
 	{ "query-migrate", glue_qmp_query_migrate },
@@ -190,6 +198,7 @@ static const struct qmp_command qmp_commands[] = {
 	{ "query-migrate-capabilities", glue_qmp_query_capabilities },
 	{ "stop", qmp_stop },
 	{ "cont", qmp_cont },
+	{ "query-block", qmp_query_block },
 	{ "query-status", glue_qmp_query_status },
 	{ "quit", glue_qmp_quit },
 	{ "migrate-incoming", glue_qmp_migrate_incoming },

@@ -323,6 +323,9 @@ def main():
     if "query-block" not in have:
         gap("no query-block: qemuMigrationSrcBegin refreshes the disks with it "
             "(qemuProcessRefreshDisks) and fails without it; this VMM has no disks")
+    else:
+        blocks = s.command("qemuProcessRefreshDisks (qemuMonitorGetBlockInfo)", "query-block")
+        check(blocks == [], f"[S] query-block: a list, empty (no disks): {blocks}")
     blockers = s.command("qemuMigrationSrcIsAllowed (qemuMonitorJSONGetMigrationBlockers)",
                          "query-migrate")
     check(isinstance(blockers, dict) and not blockers.get("blocked-reasons"),
