@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "source.h"
 
@@ -77,10 +78,34 @@ int src_send_done0(struct src *s)
  * pause the downtime runs.  On failure the VM has been resumed here (the
  * destination has no whole state).
  */
+/*
+ * QEMU's pause-before-switchover: paused, in PRE_SWITCHOVER until the
+ * caller's migrate-continue (a look every 10 ms), a cancel, the guest's
+ * end or a broken link.  0, or -errno with err (the caller resumes the VM).
+ */
+static int pre_switchover(struct src *s, char *err, size_t errlen)
+{
+	struct mig_ctl *c = s->o->ctl;
+
+	src_set_phase(s, MIG_PHASE_PRE_SWITCHOVER);
+	while (!__atomic_exchange_n(&c->go_on, 0, __ATOMIC_ACQ_REL)) {
+		if (src_cancel_asked(s))
+			return src_cancelled(s, err, errlen);
+		if (src_stopped(s)) {
+			src_link_cause(s, err, errlen);
+			return -EPIPE;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	}
+	src_set_phase(s, MIG_PHASE_SWITCHOVER);
+	return 0;
+}
+
 int src_switch_over(struct src *s, char *err, size_t errlen)
 {
 	struct mig_source_vm *vm = s->vm;
-	if (src_no_more_cancel(s))
+	int pbs = ASKED(s, pause_before_switchover);
+	if (!pbs && src_no_more_cancel(s))
 		return src_cancelled(s, err, errlen);
 	if (vm->stopped && vm->stopped(vm->ctx)) /* the guest ended during precopy */
 		return src_give_up(s, "the VM stopped at the source before the switch-over", err,
@@ -93,6 +118,16 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 	if (r) {
 		snprintf(err, errlen, "cannot pause the VM: %s", strerror(-r));
 		return r;
+	}
+	/* A cancel is still taken while paused before the switch-over, as QEMU's. */
+	if (pbs) {
+		r = pre_switchover(s, err, errlen);
+		if (!r && src_no_more_cancel(s))
+			r = src_cancelled(s, err, errlen);
+		if (r) {
+			vm->resume(vm->ctx);
+			return r;
+		}
 	}
 	r = vm->save_state(vm->ctx, &s->blob, &s->blob_len);
 	s->t_saved = now_ns();

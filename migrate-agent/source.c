@@ -72,6 +72,15 @@ int mig_ctl_cancel(struct mig_ctl *c)
 	return none == MIG_CANCEL_ASKED ? 0 : -EBUSY;
 }
 
+/* The caller's migrate-continue; src_switch_over() waits for it (pre_switchover()). */
+int mig_ctl_continue(struct mig_ctl *c)
+{
+	if (__atomic_load_n(&c->phase, __ATOMIC_ACQUIRE) != MIG_PHASE_PRE_SWITCHOVER)
+		return -EINVAL;
+	__atomic_store_n(&c->go_on, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /* The caller's migrate-pause; the watchdog acts on it (src_pause_asked()). */
 int mig_ctl_pause(struct mig_ctl *c)
 {

@@ -30,6 +30,7 @@ const char *mig_phase_name(enum mig_phase p)
 		[MIG_PHASE_NONE] = "none",
 		[MIG_PHASE_SETUP] = "setup",
 		[MIG_PHASE_PRECOPY] = "active",
+		[MIG_PHASE_PRE_SWITCHOVER] = "pre-switchover",
 		[MIG_PHASE_SWITCHOVER] = "device",
 		[MIG_PHASE_POSTCOPY] = "postcopy-active",
 		[MIG_PHASE_RECOVER] = "postcopy-paused",

@@ -23,11 +23,7 @@ static const struct glue_cap_def cap_defs[GLUE_CAP_NR] = {
 	[GLUE_CAP_EVENTS] = { "events", NULL },
 	[GLUE_CAP_MULTIFD] = { "multifd", NULL },
 	[GLUE_CAP_POSTCOPY_BLOCKTIME] = { "postcopy-blocktime", NULL },
-	[GLUE_CAP_PAUSE_BEFORE_SWITCHOVER] = { "pause-before-switchover",
-					       "pause-before-switchover is not supported here: "
-					       "there is no pre-switchover "
-					       "state and no migrate-continue; the source switches "
-					       "over when precopy ends" },
+	[GLUE_CAP_PAUSE_BEFORE_SWITCHOVER] = { "pause-before-switchover", NULL },
 	[GLUE_CAP_ZERO_COPY_SEND] = { "zero-copy-send", "zero-copy-send is not supported here: the "
 							"push copies every page into its "
 							"frame before it is sent" },

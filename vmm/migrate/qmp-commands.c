@@ -135,6 +135,29 @@ static void qmp_start_postcopy(void *ctx, struct json_object *args, struct qmp_r
 	pthread_mutex_unlock(&gl->lock);
 }
 
+/* QEMU's migrate-continue {state}: leave pre-switchover (pause-before-switchover). */
+static void qmp_continue(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	static const char *const known[] = { "state", NULL };
+	struct migrate_glue *gl = ctx;
+	char state[32] = "";
+	int phase;
+
+	if (!args || args_known(args, known, reply) ||
+	    glue_arg_str(args, "state", state, sizeof(state), reply))
+		return;
+	if (!state[0]) {
+		qmp_fail(reply, "Parameter 'state' is missing");
+		return;
+	}
+	pthread_mutex_lock(&gl->lock);
+	phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
+	if (!gl->mig_on || strcmp(state, mig_phase_name(phase)) || mig_ctl_continue(&gl->ctl))
+		qmp_fail(reply, "Migration not in expected state: %s",
+			 gl->mig_on ? mig_phase_name(phase) : "none");
+	pthread_mutex_unlock(&gl->lock);
+}
+
 /* The VM's run state: stop and cont, as QEMU's; not while a migration runs. */
 static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *reply)
 {
@@ -198,6 +221,7 @@ static const struct qmp_command qmp_commands[] = {
 	{ "query-migrate-capabilities", glue_qmp_query_capabilities },
 	{ "stop", qmp_stop },
 	{ "cont", qmp_cont },
+	{ "migrate-continue", qmp_continue },
 	{ "query-block", qmp_query_block },
 	{ "query-status", glue_qmp_query_status },
 	{ "quit", glue_qmp_quit },

@@ -120,8 +120,8 @@ static void add_times(struct json_object *o, struct mig_ctl *c, const struct fig
 
 	add_u64(o, "setup-time", setup_ms(f));
 	add_u64(o, "total-time", f->t0 ? ((f->t1 ? f->t1 : f->now) - f->t0) / 1000000 : 0);
-	if (down_us && (f->phase == MIG_PHASE_COMPLETED || f->phase == MIG_PHASE_POSTCOPY ||
-			f->phase == MIG_PHASE_RECOVER))
+	if (down_us && (f->phase == MIG_PHASE_COMPLETED ||
+			(f->phase >= MIG_PHASE_POSTCOPY && f->phase <= MIG_PHASE_RECOVERING)))
 		add_u64(o, "downtime", down_us / 1000);
 	add_u64(o, "x-downtime-us", down_us);
 }

@@ -253,6 +253,8 @@ void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *param
 		.max_bandwidth = p->param[MIG_P_MAX_BANDWIDTH],
 		.max_postcopy_bandwidth = p->max_postcopy_bandwidth,
 		.manual_postcopy = (int)p->param[MIG_P_POSTCOPY_MANUAL],
+		.pause_before_switchover =
+		    !!(p->caps & GLUE_CAP_BIT(GLUE_CAP_PAUSE_BEFORE_SWITCHOVER)),
 		.phase = MIG_PHASE_SETUP,
 		.phase_changed = glue_phase_changed,
 		.pass_started = glue_pass_started,

@@ -30,7 +30,7 @@ static const char *run_state(struct migrate_glue *gl)
 	if (glue_postmigrate(gl))
 		return "postmigrate";
 	/* From the pause on, until the end: the VM does not run here. */
-	if (gl->mig_on && phase >= MIG_PHASE_SWITCHOVER && phase <= MIG_PHASE_RECOVER)
+	if (gl->mig_on && phase >= MIG_PHASE_PRE_SWITCHOVER && phase < MIG_PHASE_COMPLETED)
 		return "finish-migrate";
 	return gl->user_paused ? "paused" : "running";
 }

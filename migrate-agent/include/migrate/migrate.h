@@ -83,19 +83,24 @@ void mig_opts_defaults(struct mig_opts *o);
  * The phases of an outgoing migration, named as QEMU's query-migrate names
  * its statuses (mig_phase_name()):
  *
- *   SETUP -> PRECOPY -> SWITCHOVER -> POSTCOPY <-> RECOVER
- *     |         |           |            |
- *     +---------+-----------+--> FAILED  +--> COMPLETED
- *     +---------+--> CANCELLED (asked for before the pause)
+ *   SETUP -> PRECOPY -> [PRE_SWITCHOVER] -> SWITCHOVER -> POSTCOPY <-> RECOVER
+ *     |         |              |               |            |    (-> RECOVER_SETUP
+ *     |         |              |               |            |     -> RECOVERING)
+ *     +---------+--------------+---------------+--> FAILED  +--> COMPLETED
+ *     +---------+--------------+--> CANCELLED (asked for before STATE is sent)
  *
- * PRECOPY is skipped without precopy rounds.  Up to SWITCHOVER's pause the
- * VM runs here and a failure or a cancel leaves it running; from the
- * pause on, its memory is split between the two hosts.
+ * PRECOPY is skipped without precopy rounds (and no manual switch);
+ * PRE_SWITCHOVER only with pause_before_switchover: the VM is paused, and
+ * a cancel there resumes it.  Up to the state's sending the VM can go on
+ * here after a failure or a cancel; after it, its memory is split between
+ * the two hosts.  RECOVER (postcopy-paused) waits for a reconnection;
+ * RECOVER_SETUP connects, RECOVERING catches up after RESUME.
  */
 enum mig_phase {
 	MIG_PHASE_NONE,
 	MIG_PHASE_SETUP,
 	MIG_PHASE_PRECOPY,
+	MIG_PHASE_PRE_SWITCHOVER, /* paused, waiting for mig_ctl_continue() */
 	MIG_PHASE_SWITCHOVER,
 	MIG_PHASE_POSTCOPY,
 	MIG_PHASE_RECOVER,	 /* postcopy-paused: the link is down */
@@ -131,13 +136,15 @@ enum {
 
 struct mig_ctl {
 	/* Requests. */
-	int cancel;		/* MIG_CANCEL_*: see mig_ctl_cancel() */
-	int pause;		/* break the link now (QEMU's migrate-pause): mig_ctl_pause() */
-	int resume;		/* MIG_RESUME_*: mig_ctl_resume() */
-	char resume_uri[256];	/* where a paused postcopy reconnects (with resume) */
-	int start_postcopy;	/* leave precopy now (as QEMU's migrate-start-postcopy) */
-	int manual_postcopy;	/* precopy goes on, round after round, until start_postcopy */
-	uint64_t max_bandwidth; /* bytes/s of pushed pages (precopy and postcopy); 0: no cap */
+	int cancel; /* MIG_CANCEL_*: see mig_ctl_cancel() */
+	int pause;  /* break the link now (QEMU's migrate-pause): mig_ctl_pause() */
+	int pause_before_switchover; /* stop in PRE_SWITCHOVER once paused (QEMU's capability) */
+	int go_on;		     /* leave PRE_SWITCHOVER (QEMU's migrate-continue) */
+	int resume;		     /* MIG_RESUME_*: mig_ctl_resume() */
+	char resume_uri[256];	     /* where a paused postcopy reconnects (with resume) */
+	int start_postcopy;	     /* leave precopy now (as QEMU's migrate-start-postcopy) */
+	int manual_postcopy;	     /* precopy goes on, round after round, until start_postcopy */
+	uint64_t max_bandwidth;	     /* bytes/s of pushed pages (precopy and postcopy); 0: no cap */
 	uint64_t max_postcopy_bandwidth; /* after the switch-over, instead (0: max_bandwidth) */
 	/* Progress. */
 	int phase; /* enum mig_phase */
@@ -171,6 +178,12 @@ struct mig_ctl {
  * so a cancel is never both accepted and ignored.
  */
 int mig_ctl_cancel(struct mig_ctl *c);
+
+/*
+ * QEMU's migrate-continue: a migration paused in PRE_SWITCHOVER (with
+ * pause_before_switchover) switches over.  0, or -EINVAL in another phase.
+ */
+int mig_ctl_continue(struct mig_ctl *c);
 
 /*
  * Break the link of a migration in postcopy (postcopy-active or

@@ -100,8 +100,6 @@ def capabilities_case(q):
             "an unknown capability", capabilities=[cap("no-such-cap", True)])
     refused(q, "migrate-set-capabilities", "copies", "zero-copy-send true",
             capabilities=[cap("events", True), cap("zero-copy-send", True)])
-    refused(q, "migrate-set-capabilities", "migrate-continue", "pause-before-switchover true",
-            capabilities=[cap("pause-before-switchover", True)])
     refused(q, "migrate-set-capabilities", "requires postcopy-ram",
             "postcopy-preempt without postcopy-ram", capabilities=[cap("postcopy-preempt", True)])
     refused(q, "migrate-set-capabilities", "capabilities", "a capability without a state",
@@ -180,12 +178,22 @@ def migrate_case(path, uri):
     watcher = QMP(path)
     q = QMP(path)
     q.command("migrate-set-capabilities",
-              capabilities=[cap("postcopy-ram", True), cap("events", True)])
+              capabilities=[cap("postcopy-ram", True), cap("events", True),
+                            cap("pause-before-switchover", True)])
     q.command("migrate-set-parameters", **{"x-precopy-rounds": 1})
     q.command("migrate", uri=uri)
     wait_status(q, ["active"])
+    refused(q, "migrate-continue", "not in expected state", "migrate-continue in precopy",
+            state="pre-switchover")
     time.sleep(0.5)
     q.command("migrate-start-postcopy")
+    wait_status(q, ["pre-switchover"])
+    st = q.command("query-status")
+    check(st["status"] == "finish-migrate" and not st["running"],
+          f"pause-before-switchover: pre-switchover, the VM paused: {st}")
+    refused(q, "migrate-continue", "not in expected state", "migrate-continue naming another state",
+            state="active")
+    q.command("migrate-continue", state="pre-switchover")
     st = wait_status(q, ["postcopy-active", "completed"])
     print(f"switched over: {st['status']}")
     refused = q.execute("migrate_cancel")
@@ -196,6 +204,7 @@ def migrate_case(path, uri):
     check("completed" in q.statuses(), f"MIGRATION events: {q.statuses()}")
     postmigrate_then_quit(q)
     check(q.statuses()[0] in ("setup", "active"), "events start at setup or active")
+    check("pre-switchover" in q.statuses(), f"a pre-switchover event: {q.statuses()}")
 
 
 def wait_events(q, done, limit=240):
