@@ -73,7 +73,8 @@ static void qmp_migrate(void *ctx, struct json_object *args, struct qmp_reply *r
 	 * are here; before, its memory is still split with its source.
 	 */
 	pthread_mutex_lock(&gl->lock);
-	int arriving = gl->o->incoming && !gl->incoming_done;
+	/* The library's word (what query-migrate there says), not the watch's later one. */
+	int arriving = gl->o->incoming && !(gl->dest && mig_dest_status(gl->dest) == 1);
 	pthread_mutex_unlock(&gl->lock);
 	if (arriving) {
 		qmp_fail(reply, "this VM's incoming migration has not completed: it can migrate on "

@@ -97,7 +97,7 @@ static int set_num_param(struct glue_params *p, int i, const char *key, struct j
 	 * A bandwidth above the table's 1 TiB/s (libvirt's default is
 	 * INT64_MAX, QEMU takes it) is no cap any link could reach: that cap.
 	 */
-	if (i == MIG_P_MAX_BANDWIDTH && json_object_is_type(v, json_type_int) && !errno &&
+	if (i == MIG_P_MAX_BANDWIDTH && json_object_is_type(v, json_type_int) && !errno && n > 0 &&
 	    (uint64_t)n > mig_param_defs[i].max)
 		n = (int64_t)mig_param_defs[i].max;
 	if (!json_object_is_type(v, json_type_int) || errno || n < 0 ||

@@ -376,7 +376,7 @@ def figures_case(path, uri, metrics):
     postmigrate_then_quit(q)
 
 
-def wait_events(q, want, limit=240):
+def wait_statuses_end(q, want, limit=240):
     """Read until the MIGRATION statuses seen end with want (a list)."""
     end = time.time() + limit
     while time.time() < end:
@@ -426,7 +426,7 @@ def recover_case(dpath, uri):
     s.command("migrate", uri=dead, resume=True)
     refused(s, "migrate", "already connecting", "a second resume while one connects",
             uri=dead, resume=True)
-    wait_events(s, ["postcopy-recover-setup", "postcopy-paused"])
+    wait_statuses_end(s, ["postcopy-recover-setup", "postcopy-paused"])
     check(True, f"a resume to {dead}, where nothing listens: back to postcopy-paused")
     d.command("migrate-recover", uri=uri2)
     check(d.command("query-migrate")["status"] == "postcopy-recover-setup",
