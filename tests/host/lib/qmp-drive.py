@@ -196,8 +196,8 @@ def migrate_case(path, uri):
     q.command("migrate-continue", state="pre-switchover")
     st = wait_status(q, ["postcopy-active", "completed"])
     print(f"switched over: {st['status']}")
-    refused = q.execute("migrate_cancel")
-    check("error" in refused and "split" in refused["error"]["desc"],
+    late = q.execute("migrate_cancel")
+    check("error" in late and "split" in late["error"]["desc"],
           "migrate_cancel after the switch-over: refused with the reason")
     watcher.sock.close()  # a client leaving changes nothing
     wait_events(q, lambda: "completed" in q.statuses())
