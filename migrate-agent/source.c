@@ -95,11 +95,18 @@ int mig_ctl_pause(struct mig_ctl *c)
 /*
  * The caller's migrate {resume: true}: the URI is written before the
  * request is published, and only while no resume is in flight, so the
- * library (src_resume_uri()) reads a whole one.
+ * library (await_resume_command()) reads a whole one.  A resume is in
+ * flight from the request until the phase is back to paused: asked and not
+ * yet taken (phase still paused), then connecting (recover-setup); both
+ * are -EBUSY, whichever the caller happens to see.
  */
 int mig_ctl_resume(struct mig_ctl *c, const char *uri)
 {
-	if (__atomic_load_n(&c->phase, __ATOMIC_ACQUIRE) != MIG_PHASE_RECOVER)
+	int phase = __atomic_load_n(&c->phase, __ATOMIC_ACQUIRE);
+
+	if (phase == MIG_PHASE_RECOVER_SETUP)
+		return -EBUSY;
+	if (phase != MIG_PHASE_RECOVER)
 		return -EINVAL;
 	if (__atomic_load_n(&c->resume, __ATOMIC_ACQUIRE) != MIG_RESUME_NONE)
 		return -EBUSY;

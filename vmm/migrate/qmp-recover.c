@@ -73,8 +73,8 @@ void glue_resume(struct migrate_glue *gl, const char *uri, struct qmp_reply *rep
 	int r = gl->mig_on ? mig_ctl_resume(&gl->ctl, uri) : -EINVAL;
 
 	if (r == -EBUSY)
-		qmp_fail(reply, "a resume is already connecting; wait for postcopy-paused or "
-				"postcopy-active");
+		qmp_fail(reply, "Cannot resume if there is no paused migration: a resume is "
+				"already connecting; wait for postcopy-paused or postcopy-active");
 	else if (r)
 		qmp_fail(reply, "Cannot resume if there is no paused migration");
 }

@@ -424,6 +424,11 @@ def recover_case(dpath, uri):
     wait_status(d, ["postcopy-paused"])
     check(True, "migrate-pause at the source: both ends postcopy-paused")
     s.command("migrate", uri=dead, resume=True)
+    # at once (the resume may not be taken yet), then once it connects: the
+    # library keeps re-dialling a refused address for connect_ms (10 s)
+    refused(s, "migrate", "already connecting", "a second resume at once",
+            uri=dead, resume=True)
+    wait_status(s, ["postcopy-recover-setup"])
     refused(s, "migrate", "already connecting", "a second resume while one connects",
             uri=dead, resume=True)
     wait_statuses_end(s, ["postcopy-recover-setup", "postcopy-paused"])
