@@ -263,9 +263,8 @@ static int final_status(const char *s)
 }
 
 /*
- * The last MIGRATION status the VMM announced: a source VMM exits right
- * after a failure past the switch-over (and, without a control socket,
- * after "completed"), so the event may be all there is to read.
+ * The last MIGRATION status the VMM announced: a VMM that went away (a
+ * signal, or one that ended its guest) may have said nothing more.
  */
 struct outcome {
 	char status[32], error[400];
@@ -410,6 +409,28 @@ static void quit_source(struct qmpc *c)
 	qmpc_execute(c, "quit", NULL, 10000, NULL, NULL, NULL, err, sizeof(err));
 }
 
+/*
+ * A migration that failed after the switch-over leaves the source VMM
+ * serving QMP with its VM lost (query-status finish-migrate once failed:
+ * its memory is split, it cannot run here); nothing is left for this one-shot
+ * command to recover, so it ends that VMM as after completed.  A VM that
+ * runs on at the source (a failure before the switch-over) is left alone.
+ */
+static void quit_lost_source(struct qmpc *c)
+{
+	struct json_object *st = NULL;
+	char err[600];
+
+	if (qmpc_execute(c, "query-status", NULL, 10000, NULL, NULL, &st, err, sizeof(err)))
+		return;
+	if (!strcmp(member(st, "status"), "finish-migrate")) {
+		fprintf(stderr, "migrate-agent: the VM is lost (its memory is split between the "
+				"hosts): ending the source VMM\n");
+		quit_source(c);
+	}
+	json_object_put(st);
+}
+
 static int cmd_migrate(int argc, char **argv)
 {
 	struct request q = { .idle_ms = 10000 };
@@ -440,6 +461,8 @@ static int cmd_migrate(int argc, char **argv)
 			r = follow(&c, &q);
 		if (!r)
 			quit_source(&c);
+		else
+			quit_lost_source(&c);
 		qmpc_close(&c);
 	}
 	if (r == 0 && !q.metrics)

@@ -52,6 +52,9 @@ static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirt
 {
 	struct src *s = ps->s;
 	uint64_t n = 0, i;
+	uint64_t left = round ? count_bits(dirty, (s->nr_pages + 63) / 64) : s->nr_pages;
+
+	__atomic_store_n(&s->precopy_left, left, __ATOMIC_RELAXED);
 	for (i = 0; i < s->nr_pages && !*r; i++) {
 		if ((i & 63) == 0)
 			src_publish(s);
@@ -64,6 +67,7 @@ static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirt
 			continue;
 		*r = src_push_page(ps, i, MIG_PAGEF_PRECOPY);
 		n++;
+		__atomic_store_n(&s->precopy_left, left - n, __ATOMIC_RELAXED);
 	}
 	*upto = i;
 	return n;

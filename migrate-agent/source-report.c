@@ -44,13 +44,23 @@ uint64_t src_tx_bytes(struct src *s)
 	       mig_links_bulk_tx(&s->links, 0);
 }
 
+/* QEMU's remaining, in pages: see mig_ctl.pages_remaining. */
+static uint64_t src_pages_remaining(struct src *s)
+{
+	uint64_t sent = __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&s->o->ctl->phase, __ATOMIC_ACQUIRE) == MIG_PHASE_PRECOPY)
+		return __atomic_load_n(&s->precopy_left, __ATOMIC_RELAXED);
+	return sent < s->nr_pages ? s->nr_pages - sent : 0;
+}
+
 /* The counters query-migrate shows; cheap, called as the migration goes. */
 void src_publish(struct src *s)
 {
 	struct mig_ctl *c = s->o->ctl;
 	if (!c)
 		return;
-	src_ctl_put(&c->pages_sent, __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED));
+	src_ctl_put(&c->pages_remaining, src_pages_remaining(s));
 	src_ctl_put(&c->pages_demand, __atomic_load_n(&s->pages_demand, __ATOMIC_RELAXED));
 	src_ctl_put(&c->bytes_sent, src_tx_bytes(s));
 	src_ctl_put(&c->pages_normal, __atomic_load_n(&s->pages_normal, __ATOMIC_RELAXED));

@@ -331,8 +331,10 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	else if (!*switched && src_cancel_asked(s)) {
 		src_set_phase(s, MIG_PHASE_CANCELLED);
 	} else {
-		if (o.ctl)
+		if (o.ctl) {
 			snprintf(o.ctl->error, sizeof(o.ctl->error), "%s", err);
+			__atomic_store_n(&o.ctl->vm_lost, *switched, __ATOMIC_RELAXED);
+		}
 		src_set_phase(s, MIG_PHASE_FAILED);
 	}
 	src_free(s);

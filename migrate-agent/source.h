@@ -158,6 +158,7 @@ struct src {
 	uint64_t push_cpu_ns;	/* the push threads' CPU time, over recoveries */
 	uint32_t push_features; /* agreed on the bulk channel when the push began */
 	int precopy_rounds_done;
+	uint64_t precopy_left;	 /* pages the current round has yet to send (atomic) */
 	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
 	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
 	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;

@@ -123,6 +123,17 @@ start_control_vmm() { # sock err guard cmdline [options...]
 	wait_socket "$sock"
 }
 
+# A destination VMM as QEMU's -incoming defer: no guest yet, a control
+# socket that waits for migrate-incoming; its metrics into METRICS.  Sets
+# dpid and returns once the socket answers.
+start_defer_vmm() { # sock err metrics guard
+	timeout "$4" "$BIN/vmm" run --mem 32M --incoming defer --control "$1" \
+		--migrate-metrics "$3" > /dev/null 2> "$2" &
+	dpid=$!
+	pids+=("$dpid")
+	wait_socket "$1"
+}
+
 # The guest's final checksum at a destination (from its stderr file) is
 # REF, the unmigrated run's, and every page arrived there exactly once.
 check_dest() { # what ref dest-stderr dest-metrics-json

@@ -24,11 +24,7 @@ echo "ok: --incoming defer without --control refused: $(head -1 "$work/nodefer.e
 cmd="workload=random iters=$(sized 40000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 dsock=$work/d.sock
-timeout 250 "$BIN/vmm" run --mem 32M --incoming defer --control "$dsock" \
-	--migrate-metrics "$work/in-d.json" > /dev/null 2> "$work/in-d.err" &
-dpid=$!
-pids+=("$dpid")
-wait_socket "$dsock"
+start_defer_vmm "$dsock" "$work/in-d.err" "$work/in-d.json" 250
 start_control_vmm "$work/s.sock" "$work/in-s.err" 250 "$cmd"
 port=$(free_port)
 python3 tests/host/lib/qmp-drive.py "$dsock" incoming "tcp:127.0.0.1:$port" "$work/s.sock" ||

@@ -26,11 +26,7 @@ need_kvm
 cmd="workload=random iters=$(sized 40000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 dsock=$work/d.sock
-timeout 280 "$BIN/vmm" run --mem 32M --incoming defer --control "$dsock" \
-	--migrate-metrics "$work/lv-d.json" > /dev/null 2> "$work/lv-d.err" &
-dpid=$!
-pids+=("$dpid")
-wait_socket "$dsock"
+start_defer_vmm "$dsock" "$work/lv-d.err" "$work/lv-d.json" 280
 start_control_vmm "$work/s.sock" "$work/lv-s.err" 280 "$cmd"
 p1=$(free_port) p2=$(free_port)
 python3 tests/host/lib/libvirt-replay.py "$dsock" "$work/s.sock" \

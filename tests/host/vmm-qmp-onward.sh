@@ -16,13 +16,10 @@ need_kvm
 
 cmd="workload=random iters=$(sized 60000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
-for n in b c; do
-	timeout 280 "$BIN/vmm" run --mem 32M --incoming defer --control "$work/$n.sock" \
-		--migrate-metrics "$work/$n.json" > /dev/null 2> "$work/$n.err" &
-	eval "${n}pid=\$!"
-	pids+=("$!")
-	wait_socket "$work/$n.sock"
-done
+start_defer_vmm "$work/b.sock" "$work/b.err" "$work/b.json" 280
+bpid=$dpid
+start_defer_vmm "$work/c.sock" "$work/c.err" "$work/c.json" 280
+cpid=$dpid
 start_control_vmm "$work/a.sock" "$work/a.err" 280 "$cmd"
 python3 tests/host/lib/qmp-drive.py "$work/b.sock" onward "tcp:127.0.0.1:$(free_port)" \
 	"$work/c.sock" "$work/a.sock" "tcp:127.0.0.1:$(free_port)" ||

@@ -22,11 +22,7 @@ need_kvm
 cmd="workload=random iters=$(sized 40000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 dsock=$work/d.sock
-timeout 280 "$BIN/vmm" run --mem 32M --incoming defer --control "$dsock" \
-	--migrate-metrics "$work/rec-d.json" > /dev/null 2> "$work/rec-d.err" &
-dpid=$!
-pids+=("$dpid")
-wait_socket "$dsock"
+start_defer_vmm "$dsock" "$work/rec-d.err" "$work/rec-d.json" 280
 start_control_vmm "$work/s.sock" "$work/rec-s.err" 280 "$cmd"
 p1=$(free_port) p2=$(free_port) p3=$(free_port) dead=$(free_port)
 python3 tests/host/lib/qmp-drive.py "$dsock" recover "tcp:127.0.0.1:$p1" "$work/s.sock" \

@@ -21,11 +21,7 @@ need_kvm
 cmd="workload=random iters=$(sized 40000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 dsock=$work/d.sock
-timeout 280 "$BIN/vmm" run --mem 32M --incoming defer --control "$dsock" \
-	--migrate-metrics "$work/tp-d.json" > /dev/null 2> "$work/tp-d.err" &
-dpid=$!
-pids+=("$dpid")
-wait_socket "$dsock"
+start_defer_vmm "$dsock" "$work/tp-d.err" "$work/tp-d.json" 280
 start_control_vmm "$work/s.sock" "$work/tp-s.err" 280 "$cmd"
 NODE_PATH=build/npm/node_modules timeout 270 node tests/host/lib/qmp-thirdparty.js \
 	"$dsock" "$work/s.sock" "tcp:127.0.0.1:$(free_port)" ||

@@ -179,6 +179,11 @@ void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *p);
 /* A string argument into buf (left alone when absent): 0, or -1 with reply set. */
 int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
 		 struct qmp_reply *reply);
+/*
+ * The "uri" argument of migrate-incoming and migrate-recover: present and
+ * an address this VMM can listen at.  0, or -1 with reply set.
+ */
+int glue_arg_listen_uri(struct json_object *args, char *uri, size_t len, struct qmp_reply *reply);
 void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
 
@@ -200,6 +205,11 @@ void glue_pass_started(void *arg, uint64_t pass);
 
 /* The VM migrated away and this VMM waits for quit: QEMU's postmigrate (gl->lock held). */
 int glue_postmigrate(struct migrate_glue *gl);
+/*
+ * The VM's migration failed after the switch-over: its memory is split and
+ * it cannot run here (gl->lock held).
+ */
+int glue_vm_lost(struct migrate_glue *gl);
 void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_quit(void *ctx, struct json_object *args, struct qmp_reply *reply);
 

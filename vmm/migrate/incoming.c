@@ -242,18 +242,10 @@ int glue_incoming_started(struct migrate_glue *gl)
 void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
 	struct migrate_glue *gl = ctx;
-	char uri[sizeof(gl->incoming_uri)] = "", err[sizeof(reply->desc)];
+	char uri[sizeof(gl->incoming_uri)];
 
-	if (glue_arg_str(args, "uri", uri, sizeof(uri), reply))
+	if (glue_arg_listen_uri(args, uri, sizeof(uri), reply))
 		return;
-	if (!uri[0]) {
-		qmp_fail(reply, "Parameter 'uri' is missing");
-		return;
-	}
-	if (glue_check_uri(uri, true, err, sizeof(err))) {
-		qmp_fail(reply, "%s", err);
-		return;
-	}
 	pthread_mutex_lock(&gl->lock);
 	if (!gl->o->incoming || strcmp(gl->o->incoming, GLUE_INCOMING_DEFER))
 		qmp_fail(reply, "'-incoming' was not specified on the command line: this VMM "

@@ -121,7 +121,16 @@ int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_o
 		pr_vmm("migration failed after the switch-over: %s; the VM cannot run here "
 		       "either (its memory is split)\n",
 		       err);
-		vm_stop(gl->vm, -EIO);
+		/*
+		 * With a control socket the VMM stays, as a QEMU source does,
+		 * so that the operator reads query-migrate's failed and its
+		 * error-desc; quit then ends it with the failure's status
+		 * (glue_vm_lost()).
+		 */
+		if (gl->qmp)
+			pr_vmm("the VM is lost: waiting for 'quit' on the control socket\n");
+		else
+			vm_stop(gl->vm, -EIO);
 	} else {
 		pr_vmm("migration failed, the VM goes on here: %s\n", err);
 	}
@@ -162,10 +171,13 @@ void glue_phase_changed(void *arg, enum mig_phase phase)
 int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct glue_params *p,
 			 char *err, size_t errlen)
 {
-	if (glue_mig_active(gl) || gl->user_paused || gl->finishing || glue_postmigrate(gl)) {
+	if (glue_mig_active(gl) || gl->user_paused || gl->finishing || glue_postmigrate(gl) ||
+	    glue_vm_lost(gl)) {
 		snprintf(err, errlen, "%s",
 			 gl->user_paused ? "the VM is stopped: 'cont' it first"
 			 : gl->finishing ? "the VM is ending"
+			 : glue_vm_lost(gl)	 ? "the VM was lost by a migration that failed after the "
+					   "switch-over"
 			 : glue_postmigrate(gl)
 			     ? "the VM has migrated away (postmigrate): it runs at the destination"
 			     : "There's a migration process in progress");

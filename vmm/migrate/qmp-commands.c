@@ -167,6 +167,13 @@ static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *r
 	pthread_mutex_lock(&gl->lock);
 	if (glue_mig_active(gl)) {
 		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
+	} else if (glue_vm_lost(gl)) {
+		if (!stop)
+			qmp_fail(reply, "the migration failed after the switch-over: the VM's "
+					"memory is split between the two hosts and it cannot "
+					"run ('quit' ends this VMM)");
+		pthread_mutex_unlock(&gl->lock);
+		return;
 	} else if (glue_postmigrate(gl)) {
 		/* QEMU's stop there changes nothing; its cont would run stale RAM. */
 		if (!stop)

@@ -77,13 +77,13 @@ static void byte_splits(struct json_object *ram, struct mig_ctl *c, const struct
 static struct json_object *ram_info(struct mig_ctl *c, const struct figures *f)
 {
 	struct json_object *ram = json_object_new_object();
-	uint64_t total = ld(&c->pages_total), sent = ld(&c->pages_sent), pps;
+	uint64_t total = ld(&c->pages_total), pps;
 	double mbps;
 
 	rates(c, f, &mbps, &pps);
 	add_u64(ram, "transferred", f->bytes);
 	add_u64(ram, "total", total * PAGE_SIZE);
-	add_u64(ram, "remaining", (total - (sent < total ? sent : total)) * PAGE_SIZE);
+	add_u64(ram, "remaining", ld(&c->pages_remaining) * PAGE_SIZE);
 	add_u64(ram, "duplicate", f->zero);
 	add_u64(ram, "skipped", 0); /* QEMU's too: a legacy member, always 0 */
 	add_u64(ram, "normal", f->normal);

@@ -81,6 +81,24 @@ int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t le
 	return 0;
 }
 
+int glue_arg_listen_uri(struct json_object *args, char *uri, size_t len, struct qmp_reply *reply)
+{
+	char err[sizeof(reply->desc)];
+
+	uri[0] = '\0';
+	if (glue_arg_str(args, "uri", uri, len, reply))
+		return -1;
+	if (!uri[0]) {
+		qmp_fail(reply, "Parameter 'uri' is missing");
+		return -1;
+	}
+	if (glue_check_uri(uri, true, err, sizeof(err))) {
+		qmp_fail(reply, "%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* One numeric parameter from QMP (a bool too for is_bool ones) into p: 0, or -1 with reply set. */
 static int set_num_param(struct glue_params *p, int i, const char *key, struct json_object *v,
 			 struct qmp_reply *reply)

@@ -43,18 +43,11 @@ void glue_qmp_migrate_pause(void *ctx, struct json_object *args, struct qmp_repl
 void glue_qmp_migrate_recover(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
 	struct migrate_glue *gl = ctx;
-	char uri[256] = "", err[sizeof(reply->desc)];
+	char uri[sizeof(gl->incoming_uri)], err[sizeof(reply->desc)];
 	struct mig_dest *dest;
 
-	if (!args || glue_arg_str(args, "uri", uri, sizeof(uri), reply) || !uri[0]) {
-		if (!reply->error_class)
-			qmp_fail(reply, "Parameter 'uri' is missing");
+	if (glue_arg_listen_uri(args, uri, sizeof(uri), reply))
 		return;
-	}
-	if (glue_check_uri(uri, true, err, sizeof(err))) {
-		qmp_fail(reply, "%s", err);
-		return;
-	}
 	pthread_mutex_lock(&gl->lock);
 	dest = incoming(gl);
 	if (!dest)

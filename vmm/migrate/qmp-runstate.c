@@ -20,6 +20,12 @@ int glue_postmigrate(struct migrate_glue *gl)
 	       __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE) == MIG_PHASE_COMPLETED;
 }
 
+int glue_vm_lost(struct migrate_glue *gl)
+{
+	return gl->mig_on && __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE) == MIG_PHASE_FAILED &&
+	       __atomic_load_n(&gl->ctl.vm_lost, __ATOMIC_RELAXED);
+}
+
 /* QEMU's RunState for this VM (gl->lock held). */
 static const char *run_state(struct migrate_glue *gl)
 {
@@ -29,8 +35,13 @@ static const char *run_state(struct migrate_glue *gl)
 		return "inmigrate";
 	if (glue_postmigrate(gl))
 		return "postmigrate";
-	/* From the pause on, until the end: the VM does not run here. */
-	if (gl->mig_on && phase >= MIG_PHASE_PRE_SWITCHOVER && phase < MIG_PHASE_COMPLETED)
+	/*
+	 * From the pause on, until the end: the VM does not run here; nor
+	 * after a failure past the switch-over (QEMU's source, whose
+	 * postcopy never fails for good, has no better name for it).
+	 */
+	if (glue_vm_lost(gl) ||
+	    (gl->mig_on && phase >= MIG_PHASE_PRE_SWITCHOVER && phase < MIG_PHASE_COMPLETED))
 		return "finish-migrate";
 	return gl->user_paused ? "paused" : "running";
 }
@@ -53,7 +64,8 @@ void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply
 
 /*
  * QEMU's quit: the VMM ends, exit status 0 (a stop that is not the
- * guest's exit, as --save-after's).  The reply is queued by the client's
+ * guest's exit, as --save-after's), or 1 when the VM was lost by a
+ * migration that failed after the switch-over.  The reply is queued by the client's
  * own thread before it can see the server close, so it goes out
  * (vmm/qmp.c flushes a closing client's queue).  A migration under way
  * is given up before the switch-over, as when the guest ends
@@ -62,8 +74,12 @@ void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply
 void glue_qmp_quit(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
 	struct migrate_glue *gl = ctx;
+	int lost;
 
 	(void)args;
 	(void)reply;
-	vm_stop(gl->vm, -EINTR);
+	pthread_mutex_lock(&gl->lock);
+	lost = glue_vm_lost(gl);
+	pthread_mutex_unlock(&gl->lock);
+	vm_stop(gl->vm, lost ? -EIO : -EINTR);
 }

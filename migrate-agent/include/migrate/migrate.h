@@ -149,7 +149,13 @@ struct mig_ctl {
 	/* Progress. */
 	int phase; /* enum mig_phase */
 	uint64_t t_start_ns, t_end_ns;
-	uint64_t pages_total, pages_sent, pages_demand, bytes_sent;
+	uint64_t pages_total, pages_demand, bytes_sent;
+	/*
+	 * QEMU's remaining: in precopy, the pages the current round has yet
+	 * to send (its dirty set, all RAM in the first); from the
+	 * switch-over, the pages not yet sent (src_publish()).
+	 */
+	uint64_t pages_remaining;
 	uint64_t precopy_rounds, dirty_pages_rate;	     /* pages/s dirtied in the last round */
 	uint64_t downtime_us;				     /* once the destination runs the VM */
 	uint64_t faults, fault_lat_p50_ns, fault_lat_p99_ns; /* from COMPLETE */
@@ -165,6 +171,7 @@ struct mig_ctl {
 	uint64_t rate_bytes, rate_pages;
 	uint64_t t_setup_ns, bytes_at_pause, bytes_at_postcopy;
 	char error[400]; /* why it failed: written before phase becomes FAILED */
+	int vm_lost;	 /* it failed after the switch-over (the VM's memory is split): idem */
 	void (*phase_changed)(void *arg, enum mig_phase phase);
 	/* Optional: precopy pass (1, 2, ...) starts, as QEMU's MIGRATION_PASS. */
 	void (*pass_started)(void *arg, uint64_t pass);

@@ -46,10 +46,17 @@ documented QMP wire format, not from this project's code.
                                     and migrate resume: true to it; paused
                                     again at the destination, recovered
                                     over URI3; completed
+  qmp-drive.py SSOCK lost URI DPID  postcopy to URI fails for good (the
+                                    VMM under pid DPID killed, x-recover-ms
+                                    500): the source stays, failed, the VM
+                                    not running, cont and migrate refused;
+                                    quit
 
 Prints what it saw; exits 0 when every check held, 1 with the reason.
 """
 import json
+import os
+import signal
 import sys
 import time
 
@@ -296,14 +303,24 @@ def incoming_case(path, uri):
 
 def precopy_figures(q):
     """In precopy: QEMU's members and a recent rate, no downtime yet."""
-    time.sleep(2.5)  # the rate's window is the last second: more than one has passed
-    st = q.command("query-migrate")
-    ram = st["ram"]
+    # The rate is sampled over windows of a second or more: wait for the
+    # first sample (on progress, not a fixed sleep: a busy machine is late).
+    end = time.time() + 240
+    while True:
+        st = q.command("query-migrate")
+        ram = st["ram"]
+        if ram["pages-per-second"] > 0 or time.time() > end:
+            break
+        time.sleep(0.2)
     cap_mbps = (8 << 20) * 8 / 1e6  # max-bandwidth in QEMU's unit
     check(st["status"] == "active" and 0 < ram["mbps"] <= 1.25 * cap_mbps
           and ram["pages-per-second"] > 0,
           f"mbps {ram['mbps']:.1f} (max-bandwidth: {cap_mbps:.1f}), pages-per-second "
           f"{ram['pages-per-second']} during the push")
+    check(ram["remaining"] <= ram["total"]
+          and (ram["dirty-sync-count"] > 0 or ram["remaining"] < ram["total"]),
+          f"remaining {ram['remaining']} of {ram['total']} in pass "
+          f"{ram['dirty-sync-count'] + 1}: what the pass has yet to send")
     check("downtime" not in st and "expected-downtime" not in st,
           f"no downtime before the switch-over ({st['status']})")
     check(isinstance(st.get("setup-time"), int) and st["setup-time"] < st["total-time"],
@@ -323,7 +340,8 @@ def completed_figures(q, metrics):
             + m["pages_demand"] + m["pages_resent_after_recovery"])
     check(ram["normal"] + ram["duplicate"] == sent and ram["duplicate"] == m["pages_zero"],
           f"normal {ram['normal']} + duplicate {ram['duplicate']} = {sent} pages sent")
-    check(ram["normal"] > 0 and ram["duplicate"] > 0, "both kinds were sent")
+    check(ram["normal"] > 0 and ram["duplicate"] > 0 and ram["remaining"] == 0,
+          "both kinds were sent, nothing remains")
     check(ram["normal-bytes"] == ram["normal"] * 4096, "normal-bytes = normal * 4096")
     check(ram["precopy-bytes"] + ram["downtime-bytes"] + ram["postcopy-bytes"]
           == ram["transferred"] and ram["downtime-bytes"] > 0 and ram["postcopy-bytes"] > 0,
@@ -440,21 +458,50 @@ def recover_case(dpath, uri):
     wait_status(s, ["postcopy-active", "completed"])
     check(True, f"migrate resume: true over {uri2}: recovered")
     pause_and_recover(d, s, d, uri3, "paused at the destination")
-    try:
-        while "completed" not in s.statuses():
-            msg = s.read()
-            if "event" in msg:
-                s.events.append(msg)
-    except EOFError:
-        pass  # a source VMM that exits once the VM runs at the destination
+    wait_events(s, lambda: "completed" in s.statuses())
     seq = [x for x in s.statuses() if x.startswith("postcopy-recover")]
     check(seq.count("postcopy-recover") >= 2 and seq.count("postcopy-recover-setup") >= 3,
           f"MIGRATION events: {s.statuses()}")
-    check("completed" in s.statuses(), "completed after two recoveries by command")
-    try:  # a source that waits in postmigrate ends as QEMU's does
-        s.execute("quit")
-    except (EOFError, OSError, QMPError):
-        pass
+    check(True, "completed after two recoveries by command")
+    postmigrate_then_quit(s)
+
+
+def kill_children(pid):
+    """SIGKILL the children of pid (the VMM under its `timeout`)."""
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            continue
+        if d.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            os.kill(int(d), signal.SIGKILL)
+
+
+def lost_case(spath, uri):
+    """Postcopy fails for good (the destination killed, x-recover-ms): the source stays."""
+    dpid = int(sys.argv[4])
+    s = QMP(spath)
+    s.command("migrate-set-capabilities",
+              capabilities=[cap("postcopy-ram", True), cap("events", True)])
+    s.command("migrate-set-parameters", **{"x-postcopy-manual": False, "x-precopy-rounds": 0,
+                                           "max-postcopy-bandwidth": 1 << 20,
+                                           "x-recover-ms": 500})
+    s.command("migrate", uri=uri)
+    wait_status(s, ["postcopy-active"])
+    kill_children(dpid)
+    st = wait_status(s, ["failed", "completed"])
+    check(st["status"] == "failed" and "giving up" in st.get("error-desc", ""),
+          f"the destination killed in postcopy: failed ({st.get('error-desc')})")
+    st = s.command("query-status")
+    check(st["status"] == "finish-migrate" and not st["running"],
+          f"the VM does not run at the source: {st}")
+    refused(s, "cont", "memory is split", "cont after a failure past the switch-over")
+    refused(s, "migrate", "was lost", "migrate after a failure past the switch-over",
+            uri=uri)
+    wait_events(s, lambda: "failed" in s.statuses())
+    check(s.statuses()[-1] == "failed", f"MIGRATION events: {s.statuses()}")
+    check(s.execute("quit") == {"return": {}, "id": s.next_id}, "quit answered")
 
 
 def onward_case(bpath, uri):
@@ -474,21 +521,13 @@ def onward_case(bpath, uri):
               capabilities=[cap("postcopy-ram", True), cap("events", True)])
     b.command("migrate-set-parameters", **{"x-postcopy-manual": False})
     b.command("migrate", uri=uri2)
-    try:
-        while "completed" not in b.statuses():
-            msg = b.read()
-            if "event" in msg:
-                b.events.append(msg)
-    except EOFError:
-        pass  # a source VMM that exits once the VM runs at the destination
-    check("completed" in b.statuses(), f"B -> C: B's MIGRATION events {b.statuses()}")
+    wait_events(b, lambda: "completed" in b.statuses())
+    check(True, f"B -> C: B's MIGRATION events {b.statuses()}")
     wait_run_state(c, "running")
     check(True, "the VM runs at C")
+    wait_status(a, ["completed"])
     for q in (a, b):  # sources that wait in postmigrate end as QEMU's do
-        try:
-            q.execute("quit")
-        except (EOFError, OSError, QMPError):
-            pass
+        postmigrate_then_quit(q)
 
 
 def main():
@@ -499,7 +538,7 @@ def main():
             return figures_case(path, uri, sys.argv[4])
         {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
          "after-postcopy": after_postcopy, "incoming": incoming_case,
-         "recover": recover_case, "onward": onward_case}[case](path, uri)
+         "recover": recover_case, "onward": onward_case, "lost": lost_case}[case](path, uri)
     except QMPError as e:
         raise SystemExit(f"FAIL: {e}")
 
