@@ -176,8 +176,9 @@ int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct 
 		snprintf(err, errlen, "%s",
 			 gl->user_paused ? "the VM is stopped: 'cont' it first"
 			 : gl->finishing ? "the VM is ending"
-			 : glue_vm_lost(gl)	 ? "the VM was lost by a migration that failed after the "
-					   "switch-over"
+			 : glue_vm_lost(gl)
+			     ? "the VM was lost by a migration that failed after the "
+			       "switch-over"
 			 : glue_postmigrate(gl)
 			     ? "the VM has migrated away (postmigrate): it runs at the destination"
 			     : "There's a migration process in progress");

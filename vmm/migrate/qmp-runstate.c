@@ -22,7 +22,8 @@ int glue_postmigrate(struct migrate_glue *gl)
 
 int glue_vm_lost(struct migrate_glue *gl)
 {
-	return gl->mig_on && __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE) == MIG_PHASE_FAILED &&
+	return gl->mig_on &&
+	       __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE) == MIG_PHASE_FAILED &&
 	       __atomic_load_n(&gl->ctl.vm_lost, __ATOMIC_RELAXED);
 }
 
