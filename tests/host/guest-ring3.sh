@@ -38,7 +38,7 @@ run_qemu() {
 		echo "note: $name not run: /dev/kvm not writable"
 		return
 	fi
-	timeout 100 qemu-system-x86_64 -accel "$accel" -cpu qemu64 "$@" -display none \
+	timeout "$(guard 100)" qemu-system-x86_64 -accel "$accel" -cpu qemu64 "$@" -display none \
 		-serial "file:$tmp/$name.out" -monitor none -no-reboot -m 16 \
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
 		-kernel "$GUEST" -append "$cmd" > "$tmp/$name.err" 2>&1 < /dev/null

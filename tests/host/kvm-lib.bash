@@ -68,6 +68,16 @@ sized() { # n
 	fi
 }
 
+# guard N: a hang guard of N seconds for a process a test starts, times
+# the time scale its runner gives the whole test (run-node-tests
+# --time-scale exports POSTCOPY_TIME_SCALE: the node of host tests runs
+# each 2x longer, and its guards must grow with it, or a busy machine
+# kills a process that was only slow).  Hang guards only, never a time
+# that is asserted.
+guard() { # seconds
+	echo $(($1 * ${POSTCOPY_TIME_SCALE:-1}))
+}
+
 # A part of a test that cannot run where the test runs (in a node: what
 # needs a program the node lacks).  The test goes on; the part is reported
 # by tests/run as a skip of its own, with REASON, never folded into a pass.

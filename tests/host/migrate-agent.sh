@@ -69,7 +69,7 @@ grep -q "link to the source broken" "$work/cut-d.err" || fail "cut: the destinat
 # destination's guest must not run on with pages missing.
 dport=$(free_port)
 pport=$(free_port)
-timeout 240 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" --recover-ms 800 \
+timeout "$(guard 240)" "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" --recover-ms 800 \
 	> /dev/null 2> "$work/gone-d.err" &
 gdpid=$!
 pids+=("$gdpid")

@@ -38,7 +38,7 @@ flood_run() { # name [tls options...]
 	wpid=$!
 	pids+=("$wpid")
 	sleep 3
-	timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 16M "$@" \
+	timeout "$(guard 120)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 16M "$@" \
 		2> "$work/$name-s.err" ||
 		{ cat "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: the source failed under the flood"; }
 	wait_status "$dpid" "$name: the destination" 60
@@ -70,7 +70,7 @@ python3 tests/host/lib/flood.py 127.0.0.1 "$dport" --seconds 120 > "$work/cut-f.
 fpid=$!
 pids+=("$fpid")
 sleep 3
-timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M \
+timeout "$(guard 120)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M \
 	--metrics "$work/cut-s.json" 2> "$work/cut-s.err" ||
 	{ cat "$work/cut-s.err" "$work/cut-d.err" >&2; fail "cut: the source failed"; }
 wait_status "$dpid" "cut: the destination" 60

@@ -20,7 +20,7 @@ expect() { # case expected-message-regex
 		> /dev/null 2> "$work/$1.err" &
 	local dpid=$!
 	wait_listen "$port"
-	timeout 60 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$port" --mem 16 2> "$work/$1.evil" ||
+	timeout "$(guard 60)" "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$port" --mem 16 2> "$work/$1.evil" ||
 		{ cat "$work/$1.evil" >&2; fail "$1: the adversary could not run"; }
 	wait "$dpid"
 	local rc=$?
@@ -34,7 +34,7 @@ expect() { # case expected-message-regex
 # source completes after it.
 refused() { # case expected-message-regex
 	start_memtest_dest "$1" --recover-ms 500 --metrics "$work/$1-d.json"
-	timeout 60 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$dport" --mem 4 2> "$work/$1.evil" ||
+	timeout "$(guard 60)" "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$dport" --mem 4 2> "$work/$1.evil" ||
 		{ cat "$work/$1.evil" >&2; fail "$1: the adversary could not run"; }
 	for _ in $(seq 600); do
 		grep -q "refused a connection" "$work/$1-d.err" && break
@@ -44,7 +44,7 @@ refused() { # case expected-message-regex
 	grep -Eq "refused a connection: .*($2)" "$work/$1-d.err" ||
 		{ cat "$work/$1-d.err" >&2; fail "$1: no refusal matching /$2/"; }
 	kill -0 "$dpid" 2> /dev/null || fail "$1: the destination gave up on a stranger's stream"
-	timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M \
+	timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M \
 		2> "$work/$1-s.err" || { cat "$work/$1-s.err" >&2; fail "$1: the real source failed after it"; }
 	wait_status "$dpid" "$1: the destination"
 	local rc=$?
@@ -75,7 +75,7 @@ start_memtest_dest claim --metrics "$work/claim-d.json"
 pids+=($!)
 for _ in $(seq 600); do grep -q "claimed the session" "$work/claim-e.err" && break; sleep 0.1; done
 grep -q "claimed the session" "$work/claim-e.err" || { cat "$work/claim-e.err" >&2; fail "claim: the stranger never claimed"; }
-timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/claim-s.err" ||
+timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/claim-s.err" ||
 	{ cat "$work/claim-s.err" "$work/claim-d.err" >&2; fail "claim: the real source was kept out"; }
 wait_status "$dpid" "claim: the destination"
 [ $? = 0 ] && grep -q "checksum ok" "$work/claim-d.err" || { cat "$work/claim-d.err" >&2; fail "claim: destination failed"; }
@@ -103,10 +103,10 @@ expect run-nocrc-plain "PAGE_RUN payload checksum mismatch"
 if [ -x "$BIN/vmm" ] && kvm_part "the vmm --incoming cases"; then
 	for c in out-of-ram bad-checksum; do
 		port=$(free_port)
-		timeout 120 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &
+		timeout "$(guard 120)" "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" > /dev/null 2> "$work/vmm-$c.err" &
 		dpid=$!
 		wait_listen "$port"
-		timeout 60 "$BIN/mig-evil" "$c" "tcp:127.0.0.1:$port" --mem 16 2> /dev/null
+		timeout "$(guard 60)" "$BIN/mig-evil" "$c" "tcp:127.0.0.1:$port" --mem 16 2> /dev/null
 		wait "$dpid"
 		rc=$?
 		[ "$rc" != 0 ] && [ "$rc" -lt 124 ] || { cat "$work/vmm-$c.err" >&2; fail "vmm $c: exit status $rc"; }
@@ -126,7 +126,7 @@ if [ -x "$BIN/vmm" ] && kvm_part "the vmm --incoming cases"; then
 	dpid=$!
 	pids+=("$dpid")
 	wait_listen "$port"
-	timeout 150 "$BIN/mig-evil" bad-state "tcp:127.0.0.1:$port" --snapshot "$work/snap" \
+	timeout "$(guard 150)" "$BIN/mig-evil" bad-state "tcp:127.0.0.1:$port" --snapshot "$work/snap" \
 		2> "$work/bs-e.err"
 	erc=$?
 	wait_status "$dpid" "bad-state: the destination"
@@ -151,7 +151,7 @@ if [ -x "$BIN/vmm" ] && kvm_part "the vmm --incoming cases"; then
 	# reproduced in 25 quiet runs) shows as "hung up" and its time, not as
 	# a kill.
 	t0=$(date +%s)
-	timeout 150 "$BIN/mig-evil" forged-state "tcp:127.0.0.1:$port" --snapshot "$work/forged" \
+	timeout "$(guard 150)" "$BIN/mig-evil" forged-state "tcp:127.0.0.1:$port" --snapshot "$work/forged" \
 		2> "$work/fs-e.err"
 	erc=$?
 	echo "forged-state: mig-evil took $(($(date +%s) - t0)) s: $(cat "$work/fs-e.err")"
@@ -178,7 +178,7 @@ echo "evil-request: rejected: $(tail -n1 "$work/src.err")"
 # Peer text is escaped before it is printed: no terminal escapes, no forged
 # log lines.
 start_memtest_dest ansi
-timeout 60 "$BIN/mig-evil" ansi-error "tcp:127.0.0.1:$dport" --mem 4 2> /dev/null
+timeout "$(guard 60)" "$BIN/mig-evil" ansi-error "tcp:127.0.0.1:$dport" --mem 4 2> /dev/null
 wait_status "$dpid" "ansi: the destination"
 rc=$?
 cat -v "$work/ansi-d.err"
@@ -193,7 +193,7 @@ port=$(free_port)
 "$BIN/mig-evil" lying-complete "tcp:127.0.0.1:$port" 2> "$work/lie-e.err" &
 pids+=($!)
 wait_listen "$port"
-timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M --recover-ms 1000 \
+timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 16M --recover-ms 1000 \
 	2> "$work/lie-s.err"
 rc=$?
 cat "$work/lie-s.err"
@@ -203,7 +203,7 @@ grep -q "COMPLETE.*never sent" "$work/lie-s.err" || fail "lying-complete: no cle
 # A third party that replays the session id while the link is healthy: it
 # is refused, and the live migration completes with the right memory.
 start_memtest_dest intruder --metrics "$work/intruder-d.json"
-timeout 120 "$BIN/mig-evil" intruder "tcp:127.0.0.1:$dport" --mem 4 2> "$work/intruder-e.err"
+timeout "$(guard 120)" "$BIN/mig-evil" intruder "tcp:127.0.0.1:$dport" --mem 4 2> "$work/intruder-e.err"
 erc=$?
 wait_status "$dpid" "intruder: the destination"
 rc=$?

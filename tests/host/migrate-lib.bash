@@ -86,10 +86,11 @@ start_memtest_dest() { # name [options...]
 # The exit status of a background process, or fail when it outlives the
 # hang guard (generous: nothing here waits on the machine's speed).
 wait_status() { # pid what [guard-seconds]
-	local t=0 limit=$((${3:-60} * 10))
+	local t=0 secs
+	secs=$(guard "${3:-60}")
 	while kill -0 "$1" 2> /dev/null; do
 		t=$((t + 1))
-		[ "$t" -lt "$limit" ] || fail "$2: still running after ${3:-60} s (a hang)"
+		[ "$t" -lt $((secs * 10)) ] || fail "$2: still running after $secs s (a hang)"
 		sleep 0.1
 	done
 	wait "$1"
@@ -103,7 +104,7 @@ start_vmm_dest() { # name guard [options...]
 	local name=$1 guard=$2
 	shift 2
 	dport=$(free_port)
-	timeout "$guard" "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
+	timeout "$(guard "$guard")" "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$dport" \
 		--migrate-metrics "$work/$name-d.json" "$@" > /dev/null 2> "$work/$name-d.err" &
 	dpid=$!
 	pids+=("$dpid")
@@ -116,7 +117,7 @@ start_vmm_dest() { # name guard [options...]
 start_control_vmm() { # sock err guard cmdline [options...]
 	local sock=$1 err=$2 guard=$3 cmd=$4
 	shift 4
-	timeout "$guard" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" "$@" \
+	timeout "$(guard "$guard")" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" --control "$sock" "$@" \
 		> /dev/null 2> "$err" &
 	spid=$!
 	pids+=("$spid")
@@ -127,7 +128,7 @@ start_control_vmm() { # sock err guard cmdline [options...]
 # socket that waits for migrate-incoming; its metrics into METRICS.  Sets
 # dpid and returns once the socket answers.
 start_defer_vmm() { # sock err metrics guard
-	timeout "$4" "$BIN/vmm" run --mem 32M --incoming defer --control "$1" \
+	timeout "$(guard "$4")" "$BIN/vmm" run --mem 32M --incoming defer --control "$1" \
 		--migrate-metrics "$3" > /dev/null 2> "$2" &
 	dpid=$!
 	pids+=("$dpid")
@@ -167,12 +168,12 @@ migrate_loopback() { # name ref cmdline migrate-after-ms [source options...]
 	local vmopts=(--mem 32M) guard=${vm_guard:-240}
 	[ -n "${vm_opts+set}" ] && vmopts=("${vm_opts[@]}")
 	port=$(free_port)
-	timeout "$guard" "$BIN/vmm" run "${vmopts[@]}" --incoming "tcp:127.0.0.1:$port" \
+	timeout "$(guard "$guard")" "$BIN/vmm" run "${vmopts[@]}" --incoming "tcp:127.0.0.1:$port" \
 		--migrate-metrics "$work/$name-d.json" > "$work/$name-d.out" 2> "$work/$name-d.err" &
 	dpid=$!
 	pids+=("$dpid")
 	wait_listen "$port" "$dpid" "$work/$name-d.err"
-	timeout "$guard" "$BIN/vmm" run --image "$GUEST" "${vmopts[@]}" --cmdline "$cmd" \
+	timeout "$(guard "$guard")" "$BIN/vmm" run --image "$GUEST" "${vmopts[@]}" --cmdline "$cmd" \
 		--migrate-to "tcp:127.0.0.1:$port" --migrate-after "$after" "$@" \
 		--migrate-metrics "$work/$name-s.json" > "$work/$name-s.out" 2> "$work/$name-s.err"
 	src=$?

@@ -179,7 +179,7 @@ grep -q "heartbeats instead of RESUME" "$work/pr-e.err" || fail "ping-resume: th
 # 6d. A PING flood on the urgent channel behind the last page: COMPLETE
 #     comes during the flood, the memory is right.
 start_memtest_dest pingflood --recover-ms 5000
-timeout 120 "$BIN/mig-evil" ping-flood "tcp:127.0.0.1:$dport" --mem 4 2> "$work/pf-e.err"
+timeout "$(guard 120)" "$BIN/mig-evil" ping-flood "tcp:127.0.0.1:$dport" --mem 4 2> "$work/pf-e.err"
 erc=$?
 wait_status "$dpid" "ping-flood: the destination" 60
 rc=$?

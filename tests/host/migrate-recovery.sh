@@ -91,7 +91,7 @@ grep -q "giving up" "$work/s2.err" || fail "no clear error at the source"
 #    idlers: three silent connections ahead of the real reconnection.
 evil_case() { # case recover-ms
 	start_memtest_dest "$1" --recover-ms "$2" --metrics "$work/$1-d.json"
-	timeout 120 "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$dport" --mem 4 2> "$work/$1-e.err"
+	timeout "$(guard 120)" "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$dport" --mem 4 2> "$work/$1-e.err"
 	local erc=$?
 	wait_status "$dpid" "$1: the destination"
 	local rc=$?

@@ -23,14 +23,14 @@ scripts/make-tls-creds.sh "$work/x509" localhost > /dev/null
 # The server side given FILE (a PSK file) must refuse it with a message
 # matching PATTERN; the client, with the good file, sees the server close.
 refused() { # description file pattern
-	timeout 60 "$check" --server-psk "$2" --client-psk "$work/keys.psk" > "$work/out" 2>&1
+	timeout "$(guard 60)" "$check" --server-psk "$2" --client-psk "$work/keys.psk" > "$work/out" 2>&1
 	local rc=$?
 	[ $rc = 1 ] || { cat "$work/out" >&2; fail "$1: exit $rc, want 1"; }
 	grep -q "^server: $3" "$work/out" || { cat "$work/out" >&2; fail "$1: no clear message"; }
 	echo "ok: $1: $(grep '^server: ' "$work/out")"
 }
 accepted() { # description file
-	timeout 60 "$check" --bytes 65536 --server-psk "$2" --client-psk "$work/keys.psk" \
+	timeout "$(guard 60)" "$check" --bytes 65536 --server-psk "$2" --client-psk "$work/keys.psk" \
 		> "$work/out" 2>&1 || { cat "$work/out" >&2; fail "$1: refused"; }
 	echo "ok: $1: accepted"
 }
@@ -54,7 +54,7 @@ if [ "$(id -u)" = 0 ]; then
 		".*stranger.psk: bad ownership: owned by uid 65534, not by uid 0"
 	cp "$work/x509/server-key.pem" "$work/server-key.pem.orig"
 	chown 65534 "$work/x509/server-key.pem"
-	timeout 60 "$check" --server-creds "$work/x509" --client-creds "$work/x509" \
+	timeout "$(guard 60)" "$check" --server-creds "$work/x509" --client-creds "$work/x509" \
 		--hostname localhost > "$work/out" 2>&1 && fail "an x509 key of another user was accepted"
 	grep -q "^server: .*server-key.pem: bad ownership: owned by uid 65534" "$work/out" ||
 		{ cat "$work/out" >&2; fail "x509 key of another user: no clear message"; }
@@ -64,7 +64,7 @@ else
 	echo "ok: (not root: the cases of a file owned by another user need chown, left out)"
 fi
 chmod 0644 "$work/x509/client-key.pem"
-timeout 60 "$check" --server-creds "$work/x509" --client-creds "$work/x509" \
+timeout "$(guard 60)" "$check" --server-creds "$work/x509" --client-creds "$work/x509" \
 	--hostname localhost > "$work/out" 2>&1 && fail "a world-readable x509 key was accepted"
 grep -q "^client: .*client-key.pem: readable by group or others (mode 0644)" \
 	"$work/out" || { cat "$work/out" >&2; fail "world-readable x509 key: no clear message"; }
@@ -85,7 +85,7 @@ refused "a FIFO where the PSK file should be" "$work/fifo.psk" ".*fifo.psk: not 
 for mode in plain psk x509; do
 	dir=$work/x509
 	[ $mode = x509 ] || { dir=$work/mem-$mode && mkdir -p "$dir"; }
-	timeout 60 "$BIN/mig-secrets-check" $mode "$dir" > "$work/out" 2>&1
+	timeout "$(guard 60)" "$BIN/mig-secrets-check" $mode "$dir" > "$work/out" 2>&1
 	rc=$?
 	cat "$work/out"
 	[ $rc = 0 ] || fail "mig-secrets-check $mode: a secret stayed in memory (exit $rc)"

@@ -9,7 +9,7 @@
 set -uo pipefail
 . tests/host/migrate-lib.bash # $work, fail
 [ -x "$BIN/mig-hs-check" ] || fail "$BIN/mig-hs-check is not built"
-timeout 100 "$BIN/mig-hs-check" > "$work/out" 2>&1
+timeout "$(guard 100)" "$BIN/mig-hs-check" > "$work/out" 2>&1
 rc=$?
 cat "$work/out"
 [ "$rc" = 0 ] || fail "mig-hs-check: exit status $rc"

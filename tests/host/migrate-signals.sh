@@ -79,7 +79,7 @@ vpid=$!
 pids+=("$vpid")
 for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done
 kill -STOP "$vpid"
-timeout 60 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:1" --idle-ms 1000 \
+timeout "$(guard 60)" "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:1" --idle-ms 1000 \
 	2> "$work/stop-agent.err"
 rc=$?
 kill -CONT "$vpid"

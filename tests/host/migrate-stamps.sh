@@ -18,7 +18,7 @@ need_kvm
 
 cmd="workload=random iters=$(sized 3000) quiet=1"
 port=$(free_port)
-timeout 40 "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$port" \
+timeout "$(guard 40)" "$BIN/vmm" run --mem 32M --incoming "tcp:127.0.0.1:$port" \
 	--migrate-metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
 dpid=$!
 pids+=("$dpid")
@@ -26,7 +26,7 @@ wait_listen "$port"
 # The push capped (8 MiB/s): the guest runs for seconds with pages missing,
 # so demand faults happen however loaded the host (uncapped, the push was
 # done before a descheduled vCPU touched anything: '.faults > 0' failed).
-timeout 40 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
+timeout "$(guard 40)" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 	--migrate-to "tcp:127.0.0.1:$port" --migrate-after 150 --max-bandwidth 8388608 \
 	--migrate-metrics "$work/s.json" > /dev/null 2> "$work/s.err"
 src=$?

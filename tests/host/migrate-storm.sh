@@ -58,7 +58,7 @@ storm_initial() { # name [tls options...]
 	shift
 	start_memtest_dest "$name" --mem 16M --metrics "$work/$name-d.json" "$@"
 	storm_start "$dport" "$name"
-	timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 16M --channels 4 \
+	timeout "$(guard 120)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 16M --channels 4 \
 		"$@" 2> "$work/$name-s.err" ||
 		{ storm_stop "$name" || true; tail -n 5 "$work/$name-s.err" "$work/$name-d.err" >&2;
 		  fail "$name: the source failed under the storm"; }
@@ -80,7 +80,7 @@ storm_recovery() { # name [tls options...]
 	pids+=($!)
 	wait_listen "$pport"
 	storm_start "$dport" "$name"
-	timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M --channels 4 \
+	timeout "$(guard 120)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M --channels 4 \
 		--metrics "$work/$name-s.json" "$@" 2> "$work/$name-s.err" ||
 		{ storm_stop "$name" || true; tail -n 5 "$work/$name-s.err" "$work/$name-d.err" >&2;
 		  fail "$name: the source failed under the storm"; }
@@ -108,7 +108,7 @@ if want squat; then
 	pids+=("$qpid")
 	for _ in $(seq 600); do grep -q "claim 1" "$work/squat.out" && break; sleep 0.1; done
 	grep -q "claim 1" "$work/squat.out" || { cat "$work/squat.out" >&2; fail "squat: no claim"; }
-	timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/squat-s.err" ||
+	timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/squat-s.err" ||
 		{ kill "$qpid"; tail -3 "$work/squat-s.err" >&2; fail "squat: the real source was kept out"; }
 	kill "$qpid" 2> /dev/null
 	dest_ok squat
@@ -125,7 +125,7 @@ if want lost-secret; then
 		--cut-after 145 --down-ms 300 2> "$work/lost-p.err" &
 	pids+=($!)
 	wait_listen "$pport"
-	timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 4M 2> "$work/lost-s.err" ||
+	timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 4M 2> "$work/lost-s.err" ||
 		{ tail -3 "$work/lost-s.err" >&2; fail "lost-secret: the source gave up"; }
 	dest_ok lost
 	grep -q "cut 1" "$work/lost-p.err" || fail "lost-secret: the proxy never cut"
@@ -142,7 +142,7 @@ if want deadline; then
 	pids+=($!)
 	wait_listen "$sport"
 	t0=$(date +%s%N)
-	timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$sport" --mem 4M --channels 8 \
+	timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$sport" --mem 4M --channels 8 \
 		2> "$work/slow-s.err"
 	rc=$?
 	ms=$((($(date +%s%N) - t0) / 1000000))

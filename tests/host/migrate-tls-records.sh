@@ -25,7 +25,7 @@ printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/keys.psk"
 stream() { # description bytes args...
 	local what=$1 bytes=$2
 	shift 2
-	timeout 240 "$check" --bytes "$bytes" "$@" > "$work/out" 2>&1 ||
+	timeout "$(guard 240)" "$check" --bytes "$bytes" "$@" > "$work/out" 2>&1 ||
 		{ cat "$work/out" >&2; fail "$what: failed"; }
 	[ "$(grep -c "ok: $bytes bytes each way over TLS 1.3" "$work/out")" = 2 ] ||
 		{ cat "$work/out" >&2; fail "$what: not both ends ok"; }
@@ -66,7 +66,7 @@ migrate() { # name [options for both ends...]
 	local name=$1
 	shift
 	start_memtest_dest "$name" --mem 16M --metrics "$work/$name-d.json" "$@"
-	timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 16M \
+	timeout "$(guard 120)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 16M \
 		--metrics "$work/$name-s.json" "$@" > /dev/null 2> "$work/$name-s.err" ||
 		{ cat "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: source failed"; }
 	wait_status "$dpid" "$name: destination" > /dev/null ||

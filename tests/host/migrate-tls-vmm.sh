@@ -73,7 +73,7 @@ echo "x509: checksum equal; $(jq -c '{downtime_us, push_MiB_per_s, p50: .fault_l
 
 # PSK, the source migrating by itself.
 start_vmm_dest psk 240 --tls-psk "$c/keys.psk"
-timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
+timeout "$(guard 240)" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 	--migrate-to "tcp:127.0.0.1:$dport" --migrate-after 100 --tls-psk "$c/keys.psk" \
 	> /dev/null 2> "$work/psk-s.err" || { cat "$work/psk-s.err" >&2; fail "psk: the source failed"; }
 grep -q "migration to .* complete" "$work/psk-s.err" || { cat "$work/psk-s.err" >&2; fail "psk: not migrated"; }
@@ -94,7 +94,7 @@ pport=$(free_port)
 	--flip-after 150000 2> "$work/flip-p.err" &
 pids+=($!)
 wait_listen "$pport"
-timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
+timeout "$(guard 240)" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 	--migrate-to "tcp:127.0.0.1:$pport" --migrate-after 100 --tls-creds "$c/named" \
 	--tls-hostname localhost --migrate-metrics "$work/flip-s.json" \
 	> /dev/null 2> "$work/flip-s.err" || { cat "$work/flip-s.err" >&2; fail "flip: the source failed"; }
@@ -116,7 +116,7 @@ refused() { # name source-pattern dest-pattern|"" dest-options -- source-options
 	shift
 	sopts=("$@")
 	start_vmm_dest "$name" 240 "${dopts[@]}"
-	timeout 240 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
+	timeout "$(guard 240)" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$cmd" \
 		--migrate-to "tcp:127.0.0.1:$dport" --migrate-after 50 "${sopts[@]}" \
 		> /dev/null 2> "$work/$name-s.err" || { cat "$work/$name-s.err" >&2; fail "$name: the source vmm failed"; }
 	grep -q "migration failed, the VM goes on here: .*$spat" "$work/$name-s.err" ||
@@ -179,7 +179,7 @@ echo "flags: $(cat "$work/both.err") / $(cat "$work/missing.err")"
 # inside TLS, recovery still needs the session's secret: an intruder that
 # holds the PSK and replays the session id is refused; the live link goes on.
 start_memtest_dest intruder --metrics "$work/intruder-d.json" --tls-psk "$c/keys.psk"
-timeout 120 "$BIN/mig-evil" intruder "tcp:127.0.0.1:$dport" --mem 4 --tls-psk "$c/keys.psk" \
+timeout "$(guard 120)" "$BIN/mig-evil" intruder "tcp:127.0.0.1:$dport" --mem 4 --tls-psk "$c/keys.psk" \
 	2> "$work/intruder-e.err"
 erc=$?
 wait_status "$dpid" "intruder: the destination"

@@ -51,7 +51,7 @@ ok() { # description args...
 refused() { # description server-pattern client-pattern args...
 	local what=$1 spat=$2 cpat=$3
 	shift 3
-	timeout 120 "$check" "$@" > "$work/out" 2>&1
+	timeout "$(guard 120)" "$check" "$@" > "$work/out" 2>&1
 	local rc=$?
 	[ $rc = 1 ] || { cat "$work/out" >&2; fail "$what: exit $rc, want 1"; }
 	grep -q "^server: .*$spat" "$work/out" || { cat "$work/out" >&2; fail "$what: server message"; }
@@ -119,7 +119,7 @@ python3 tests/host/lib/tls-impostor.py "$port" "$work/evil-cert.pem" "$work/evil
 ipid=$!
 pids+=("$ipid")
 wait_listen "$port"
-timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 8M \
+timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 8M \
 	--tls-psk "$work/keys.psk" 2> "$work/impostor-s.err" && fail "the source migrated to an impostor"
 wait_status "$ipid" "the impostor" 60
 cat "$work/impostor-s.err" "$work/impostor.out"
@@ -132,7 +132,7 @@ echo "ok: PSK source refused a certificate-only impostor, nothing sent"
 
 # A PSK source against a destination with another PSK: refused both ends.
 start_memtest_dest otherpsk --tls-psk "$work/other.psk"
-timeout 60 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M \
+timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M \
 	--tls-psk "$work/keys.psk" 2> "$work/otherpsk-s.err" && fail "migrated with another PSK"
 grep -q "PSK mismatch" "$work/otherpsk-s.err" ||
 	{ cat "$work/otherpsk-s.err" >&2; fail "other PSK: no clear message at the source"; }
@@ -151,7 +151,7 @@ pport=$(free_port)
 	--cut-after 6000000 --down-ms 100 --relay-psk "$work/keys.psk" 2> "$work/relay-p.err" &
 pids+=($!)
 wait_listen "$pport"
-timeout 120 "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M \
+timeout "$(guard 120)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$pport" --mem 24M \
 	--tls-psk "$work/keys.psk" --push-runs --metrics "$work/relay-s.json" 2> "$work/relay-s.err" ||
 	{ cat "$work/relay-s.err" "$work/relay-d.err" "$work/relay-p.err" >&2; fail "relay: the source failed"; }
 wait_status "$dpid" "relay: the destination" 60

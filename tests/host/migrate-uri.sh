@@ -65,7 +65,7 @@ pair unix2 "unix:$sock" "unix:$sock" "$sock" # the first case's file is stale no
 bad() { # role uri message-regex
 	local opt=--listen
 	[ "$1" = source ] && opt=--to
-	timeout 30 "$BIN/mig-memtest" "$1" "$opt" "$2" --mem 4M > /dev/null 2> "$work/bad.err"
+	timeout "$(guard 30)" "$BIN/mig-memtest" "$1" "$opt" "$2" --mem 4M > /dev/null 2> "$work/bad.err"
 	local rc=$?
 	[ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$work/bad.err" >&2; fail "$1 $2: exit $rc, not a refusal"; }
 	grep -Eq "$3" "$work/bad.err" || { cat "$work/bad.err" >&2; fail "$1 $2: no message matching '$3'"; }

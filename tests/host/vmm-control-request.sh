@@ -115,7 +115,7 @@ echo "file at --control: refused, left alone"
 stale=$work/stale.sock
 python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$stale"
 [ -S "$stale" ] || fail "could not make a stale socket"
-timeout 200 "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$long" \
+timeout "$(guard 200)" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$long" \
 	--control "$stale" > /dev/null 2> "$work/s.err" &
 spid=$!
 pids+=("$spid")

@@ -9,7 +9,7 @@
 # On main (c859044) query-migrate answered {} throughout, migrate_cancel
 # did nothing, migrate-start-postcopy was refused and a QMP migrate started
 # a second migration of the same VM.
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -20,8 +20,8 @@ need_kvm
 flags=(--migrate-after 1 --precopy-rounds 1 --postcopy-manual)
 
 # 1. Cancelled: a guest that outlives any wait (killed at the end).
-start_vmm_dest cancel 250
-start_control_vmm "$work/c.sock" "$work/c-s.err" 250 "workload=random iters=4000000 quiet=1" \
+start_vmm_dest cancel 280
+start_control_vmm "$work/c.sock" "$work/c-s.err" 280 "workload=random iters=4000000 quiet=1" \
 	--migrate-to "tcp:127.0.0.1:$dport" "${flags[@]}"
 cpid=$spid
 other=$(free_port)
@@ -35,8 +35,8 @@ kill "$cpid"
 # 2. Ended by migrate-start-postcopy, to completion.
 cmd="workload=random iters=$(sized 20000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
-start_vmm_dest post 250
-start_control_vmm "$work/p.sock" "$work/p-s.err" 250 "$cmd" --migrate-to "tcp:127.0.0.1:$dport" "${flags[@]}"
+start_vmm_dest post 280
+start_control_vmm "$work/p.sock" "$work/p-s.err" 280 "$cmd" --migrate-to "tcp:127.0.0.1:$dport" "${flags[@]}"
 python3 tests/host/lib/qmp-drive.py "$work/p.sock" after-postcopy ||
 	{ cat "$work/p-s.err" "$work/post-d.err" >&2; fail "postcopy case"; }
 check_migrated post "$ref" "$spid" "$work/p-s.err" "$dpid" "$work/post-d.err" "$work/post-d.json"

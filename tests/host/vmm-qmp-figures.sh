@@ -13,7 +13,7 @@
 # (c6cfe5f) normal counted zero markers, mbps and duplicate were missing,
 # no MIGRATION_PASS or STOP was sent, query-status said running while the
 # source was paused, and the source VMM exited by itself after completed.
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash

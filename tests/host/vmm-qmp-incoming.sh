@@ -8,7 +8,7 @@
 # its vCPUs start, stop and cont work; checksum equal.  Also: defer
 # without --control is refused at start.  On 95e5f5c --incoming refused
 # --control, and defer was a bad URI.
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -24,8 +24,8 @@ echo "ok: --incoming defer without --control refused: $(head -1 "$work/nodefer.e
 cmd="workload=random iters=$(sized 40000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 dsock=$work/d.sock
-start_defer_vmm "$dsock" "$work/in-d.err" "$work/in-d.json" 250
-start_control_vmm "$work/s.sock" "$work/in-s.err" 250 "$cmd"
+start_defer_vmm "$dsock" "$work/in-d.err" "$work/in-d.json" 280
+start_control_vmm "$work/s.sock" "$work/in-s.err" 280 "$cmd"
 port=$(free_port)
 python3 tests/host/lib/qmp-drive.py "$dsock" incoming "tcp:127.0.0.1:$port" "$work/s.sock" ||
 	{ cat "$work/in-s.err" "$work/in-d.err" >&2; fail "incoming case"; }

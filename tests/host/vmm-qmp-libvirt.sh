@@ -15,7 +15,7 @@
 # the second address does not go through, or a reply has a shape libvirt
 # cannot read.  The guest's checksum after the migration equals an
 # unmigrated run's.
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash

@@ -7,7 +7,7 @@
 # refused (the VM's memory is split), and quit ends it with status 1.
 # Before, the source VMM exited at the failure, control socket or not: a
 # tool polling query-migrate read EOF.
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash

@@ -6,7 +6,7 @@
 # the guest's checksum at C equals an unmigrated run's; B's arrival report
 # (--migrate-metrics) is not overwritten by its departure.  Before this
 # test, a migrated VM's migrate was refused for good.
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash

@@ -7,7 +7,7 @@
 # precopy ended by migrate-start-postcopy; the VM runs at the destination
 # with the guest's checksum equal.  Skips, naming why, without node or the
 # package (no npm registry when make deps ran).
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -23,7 +23,7 @@ ref=$(reference_checksum 32M "$cmd")
 dsock=$work/d.sock
 start_defer_vmm "$dsock" "$work/tp-d.err" "$work/tp-d.json" 280
 start_control_vmm "$work/s.sock" "$work/tp-s.err" 280 "$cmd"
-NODE_PATH=build/npm/node_modules timeout 270 node tests/host/lib/qmp-thirdparty.js \
+NODE_PATH=build/npm/node_modules timeout "$(guard 270)" node tests/host/lib/qmp-thirdparty.js \
 	"$dsock" "$work/s.sock" "tcp:127.0.0.1:$(free_port)" ||
 	{ cat "$work/tp-s.err" "$work/tp-d.err" >&2; fail "qemu-qmp could not drive the migration"; }
 check_migrated thirdparty "$ref" "$spid" "$work/tp-s.err" "$dpid" "$work/tp-d.err" "$work/tp-d.json"

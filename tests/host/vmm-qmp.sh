@@ -11,7 +11,7 @@
 # Before 1, migrate-agent status on a VMM that has not migrated.  Each case
 # has its own source VMM: 1's guest outlives it (killed), 2's ends at the
 # destination (one guest for both outlived the waits in a node).
-# timeout: 300
+# timeout: 400
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -21,13 +21,13 @@ need_kvm
 
 sock=$work/vm.sock
 # 1. A guest that outlives any wait (killed at the end of the case).
-start_control_vmm "$sock" "$work/s.err" 250 "workload=random iters=4000000 quiet=1"
+start_control_vmm "$sock" "$work/s.err" 280 "workload=random iters=4000000 quiet=1"
 
 "$BIN/migrate-agent" status --vmm "$sock" > "$work/status.json" || fail "migrate-agent status failed"
 [ "$(jq -c . "$work/status.json")" = "{}" ] || fail "status before any migration: $(cat "$work/status.json")"
 
 # 1. Cancelled in precopy.
-start_vmm_dest cancel 250
+start_vmm_dest cancel 280
 python3 tests/host/lib/qmp-drive.py "$sock" cancel "tcp:127.0.0.1:$dport" ||
 	{ cat "$work/s.err" "$work/cancel-d.err" >&2; fail "cancel case"; }
 wait "$dpid" && fail "the destination of a cancelled migration exited 0"
@@ -41,10 +41,10 @@ kill "$spid"
 cmd="workload=random iters=$(sized 20000) quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 sock=$work/vm2.sock
-start_control_vmm "$sock" "$work/s2.err" 250 "$cmd"
+start_control_vmm "$sock" "$work/s2.err" 280 "$cmd"
 # Over a unix socket (QEMU's unix:PATH), the destination's own.
 msock=$work/mig.sock
-timeout 250 "$BIN/vmm" run --mem 32M --incoming "unix:$msock" \
+timeout "$(guard 280)" "$BIN/vmm" run --mem 32M --incoming "unix:$msock" \
 	--migrate-metrics "$work/migrate-d.json" > /dev/null 2> "$work/migrate-d.err" &
 dpid=$!
 pids+=("$dpid")

@@ -30,7 +30,7 @@ for wl in seq random hotset idle; do
 	b=$(run_kvm "$wl-b" 1 "$cmd") || exit 1
 	[ "$a" = "$b" ] || fail "$wl: two runs differ: $a vs $b"
 	[ "$qemu" = 1 ] || { echo "ok: $wl checksum $a (KVM, twice)"; continue; }
-	timeout 240 qemu-system-x86_64 -accel tcg -nographic -no-reboot -m 16 \
+	timeout "$(guard 240)" qemu-system-x86_64 -accel tcg -nographic -no-reboot -m 16 \
 		-device isa-debug-exit,iobase=0xf4,iosize=0x04 \
 		-kernel "$GUEST" -append "$cmd" > "$tmp/$wl-qemu.out" 2>&1 < /dev/null
 	rc=$?

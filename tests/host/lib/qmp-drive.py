@@ -41,7 +41,9 @@ documented QMP wire format, not from this project's code.
   qmp-drive.py DSOCK recover URI SSOCK URI2 URI3 DEAD  recovery by command, as
                                     libvirt drives QEMU's: postcopy paused
                                     at the source (migrate-pause), a resume
-                                    to DEAD fails back to paused, then
+                                    to DEAD fails back to paused, and one
+                                    to an impostor that cannot prove the
+                                    session's secret too, then
                                     migrate-recover URI2 at the destination
                                     and migrate resume: true to it; paused
                                     again at the destination, recovered
@@ -57,13 +59,18 @@ Prints what it saw; exits 0 when every check held, 1 with the reason.
 import json
 import os
 import signal
+import socket
+import struct
 import sys
+import threading
 import time
 
+from migwire import (AUTH, AUTH_CHALLENGE, AUTH_PROOF, HELLO, HELLO_FMT, ROLE_DEST, frame,
+                     recv_frame)
 from qmp import QMP, QMPError
 
 
-def wait_status(q, want, limit=240):
+def wait_status(q, want, limit=480):
     end = time.time() + limit
     while time.time() < end:
         st = q.command("query-migrate")
@@ -214,7 +221,7 @@ def migrate_case(path, uri):
     check("pre-switchover" in q.statuses(), f"a pre-switchover event: {q.statuses()}")
 
 
-def wait_events(q, done, limit=240):
+def wait_events(q, done, limit=480):
     """Read events until done() (the source stays after completed, as QEMU's)."""
     q.sock.settimeout(limit)
     while not done():
@@ -258,7 +265,7 @@ def after_postcopy(path, _uri):
     postmigrate_then_quit(q)
 
 
-def wait_run_state(q, want, limit=240):
+def wait_run_state(q, want, limit=480):
     end = time.time() + limit
     while time.time() < end:
         st = q.command("query-status")
@@ -394,7 +401,7 @@ def figures_case(path, uri, metrics):
     postmigrate_then_quit(q)
 
 
-def wait_statuses_end(q, want, limit=240):
+def wait_statuses_end(q, want, limit=480):
     """Read until the MIGRATION statuses seen end with want (a list)."""
     end = time.time() + limit
     while time.time() < end:
@@ -403,6 +410,51 @@ def wait_statuses_end(q, want, limit=240):
         q.command("query-status")  # collects the events that came meanwhile
         time.sleep(0.2)
     raise SystemExit(f"FAIL: MIGRATION events never ended with {want}: {q.statuses()}")
+
+
+class Impostor:
+    """A listener at a resume address that is not the destination: it
+    answers the source's reconnections as a destination would (HELLO, a
+    CHALLENGE), cannot prove the session's secret, and then offers to go
+    on.  It counts the handshakes that reached its proof and every byte a
+    source sent after it (there must be none: the source closes)."""
+
+    def __init__(self):
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.uri = f"tcp:127.0.0.1:{self.lsock.getsockname()[1]}"
+        self.proofs = self.after = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            c, _ = self.lsock.accept()
+            c.settimeout(30)
+            try:
+                self.answer(c)
+            except (OSError, struct.error):
+                pass
+            c.close()
+
+    def answer(self, c):
+        kind, hello = recv_frame(c)
+        f = list(struct.unpack(HELLO_FMT, hello))
+        f[1] = ROLE_DEST
+        c.sendall(frame(HELLO, struct.pack(HELLO_FMT, *f)))
+        c.sendall(frame(AUTH, struct.pack("<II", AUTH_CHALLENGE, 0) + os.urandom(32)))
+        recv_frame(c)  # the source's PROOF for our nonce
+        recv_frame(c)  # its CHALLENGE, which we cannot answer
+        c.sendall(frame(AUTH, struct.pack("<II", AUTH_PROOF, 0) + os.urandom(32)))
+        self.proofs += 1
+        # RESUME: "I have no page": a source that believed it would send them all
+        resume = struct.pack("<QII", 0, 0, 0)
+        c.sendall(frame(8, resume))
+        while True:
+            b = c.recv(65536)
+            if not b:
+                return
+            self.after += len(b)
 
 
 def pause_and_recover(d, s, pause_at, uri, what):
@@ -451,6 +503,13 @@ def recover_case(dpath, uri):
             uri=dead, resume=True)
     wait_statuses_end(s, ["postcopy-recover-setup", "postcopy-paused"])
     check(True, f"a resume to {dead}, where nothing listens: back to postcopy-paused")
+    imp = Impostor()
+    paused = s.statuses().count("postcopy-paused")
+    s.command("migrate", uri=imp.uri, resume=True)
+    wait_events(s, lambda: s.statuses().count("postcopy-paused") > paused)
+    check(imp.proofs >= 1 and imp.after == 0,
+          f"a resume to an impostor at {imp.uri}: {imp.proofs} handshakes refused at its "
+          f"proof, {imp.after} bytes sent after it; back to postcopy-paused")
     d.command("migrate-recover", uri=uri2)
     check(d.command("query-migrate")["status"] == "postcopy-recover-setup",
           "migrate-recover: the destination is postcopy-recover-setup")
