@@ -18,6 +18,7 @@
  *                   with the parameters
  *   qmp-figures.c   query-migrate's figures, MIGRATION_PASS
  *   qmp-runstate.c  query-status (QEMU's run states), quit
+ *   qmp-objects.c   object-add/object-del of TLS credentials objects
  *   qmp-commands.c  the other QMP commands, and the control socket
  *
  * Locking: gl->lock (with gl->cond) guards finishing, params, run_params,
@@ -66,6 +67,33 @@ enum glue_cap {
 #define GLUE_DOWNTIME_LIMIT_MAX	    2000000
 
 /*
+ * A TLS credentials object made by object-add (QEMU's tls-creds-x509 or
+ * tls-creds-psk): qmp-objects.c.
+ */
+#define GLUE_TLS_OBJS 8
+struct glue_tls_obj {
+	char id[64]; /* "": a free slot */
+	bool psk;    /* tls-creds-psk: DIR/keys.psk; else tls-creds-x509: DIR */
+	bool server; /* endpoint "server" (a destination's), else "client" */
+	char dir[512];
+};
+
+/*
+ * The TLS files a migration uses, resolved from the parameters tls-creds
+ * (an object's id, or a directory) and tls-psk (a file); endpoint says
+ * which end an object was made for.
+ */
+enum {
+	GLUE_TLS_ANY,
+	GLUE_TLS_CLIENT,
+	GLUE_TLS_SERVER
+};
+struct glue_tls {
+	char creds_dir[512], psk_file[528];
+	int endpoint;
+};
+
+/*
  * Options for the next migration (migrate-set-parameters,
  * migrate-set-capabilities), under gl->lock.
  */
@@ -75,6 +103,7 @@ struct glue_params {
 	uint64_t max_postcopy_bandwidth; /* bytes/s after the switch-over; 0: max-bandwidth's */
 	uint32_t caps;			 /* GLUE_CAP_BIT()s */
 	char tls_creds[512], tls_psk[512], tls_hostname[256], metrics[512];
+	struct glue_tls tls; /* tls_creds and tls_psk resolved (glue_tls_resolve()) */
 };
 
 /*
@@ -97,6 +126,7 @@ struct migrate_glue {
 	struct mig_opts mig_opts;	       /* the running one's, pointing into run_params */
 	struct mig_ctl ctl;
 	char uri[256];
+	struct glue_tls_obj tls_objs[GLUE_TLS_OBJS]; /* object-add's */
 	int mig_on;	 /* a migration thread was started (join it), by anyone */
 	int user_paused; /* stopped by the QMP command stop */
 	/* The destination (--incoming), under gl->lock: incoming.c. */
@@ -104,6 +134,7 @@ struct migrate_glue {
 	int incoming_done;	      /* every page arrived */
 	int incoming_signo;	      /* a signal ended the wait for migrate-incoming */
 	char incoming_uri[256];	      /* --incoming's, or migrate-incoming's (defer) */
+	struct glue_tls incoming_tls; /* its TLS: the parameters' then */
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
 	pthread_t dest_events;	      /* its MIGRATION events (incoming-events.c) */
 	int dest_events_on, dest_events_stop;
@@ -186,6 +217,15 @@ int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t le
 int glue_arg_listen_uri(struct json_object *args, char *uri, size_t len, struct qmp_reply *reply);
 void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
+
+/* ---- qmp-objects.c ---- */
+
+void glue_qmp_object_add(void *ctx, struct json_object *args, struct qmp_reply *reply);
+void glue_qmp_object_del(void *ctx, struct json_object *args, struct qmp_reply *reply);
+/* p->tls from p->tls_creds and p->tls_psk (gl->lock held): 0, or -1 with reply set. */
+int glue_tls_resolve(struct migrate_glue *gl, struct glue_params *p, struct qmp_reply *reply);
+/* t may be used at this end (server: a destination): 0, or -1 with QEMU's words in err. */
+int glue_tls_endpoint(const struct glue_tls *t, bool server, char *err, size_t errlen);
 
 /* ---- qmp-caps.c ---- */
 

@@ -66,8 +66,10 @@ static void *watch_thread(void *arg)
 
 /*
  * The URI to listen on into gl->incoming_uri: --incoming's, or with
- * --incoming defer migrate-incoming's, waited for as QEMU waits.  0, or
- * -EINTR when a signal ended the wait.
+ * --incoming defer migrate-incoming's, waited for as QEMU waits, and the
+ * TLS of the parameters then (the flags', or what migrate-set-parameters
+ * made of them before migrate-incoming, as libvirt sets tls-creds) into
+ * gl->incoming_tls.  0, or -EINTR when a signal ended the wait.
  */
 static int incoming_uri(struct migrate_glue *gl)
 {
@@ -84,6 +86,7 @@ static int incoming_uri(struct migrate_glue *gl)
 		pr_vmm("stopped by signal %d before migrate-incoming\n", gl->incoming_signo);
 		r = -EINTR;
 	}
+	gl->incoming_tls = gl->params.tls;
 	pthread_mutex_unlock(&gl->lock);
 	return r;
 }
@@ -96,6 +99,8 @@ static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
 	char err[400];
 	int signo;
 
+	m.tls.creds_dir = gl->incoming_tls.creds_dir[0] ? gl->incoming_tls.creds_dir : NULL;
+	m.tls.psk_file = gl->incoming_tls.psk_file[0] ? gl->incoming_tls.psk_file : NULL;
 	/* With a control socket, a broken postcopy waits for migrate-recover (QEMU's). */
 	if (!m.recover_ms && gl->o->control)
 		m.recover_ms = MIG_RECOVER_BY_COMMAND;
@@ -242,7 +247,7 @@ int glue_incoming_started(struct migrate_glue *gl)
 void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
 	struct migrate_glue *gl = ctx;
-	char uri[sizeof(gl->incoming_uri)];
+	char uri[sizeof(gl->incoming_uri)], err[sizeof(reply->desc)];
 
 	if (glue_arg_listen_uri(args, uri, sizeof(uri), reply))
 		return;
@@ -252,6 +257,8 @@ void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_r
 				"was not started with --incoming defer");
 	else if (gl->incoming_uri[0])
 		qmp_fail(reply, "The incoming migration has already been started");
+	else if (glue_tls_endpoint(&gl->params.tls, true, err, sizeof(err)))
+		qmp_fail(reply, "%s", err);
 	else
 		snprintf(gl->incoming_uri, sizeof(gl->incoming_uri), "%s", uri);
 	pthread_cond_broadcast(&gl->cond);

@@ -184,6 +184,8 @@ int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct 
 			     : "There's a migration process in progress");
 		return -1;
 	}
+	if (glue_tls_endpoint(&p->tls, false, err, errlen))
+		return -1;
 	if (gl->mig_on) /* the previous one ended: its thread is done */
 		pthread_join(gl->mig_thread, NULL);
 	gl->mig_on = 0;

@@ -236,6 +236,8 @@ static const struct qmp_command qmp_commands[] = {
 	{ "migrate-incoming", glue_qmp_migrate_incoming },
 	{ "migrate-pause", glue_qmp_migrate_pause },
 	{ "migrate-recover", glue_qmp_migrate_recover },
+	{ "object-add", glue_qmp_object_add },
+	{ "object-del", glue_qmp_object_del },
 	{ NULL, NULL },
 };
 

@@ -28,6 +28,9 @@ void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
 	snprintf(p->tls_hostname, sizeof(p->tls_hostname), "%s",
 		 o->tls_hostname ? o->tls_hostname : "");
+	/* The flags' TLS: paths, for either end. */
+	snprintf(p->tls.creds_dir, sizeof(p->tls.creds_dir), "%s", p->tls_creds);
+	snprintf(p->tls.psk_file, sizeof(p->tls.psk_file), "%s", p->tls_psk);
 	/* A migrated VM's --migrate-metrics is its arrival's report: not overwritten on leaving. */
 	snprintf(p->metrics, sizeof(p->metrics), "%s",
 		 o->metrics && !o->incoming ? o->metrics : "");
@@ -42,8 +45,8 @@ void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 static int check_tls_floor(const struct migrate_vmm_opts *o, const struct glue_params *p,
 			   struct qmp_reply *reply)
 {
-	const char *creds = p->tls_creds[0] ? p->tls_creds : NULL;
-	const char *psk = p->tls_psk[0] ? p->tls_psk : NULL;
+	const char *creds = p->tls.creds_dir[0] ? p->tls.creds_dir : NULL;
+	const char *psk = p->tls.psk_file[0] ? p->tls.psk_file : NULL;
 
 	if (creds && psk) {
 		qmp_fail(reply, "tls-creds and tls-psk exclude each other: x509 or a PSK");
@@ -201,7 +204,8 @@ void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_rep
 
 	pthread_mutex_lock(&gl->lock);
 	p = gl->params;
-	if ((!args || !set_params(&p, args, reply)) && !check_tls_floor(gl->o, &p, reply)) {
+	if ((!args || !set_params(&p, args, reply)) && !glue_tls_resolve(gl, &p, reply) &&
+	    !check_tls_floor(gl->o, &p, reply)) {
 		gl->params = p;
 		/* The caps also hold for a migration under way. */
 		__atomic_store_n(&gl->ctl.max_bandwidth, p.param[MIG_P_MAX_BANDWIDTH],
@@ -262,8 +266,8 @@ void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *param
 	    p->caps & GLUE_CAP_BIT(GLUE_CAP_MULTIFD) ? (unsigned)p->param[MIG_P_CHANNELS] : 1;
 	gl->mig_opts.metrics = p->metrics[0] ? p->metrics : NULL;
 	gl->mig_opts.tls = (struct mig_tls_opts){
-		.creds_dir = p->tls_creds[0] ? p->tls_creds : NULL,
-		.psk_file = p->tls_psk[0] ? p->tls_psk : NULL,
+		.creds_dir = p->tls.creds_dir[0] ? p->tls.creds_dir : NULL,
+		.psk_file = p->tls.psk_file[0] ? p->tls.psk_file : NULL,
 		.hostname = p->tls_hostname[0] ? p->tls_hostname : NULL,
 	};
 	gl->mig_opts.ctl = &gl->ctl;

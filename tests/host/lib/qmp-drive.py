@@ -48,6 +48,11 @@ documented QMP wire format, not from this project's code.
                                     and migrate resume: true to it; paused
                                     again at the destination, recovered
                                     over URI3; completed
+  qmp-drive.py DSOCK tls URI SSOCK CREDS  TLS as libvirt sets it up: object-add
+                                    tls-creds-x509 (CREDS, QEMU's file names)
+                                    at both ends, tls-creds by id, migrate;
+                                    bad objects and a server endpoint at
+                                    the source refused; object-del
   qmp-drive.py SSOCK lost URI DPID  postcopy to URI fails for good (the
                                     VMM under pid DPID killed, x-recover-ms
                                     500): the source stays, failed, the VM
@@ -563,6 +568,62 @@ def lost_case(spath, uri):
     check(s.execute("quit") == {"return": {}, "id": s.next_id}, "quit answered")
 
 
+def x509(oid, creds, endpoint, **more):
+    return {"qom-type": "tls-creds-x509", "id": oid, "dir": creds, "endpoint": endpoint,
+            **more}
+
+
+def tls_objects_refused(d, creds):
+    """object-add's bad arguments at a destination, each refused, nothing made."""
+    refused(d, "object-add", "invalid object type", "object-add of another type",
+            **{"qom-type": "memory-backend-ram", "id": "m0"})
+    refused(d, "object-add", "'dir' is missing", "tls-creds-x509 without dir",
+            **{"qom-type": "tls-creds-x509", "id": "t0"})
+    refused(d, "object-add", "Unable to access credentials", "tls-creds-x509 of an empty dir",
+            **x509("t0", "/nonexistent", "server"))
+    refused(d, "object-add", "always verifies", "verify-peer false",
+            **x509("t0", creds, "server", **{"verify-peer": False}))
+    refused(d, "object-add", "does not accept value 'both'", "endpoint both",
+            **x509("t0", creds, "both"))
+    refused(d, "object-add", "not found", "an unknown property",
+            **x509("t0", creds, "server", colour="red"))
+    refused(d, "migrate-set-parameters", "No TLS credentials with id 't0'",
+            "tls-creds naming no object", **{"tls-creds": "t0"})
+
+
+def tls_case(dpath, uri):
+    """TLS set up as libvirt does (object-add, tls-creds by id) at both ends."""
+    spath, creds = sys.argv[4:6]
+    oid = "objlibvirt_migrate_tls0"
+    d, s = QMP(dpath), QMP(spath)
+    tls_objects_refused(d, creds)
+    d.command("object-add", **x509(oid, creds, "server", **{"verify-peer": True}))
+    refused(d, "object-add", "already exists", "a second object of that id",
+            **x509(oid, creds, "server"))
+    d.command("migrate-set-parameters", **{"tls-creds": oid, "tls-hostname": ""})
+    check(d.command("query-migrate-parameters")["tls-creds"] == oid, "tls-creds reads back its id")
+    refused(d, "object-del", "in use", "object-del of the object tls-creds names", id=oid)
+    s.command("object-add", **x509(oid, creds, "server"))
+    s.command("migrate-set-parameters", **{"tls-creds": oid, "tls-hostname": "127.0.0.1"})
+    s.command("migrate-set-capabilities",
+              capabilities=[cap("postcopy-ram", True), cap("events", True)])
+    s.command("migrate-set-parameters", **{"x-postcopy-manual": False, "x-precopy-rounds": 0})
+    refused(s, "migrate", "for a client endpoint", "a source with server credentials", uri=uri)
+    s.command("migrate-set-parameters", **{"tls-creds": ""})
+    s.command("object-del", id=oid)
+    s.command("object-add", **x509(oid, creds, "client"))
+    s.command("migrate-set-parameters", **{"tls-creds": oid})
+    d.command("migrate-incoming", uri=uri)
+    s.command("migrate", uri=uri)
+    wait_status(s, ["completed"])
+    wait_run_state(d, "running")
+    check(True, "migrated over TLS set up by object-add at both ends")
+    s.command("migrate-set-parameters", **{"tls-creds": "", "tls-hostname": ""})
+    s.command("object-del", id=oid)  # libvirt's clean-up
+    refused(s, "object-del", "not found", "object-del of a deleted object", id=oid)
+    postmigrate_then_quit(s)
+
+
 def onward_case(bpath, uri):
     """A -> B -> C: B, a VM that arrived by migration, migrates on to C."""
     cpath, apath, uri2 = sys.argv[4:7]
@@ -597,7 +658,8 @@ def main():
             return figures_case(path, uri, sys.argv[4])
         {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
          "after-postcopy": after_postcopy, "incoming": incoming_case,
-         "recover": recover_case, "onward": onward_case, "lost": lost_case}[case](path, uri)
+         "recover": recover_case, "onward": onward_case, "lost": lost_case,
+         "tls": tls_case}[case](path, uri)
     except QMPError as e:
         raise SystemExit(f"FAIL: {e}")
 
