@@ -104,6 +104,9 @@ struct qmp_server {
 	struct qmp_client *clients[QMP_SLOTS];
 };
 
+/* Ends of a connection that are not worth a line in the log. */
+static const char LEFT[] = "left", STOPPING[] = "the VMM stops";
+
 /* Wake c's thread (q->lock held: its eventfd is open while it is not done). */
 static void wake(struct qmp_client *c)
 {
@@ -147,7 +150,13 @@ static struct qmp_msg *new_msg(const char *text, size_t len)
 	return m;
 }
 
-/* m (taken) at the end of c's queue; past QMP_QUEUE_MAX the client is cut instead. */
+/*
+ * m (taken) at the end of c's queue; past QMP_QUEUE_MAX the client is cut
+ * instead.  Nothing is queued for a client cut for what it did (a full
+ * queue, no memory); the server's own end (STOPPING) still takes it: the
+ * reply to the command that ended the VMM (quit) may be queued after the
+ * main thread has cut every client, and client_end() sends what it can.
+ */
 static void enqueue(struct qmp_client *c, struct qmp_msg *m)
 {
 	pthread_mutex_lock(&c->qlock);
@@ -156,7 +165,7 @@ static void enqueue(struct qmp_client *c, struct qmp_msg *m)
 	else if (!c->cut && c->queued + m->len > QMP_QUEUE_MAX)
 		c->cut = "cut: it does not read what it is sent (over 1 MiB of replies and events "
 			 "waited for it)";
-	if (c->cut || !m) {
+	if (!m || (c->cut && c->cut != STOPPING) || c->queued + m->len > QMP_QUEUE_MAX) {
 		free(m);
 	} else {
 		if (c->tail)
@@ -460,8 +469,6 @@ static int feed(struct qmp_client *c, struct qmp_input *in, const char *buf, siz
 	return 0;
 }
 
-/* Ends of a connection that are not worth a line in the log. */
-static const char LEFT[] = "left", STOPPING[] = "the VMM stops";
 /* The one cut whose client has not been told why yet. */
 static const char PUSHED_OUT[] = "cut: pushed out by a newer connection (too many had not "
 				 "negotiated)";

@@ -23,7 +23,15 @@ cpid=$dpid
 start_control_vmm "$work/a.sock" "$work/a.err" 280 "$cmd"
 python3 tests/host/lib/qmp-drive.py "$work/b.sock" onward "tcp:127.0.0.1:$(free_port)" \
 	"$work/c.sock" "$work/a.sock" "tcp:127.0.0.1:$(free_port)" ||
-	{ cat "$work/a.err" "$work/b.err" "$work/c.err" >&2; fail "onward case"; }
+	{
+		cat "$work/a.err" "$work/b.err" "$work/c.err" >&2
+		for v in spid bpid cpid; do # how each VMM ended, if it did (a crash says so)
+			kill -0 "${!v}" 2> /dev/null && echo "$v: still running" >&2 && continue
+			wait "${!v}"
+			echo "$v: exit status $?" >&2
+		done
+		fail "onward case"
+	}
 wait_status "$spid" "A" 120 || { cat "$work/a.err" >&2; fail "A failed"; }
 check_migrated onward "$ref" "$bpid" "$work/b.err" "$cpid" "$work/c.err" "$work/c.json"
 check_json "$work/b.json" '.pages_received == .pages and .pages > 0' "B's arrival report was overwritten or lost"

@@ -6,17 +6,23 @@
  *
  *   vmm-qmp-test SOCKET
  *
- * Serves one command, x-echo (returns its arguments).  Reads lines on
+ * Serves x-echo (returns its arguments) and x-quit, which ends the server
+ * as the VMM's quit does: another thread closes it (qmp_close(), as the
+ * VMM's main thread does once the VM stopped) while the command is still
+ * being answered, which waits 500 ms after the close began so that its
+ * reply comes after the server cut its clients.  Reads lines on
  * stdin: "events N SIZE" sends N events X-TEST, numbered from 0 in
  * data.i, each with SIZE bytes of padding, then prints "emitted N" on
  * stdout; "storm start" starts a thread that sends events X-STORM back to
  * back until "storm stop", which prints "storm N" (how many it sent); EOF
- * closes the server and exits 0.  The server's log goes to stderr.
+ * closes the server (unless x-quit did) and exits 0.  The server's log
+ * goes to stderr.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "vmm/qmp.h"
 
@@ -26,8 +32,44 @@ static void echo(void *ctx, struct json_object *args, struct qmp_reply *reply)
 	reply->ret = args ? json_object_get(args) : NULL;
 }
 
+/* x-quit's state: the server, and the thread that closes it. */
+struct closer {
+	struct qmp_server *q;
+	pthread_t thread;
+	int started, closing;
+};
+
+static void *close_server(void *arg)
+{
+	struct closer *cl = arg;
+
+	__atomic_store_n(&cl->closing, 1, __ATOMIC_RELEASE);
+	qmp_close(cl->q);
+	return NULL;
+}
+
+static void quit(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	struct closer *cl = ctx;
+
+	(void)args;
+	if (cl->started) {
+		qmp_fail(reply, "already quitting");
+		return;
+	}
+	if (pthread_create(&cl->thread, NULL, close_server, cl)) {
+		qmp_fail(reply, "cannot start the closing thread");
+		return;
+	}
+	cl->started = 1;
+	while (!__atomic_load_n(&cl->closing, __ATOMIC_ACQUIRE))
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	nanosleep(&(struct timespec){ .tv_nsec = 500000000 }, NULL);
+}
+
 static const struct qmp_command cmds[] = {
 	{ "x-echo", echo },
+	{ "x-quit", quit },
 	{ NULL, NULL },
 };
 
@@ -96,17 +138,19 @@ int main(int argc, char **argv)
 	char err[400] = "", line[128];
 	struct qmp_server *q;
 	struct storm st = { 0 };
+	struct closer cl = { 0 };
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: vmm-qmp-test SOCKET\n");
 		return 2;
 	}
-	q = qmp_listen(argv[1], cmds, NULL, err, sizeof(err));
+	q = qmp_listen(argv[1], cmds, &cl, err, sizeof(err));
 	if (!q) {
 		fprintf(stderr, "vmm-qmp-test: %s\n", err);
 		return 1;
 	}
 	st.q = q;
+	cl.q = q; /* before any client: x-quit comes after a connection's greeting */
 	while (fgets(line, sizeof(line), stdin)) {
 		unsigned long n, size;
 		if (sscanf(line, "events %lu %lu", &n, &size) == 2)
@@ -119,6 +163,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "vmm-qmp-test: not understood: %s", line);
 	}
 	storm(&st, 0);
-	qmp_close(q);
+	if (cl.started)
+		pthread_join(cl.thread, NULL);
+	else
+		qmp_close(q);
 	return 0;
 }

@@ -20,6 +20,9 @@ Cases (each on a fresh server):
              file; the greeting's version is the same object
   commands   query-commands lists exactly what is dispatched: each name
              listed runs, a name not listed is CommandNotFound
+  quit       x-quit ends the server from another thread while it is being
+             answered: its reply still goes out, then the connection ends
+             (the VMM's quit lost its reply that way)
   idle       16 connections that never negotiate: the owner still gets in
              and is served; the oldest of them were closed, with a reason
   deadline   a connection that does not negotiate is closed after the
@@ -254,9 +257,10 @@ def case_version(srv):
 def case_commands(srv):
     q = QMP(srv.path, timeout=GUARD)
     names = [c["name"] for c in q.command("query-commands")]
-    check(sorted(names) == sorted(["qmp_capabilities", "query-commands", "query-version", "x-echo"]),
+    check(sorted(names) == sorted(["qmp_capabilities", "query-commands", "query-version", "x-echo",
+                                   "x-quit"]),
           f"query-commands: {names}")
-    for name in names:
+    for name in [n for n in names if n != "x-quit"]:  # it ends the server (case quit)
         err = q.execute(name).get("error", {})
         check(err.get("class") != "CommandNotFound" or "already complete" in err.get("desc"),
               f"{name}, listed, is dispatched")
@@ -339,13 +343,24 @@ def case_uid(srv):
     check(q.command("x-echo", owner=1) == {"owner": 1}, "the owner is served")
 
 
+def case_quit(srv):
+    """The reply to the command that ends the server goes out, though the
+    server cut its clients while the command was being answered."""
+    q = QMP(srv.path, timeout=GUARD)
+    r = q.execute("x-quit")
+    check(r == {"return": {}, "id": q.next_id},
+          f"x-quit answered though the server closed meanwhile: {r}")
+    check(read_to_eof(q.sock) == b"", "then the connection ends")
+
+
 def main():
     prog, work = sys.argv[1:3]
     cases = {"refused": case_refused, "parse": case_parse,
              "renegotiate": case_renegotiate, "race": case_race,
              "version": case_version, "commands": case_commands,
              "idle": case_idle, "deadline": case_deadline,
-             "slow": case_slow, "overflow": case_overflow, "uid": case_uid}
+             "slow": case_slow, "overflow": case_overflow, "uid": case_uid,
+             "quit": case_quit}
     for name in sys.argv[3:]:
         print(f"-- {name}")
         srv = Server(prog, work, name)
