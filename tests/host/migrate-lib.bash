@@ -124,14 +124,16 @@ start_control_vmm() { # sock err guard cmdline [options...]
 }
 
 # A destination VMM as QEMU's -incoming defer: no guest yet, a control
-# socket that waits for migrate-incoming; its metrics into METRICS.  Sets
-# dpid and returns once the socket answers.
-start_defer_vmm() { # sock err metrics guard
-	timeout "$4" "$BIN/vmm" run --mem 32M --incoming defer --control "$1" \
-		--migrate-metrics "$3" > /dev/null 2> "$2" &
+# socket that waits for migrate-incoming; its metrics into METRICS; vmm
+# run's OPTIONS after.  Sets dpid and returns once the socket answers.
+start_defer_vmm() { # sock err metrics guard [options...]
+	local sock=$1 err=$2 metrics=$3 guard=$4
+	shift 4
+	timeout "$guard" "$BIN/vmm" run --mem 32M --incoming defer --control "$sock" \
+		--migrate-metrics "$metrics" "$@" > /dev/null 2> "$err" &
 	dpid=$!
 	pids+=("$dpid")
-	wait_socket "$1"
+	wait_socket "$sock"
 }
 
 # The guest's final checksum at a destination (from its stderr file) is
