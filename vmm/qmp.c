@@ -147,7 +147,16 @@ static struct qmp_msg *new_msg(const char *text, size_t len)
 	return m;
 }
 
-/* m (taken) at the end of c's queue; past QMP_QUEUE_MAX the client is cut instead. */
+/* Ends of a connection that are not worth a line in the log. */
+static const char LEFT[] = "left", STOPPING[] = "the VMM stops";
+
+/*
+ * m (taken) at the end of c's queue; past QMP_QUEUE_MAX the client is cut
+ * instead.  A cut client's queue takes nothing more, except when the cut
+ * is the VMM's end: the reply to the command that ended it (quit) is
+ * queued after the main thread may have cut every client, and goes out
+ * with the last flush (client_end()).
+ */
 static void enqueue(struct qmp_client *c, struct qmp_msg *m)
 {
 	pthread_mutex_lock(&c->qlock);
@@ -156,7 +165,7 @@ static void enqueue(struct qmp_client *c, struct qmp_msg *m)
 	else if (!c->cut && c->queued + m->len > QMP_QUEUE_MAX)
 		c->cut = "cut: it does not read what it is sent (over 1 MiB of replies and events "
 			 "waited for it)";
-	if (c->cut || !m) {
+	if ((c->cut && c->cut != STOPPING) || !m) {
 		free(m);
 	} else {
 		if (c->tail)
@@ -460,8 +469,6 @@ static int feed(struct qmp_client *c, struct qmp_input *in, const char *buf, siz
 	return 0;
 }
 
-/* Ends of a connection that are not worth a line in the log. */
-static const char LEFT[] = "left", STOPPING[] = "the VMM stops";
 /* The one cut whose client has not been told why yet. */
 static const char PUSHED_OUT[] = "cut: pushed out by a newer connection (too many had not "
 				 "negotiated)";
