@@ -65,8 +65,8 @@ final_checksum() { # stderr-file
 }
 
 # Reference: the same guest, not migrated.
-reference_checksum() { # mem cmdline
-	"$BIN/vmm" run --image "$GUEST" --mem "$1" --cmdline "$2" > /dev/null 2> "$work/ref.err" ||
+reference_checksum() { # mem cmdline [vmm run options...]
+	"$BIN/vmm" run --image "$GUEST" --mem "$1" --cmdline "$2" "${@:3}" > /dev/null 2> "$work/ref.err" ||
 		{ cat "$work/ref.err" >&2; fail "the unmigrated reference run failed"; }
 	final_checksum "$work/ref.err"
 }

@@ -295,7 +295,7 @@ def incoming_case(path, uri):
     st = d.command("query-status")
     check(st["status"] == "paused" and not st["running"], f"stop at the destination: {st}")
     # Stopped, the guest cannot finish and end the VMM before it is asked.
-    blocktime_figures(wait_status(d, ["completed"]), 1)
+    blocktime_figures(wait_status(d, ["completed"]), 2)  # vmm-qmp-incoming: --vcpus 2
     d.command("cont")
     st = d.command("query-status")
     check(st["status"] == "running" and st["running"], f"cont at the destination: {st}")
@@ -312,7 +312,7 @@ def blocktime_figures(st, vcpus):
     total, per = st.get("postcopy-blocktime"), st.get("postcopy-vcpu-blocktime")
     check(isinstance(total, int) and total >= 0 and isinstance(per, list) and len(per) == vcpus
           and all(isinstance(v, int) and v >= total for v in per),
-          f"postcopy-blocktime {total} ms, postcopy-vcpu-blocktime {per} ms ({vcpus} vCPU)")
+          f"postcopy-blocktime {total} ms, postcopy-vcpu-blocktime {per} ms ({vcpus} vCPUs)")
 
 
 def incoming_plain_case(path, uri):
