@@ -135,6 +135,22 @@ static int build_timeline(struct mig_dest *d, struct mig_timeline *tl, uint32_t 
 	return 0;
 }
 
+/*
+ * QEMU's blocked vCPU time, as the RAM counted it (ram_blocktime_start(),
+ * by the VMM at the switch-over): m->blocktime_vcpus stays -1 when it was
+ * not counted.  *vcpu_us: the caller frees it.
+ */
+static void blocktime(struct mig_dest *d, struct mig_dest_metrics *m, uint64_t **vcpu_us)
+{
+	int n = d->ram ? ram_blocktime_get(d->ram, &m->blocktime_all_us, NULL, 0) : -1;
+
+	*vcpu_us = n > 0 ? calloc((size_t)n, sizeof(**vcpu_us)) : NULL;
+	if (!*vcpu_us)
+		return;
+	m->blocktime_vcpus = ram_blocktime_get(d->ram, &m->blocktime_all_us, *vcpu_us, (unsigned)n);
+	m->blocktime_vcpu_us = *vcpu_us;
+}
+
 static double ns_to_us(uint64_t from, uint64_t to)
 {
 	return (double)(to - from) / 1000.0;
@@ -177,13 +193,17 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		    (double)__atomic_load_n(&d->bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
 		.channels = d->links.nr_bulk,
 		.tls = d->tls,
+		.blocktime_vcpus = -1,
 	};
 	struct mig_timeline tl;
 	uint32_t *cnt = NULL;
+	uint64_t *vcpu_us;
+	blocktime(d, &m, &vcpu_us);
 	if (!build_timeline(d, &tl, &cnt))
 		m.timeline = &tl;
 	int r = mig_metrics_write_dest(&m, f);
 	if (r)
 		pr_mig("cannot write the metrics: %s\n", strerror(-r));
 	free(cnt);
+	free(vcpu_us);
 }

@@ -315,6 +315,17 @@ static json *timeline(const struct mig_timeline *t)
 	return o;
 }
 
+/* QEMU's blocktime figures, in ms; null when not counted. */
+static void put_blocktime(json *o, const struct mig_dest_metrics *m)
+{
+	json *v = m->blocktime_vcpus >= 0 ? json_object_new_array() : NULL;
+
+	for (int i = 0; v && i < m->blocktime_vcpus; i++)
+		json_object_array_add(v, num((double)m->blocktime_vcpu_us[i] / 1e3, 3));
+	put_num(o, "postcopy_blocktime_ms", v ? (double)m->blocktime_all_us / 1e3 : NAN, 3);
+	json_object_object_add(o, "vcpu_blocktime_ms", v);
+}
+
 int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 {
 	const struct mig_complete *c = m->m;
@@ -341,6 +352,7 @@ int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 	put_u64(o, "faults_deduped", c->requests_deduped);
 	json_object_object_add(o, "fault_latency_us", fault_latency(c));
 	put_num(o, "blocktime_ms", (double)c->blocktime_ns / 1e6, 3);
+	put_blocktime(o, m);
 	json_object_object_add(o, "timeline", timeline(m->timeline));
 	json_object_object_add(o, "stamps", stamps(&m->stamps));
 	put_u64(o, "recoveries", m->recoveries);

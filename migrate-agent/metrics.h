@@ -79,6 +79,14 @@ struct mig_dest_metrics {
 	double bulk_rx_cpu_ms;	 /* the bulk receiver threads' CPU time (user + system) */
 	unsigned channels;	 /* bulk channels of the session */
 	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
+	/*
+	 * QEMU's postcopy-blocktime (all vCPUs blocked at once) and
+	 * postcopy-vcpu-blocktime, in us, for blocktime_vcpus vCPUs; -1: not
+	 * counted ("postcopy_blocktime_ms": null).
+	 */
+	int blocktime_vcpus;
+	uint64_t blocktime_all_us;
+	const uint64_t *blocktime_vcpu_us;
 };
 
 /* Write one summary as a JSON object and a newline; 0 or -errno. */

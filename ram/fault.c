@@ -22,11 +22,12 @@
  * Deliberately ignored: a source that never installs a pending page (the
  *   vCPU waits; the migration agent owns timeouts and recovery).
  */
-static int serve(struct ram *ram, uint64_t off)
+static int serve(struct ram *ram, uint64_t off, uint32_t tid)
 {
 	uint64_t pg = off >> PAGE_SHIFT, w;
 
 	atomic_fetch_add(&ram->st.faults, 1);
+	ram_blocktime_begin(ram, pg, tid); /* before the page can come */
 	if (ram_claim(ram, pg, RAM_FROM(RAM_PAGE_MISSING), RAM_PAGE_REQUESTED, RAM_BY_NONE, false,
 		      &w)) {
 		atomic_fetch_add(&ram->st.requests, 1);
@@ -77,17 +78,18 @@ static void *fault_thread(void *arg)
 {
 	struct ram *ram = arg;
 	uint64_t offs[64];
+	uint32_t tids[ARRAY_SIZE(offs)];
 	int r = 0;
 
 	while (r >= 0 && !atomic_load_explicit(&ram->stop, memory_order_relaxed)) {
-		int n = ram->ops->read_faults(ram, offs, (int)ARRAY_SIZE(offs));
+		int n = ram->ops->read_faults(ram, offs, tids, (int)ARRAY_SIZE(offs));
 
 		if (n < 0 && n != -EAGAIN) {
 			r = n;
 			break;
 		}
 		for (int i = 0; i < n && r >= 0; i++)
-			r = serve(ram, offs[i]);
+			r = serve(ram, offs[i], tids[i]);
 		if (r >= 0)
 			r = wait_events(ram, n > 0 || ram->busy_poll ? 0 : -1);
 	}

@@ -19,6 +19,8 @@
 #include "ram/ram.h"
 #include "ram/record.h"
 
+struct ram_blocktime;
+
 struct ram {
 	uint8_t *host; /* guest-physical 0 in our address space */
 	uint64_t size; /* bytes, page aligned */
@@ -26,6 +28,7 @@ struct ram {
 	/* Lazy RAM only (ops == NULL for plain RAM): */
 	const struct ram_backend_ops *ops;
 	int fd;			 /* back end's descriptor */
+	bool fault_tids;	 /* the back end says which thread faulted (arm() sets it) */
 	_Atomic uint64_t *pages; /* the page record: one word per page */
 	uint64_t t0;		 /* now_ns() the record's times count from */
 	_Atomic uint64_t nr_present;
@@ -39,10 +42,17 @@ struct ram {
 	_Atomic int error;		      /* first fatal -errno of the fault thread */
 	void (*on_error)(void *arg, int err); /* called once on a fatal error */
 	void *on_error_arg;
+	/* Blocked vCPU time (blocktime.c): NULL until ram_blocktime_start(). */
+	struct ram_blocktime *_Atomic bt;
 	struct {
 		_Atomic uint64_t faults, requests, dup_faults, late_faults, installed, zeroed, dups,
 		    eexist;
 	} st;
 };
+
+/* blocktime.c: a fault of thread tid (0: unknown) on page pg; pages made PRESENT. */
+void ram_blocktime_begin(struct ram *ram, uint64_t pg, uint32_t tid);
+void ram_blocktime_end(struct ram *ram, uint64_t pg, uint64_t n);
+void ram_blocktime_free(struct ram *ram);
 
 #endif /* RAM_INTERNAL_H */

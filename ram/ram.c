@@ -125,6 +125,7 @@ int ram_reset(struct ram *ram)
 	memset(&ram->st, 0, sizeof(ram->st));
 	atomic_store(&ram->error, 0);
 	atomic_store(&ram->stop, false);
+	ram_blocktime_free(ram);
 	ram->t0 = now_ns() - 1; /* a stamped time is never 0 */
 	/* Kicks (ram_kick_faults()) left for a fault thread that never ran. */
 	if (read(ram->kick_fd, &kicks, sizeof(kicks)) < 0) {
@@ -145,6 +146,7 @@ void ram_destroy(struct ram *ram)
 		munmap(ram->host, ram->size);
 	if (ram->kick_fd >= 0)
 		close(ram->kick_fd);
+	ram_blocktime_free(ram);
 	free((void *)ram->pages);
 	free(ram);
 }

@@ -158,6 +158,7 @@ int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, e
 	w = make_word(ram, RAM_PAGE_PRESENT, by, !pages);
 	for (uint64_t i = 0; i < n; i++)
 		atomic_store_explicit(&ram->pages[pg + i], w, memory_order_release);
+	ram_blocktime_end(ram, pg, n);
 	atomic_fetch_add(&ram->nr_present, n);
 	atomic_fetch_add(pages ? &ram->st.installed : &ram->st.zeroed, n);
 	return 0;

@@ -71,8 +71,14 @@ static int arm(struct ram *ram, bool move)
 	};
 	uint64_t need = (1ULL << _UFFDIO_WAKE) | (1ULL << _UFFDIO_ZEROPAGE) |
 			(move ? 1ULL << _UFFDIO_MOVE : 1ULL << _UFFDIO_COPY);
-	int fd = open_uffd(move ? UFFD_FEATURE_MOVE : 0, NULL);
+	uint64_t tid = 0;
+	int fd;
 
+	/* The faulting thread's id where the kernel gives it (4.14+): blocked vCPU time. */
+	if (probe_features(&tid) < 0)
+		tid = 0;
+	tid &= UFFD_FEATURE_THREAD_ID;
+	fd = open_uffd((move ? UFFD_FEATURE_MOVE : 0) | tid, NULL);
 	if (fd < 0)
 		return fd;
 	if (ioctl(fd, UFFDIO_REGISTER, &reg) < 0) {
@@ -87,6 +93,7 @@ static int arm(struct ram *ram, bool move)
 		return -EOPNOTSUPP;
 	}
 	ram->fd = fd;
+	ram->fault_tids = tid != 0;
 	return 0;
 }
 
@@ -105,7 +112,7 @@ static int uffd_fault_fd(struct ram *ram)
 	return ram->fd;
 }
 
-static int uffd_read_faults(struct ram *ram, uint64_t *offs, int max)
+static int uffd_read_faults(struct ram *ram, uint64_t *offs, uint32_t *tids, int max)
 {
 	struct uffd_msg msgs[64];
 	ssize_t n;
@@ -124,6 +131,7 @@ static int uffd_read_faults(struct ram *ram, uint64_t *offs, int max)
 		addr = msgs[i].arg.pagefault.address & ~(PAGE_SIZE - 1);
 		if (addr < (uintptr_t)ram->host || addr - (uintptr_t)ram->host >= ram->size)
 			return -EFAULT;
+		tids[count] = ram->fault_tids ? msgs[i].arg.pagefault.feat.ptid : 0;
 		offs[count++] = addr - (uintptr_t)ram->host;
 	}
 	return count;

@@ -107,7 +107,8 @@ static int userfault_fault_fd(struct ram *ram)
 	return ram->fd;
 }
 
-static int userfault_read_faults(struct ram *ram, uint64_t *offs, int max)
+/* The protocol's fault is an address alone: which thread faulted is not said (tid 0). */
+static int userfault_read_faults(struct ram *ram, uint64_t *offs, uint32_t *tids, int max)
 {
 	uint64_t addrs[64];
 	ssize_t n;
@@ -123,6 +124,7 @@ static int userfault_read_faults(struct ram *ram, uint64_t *offs, int max)
 
 		if (a < (uintptr_t)ram->host || a - (uintptr_t)ram->host >= ram->size)
 			return -EFAULT;
+		tids[count] = 0;
 		offs[count++] = a - (uintptr_t)ram->host;
 	}
 	return count;

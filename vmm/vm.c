@@ -193,6 +193,8 @@ static void *vcpu_thread(void *arg)
 	bool pending_io = false;
 	int ret;
 
+	/* Before it can fault on guest RAM: who faulted, for blocked vCPU time. */
+	__atomic_store_n(&vcpu->tid, (uint32_t)gettid(), __ATOMIC_RELEASE);
 	for (;;) {
 		if (!wait_runnable(vcpu, pending_io))
 			break;
@@ -496,6 +498,14 @@ int vm_start(struct vm *vm)
 		vcpu->thread_started = true;
 	}
 	return 0;
+}
+
+int vm_vcpu_of_thread(struct vm *vm, uint32_t tid)
+{
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+		if (tid && __atomic_load_n(&vm->vcpus[i].tid, __ATOMIC_ACQUIRE) == tid)
+			return (int)i;
+	return -1;
 }
 
 static bool all_out(struct vm *vm)

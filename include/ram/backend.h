@@ -38,8 +38,12 @@ struct ram_backend_ops {
 	int (*arm)(struct ram *ram);
 	/* fd that polls readable when faults are pending. */
 	int (*fault_fd)(struct ram *ram);
-	/* Non-blocking: up to max fault offsets; 0 if none pending. */
-	int (*read_faults)(struct ram *ram, uint64_t *offs, int max);
+	/*
+	 * Non-blocking: up to max fault offsets, and in tids[] the id of the
+	 * thread that faulted for each (0 where the back end cannot tell);
+	 * 0 if none pending.
+	 */
+	int (*read_faults)(struct ram *ram, uint64_t *offs, uint32_t *tids, int max);
 	/* Maps the page-aligned private anonymous page at `off`, and wakes. */
 	int (*install)(struct ram *ram, uint64_t off, void *page);
 	/*

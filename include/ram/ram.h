@@ -143,6 +143,30 @@ int ram_fault_error(const struct ram *ram);
 /* Pages PRESENT: a hint of when to look at the record, never a decision. */
 uint64_t ram_nr_present(const struct ram *ram);
 
+/* ---- Blocked vCPU time (QEMU's postcopy-blocktime) ---- */
+
+#define RAM_BLOCKTIME_MAX_VCPUS 4096
+
+/*
+ * Starts counting, as QEMU's postcopy-blocktime does, how long each of nr
+ * vCPUs waits on missing pages (from the fault to the page's install),
+ * and how long all of them wait at once.  vcpu_of(arg, tid) names the
+ * vCPU (0 .. nr - 1) of a faulting thread, -1 for a thread that is none
+ * (its faults are not counted); it runs on the fault thread.  Any thread,
+ * the fault thread running or not.  -EOPNOTSUPP when the back end does
+ * not say which thread faulted (userfault; uffd on a kernel without
+ * UFFD_FEATURE_THREAD_ID), -EINVAL for plain RAM or a bad nr, -EBUSY
+ * when counting already, -ENOMEM.
+ */
+int ram_blocktime_start(struct ram *ram, unsigned nr, int (*vcpu_of)(void *arg, uint32_t tid),
+			void *arg);
+/*
+ * The waits ended so far, in microseconds: all vCPUs at once into
+ * *all_us, vCPU i's into vcpu_us[i] (i < max).  The number of vCPUs
+ * counted, or -ENOENT when not counting.
+ */
+int ram_blocktime_get(const struct ram *ram, uint64_t *all_us, uint64_t *vcpu_us, unsigned max);
+
 struct ram_stats {
 	uint64_t faults;      /* fault messages read */
 	uint64_t requests;    /* pages asked of the source */

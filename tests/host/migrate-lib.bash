@@ -65,8 +65,8 @@ final_checksum() { # stderr-file
 }
 
 # Reference: the same guest, not migrated.
-reference_checksum() { # mem cmdline
-	"$BIN/vmm" run --image "$GUEST" --mem "$1" --cmdline "$2" > /dev/null 2> "$work/ref.err" ||
+reference_checksum() { # mem cmdline [vmm run options...]
+	"$BIN/vmm" run --image "$GUEST" --mem "$1" --cmdline "$2" "${@:3}" > /dev/null 2> "$work/ref.err" ||
 		{ cat "$work/ref.err" >&2; fail "the unmigrated reference run failed"; }
 	final_checksum "$work/ref.err"
 }
@@ -125,14 +125,16 @@ start_control_vmm() { # sock err guard cmdline [options...]
 }
 
 # A destination VMM as QEMU's -incoming defer: no guest yet, a control
-# socket that waits for migrate-incoming; its metrics into METRICS.  Sets
-# dpid and returns once the socket answers.
-start_defer_vmm() { # sock err metrics guard
-	timeout "$(guard "$4")" "$BIN/vmm" run --mem 32M --incoming defer --control "$1" \
-		--migrate-metrics "$3" > /dev/null 2> "$2" &
+# socket that waits for migrate-incoming; its metrics into METRICS; vmm
+# run's OPTIONS after.  Sets dpid and returns once the socket answers.
+start_defer_vmm() { # sock err metrics guard [options...]
+	local sock=$1 err=$2 metrics=$3 guard=$4
+	shift 4
+	timeout "$(guard "$guard")" "$BIN/vmm" run --mem 32M --incoming defer --control "$sock" \
+		--migrate-metrics "$metrics" "$@" > /dev/null 2> "$err" &
 	dpid=$!
 	pids+=("$dpid")
-	wait_socket "$1"
+	wait_socket "$sock"
 }
 
 # The guest's final checksum at a destination (from its stderr file) is

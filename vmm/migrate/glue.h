@@ -173,6 +173,11 @@ void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_r
 int glue_incoming_started(struct migrate_glue *gl);
 /* migrate_finish()'s part for a destination, after the VM stopped. */
 void glue_incoming_finish(struct migrate_glue *gl);
+/*
+ * query-migrate at a destination: QEMU's postcopy-blocktime and
+ * postcopy-vcpu-blocktime into o, once completed, if they were counted.
+ */
+void glue_incoming_blocktime(struct migrate_glue *gl, struct json_object *o);
 
 /* ---- signals.c ---- */
 

@@ -224,8 +224,63 @@ int glue_prepare_incoming(struct migrate_glue *gl)
 	return 0;
 }
 
+static int vcpu_of_thread(void *vm, uint32_t tid)
+{
+	return vm_vcpu_of_thread(vm, tid);
+}
+
+/*
+ * QEMU's postcopy-blocktime, set at the destination (QEMU asks it there):
+ * counting starts before the vCPUs run, as QEMU's starts when its postcopy
+ * listens.  A back end that does not say which thread faulted gives no
+ * figures, as QEMU gives none on a kernel without UFFD_FEATURE_THREAD_ID.
+ */
+static void start_blocktime(struct migrate_glue *gl)
+{
+	struct ram *ram = vm_ram(gl->vm);
+	int on, r;
+
+	pthread_mutex_lock(&gl->lock);
+	on = !!(gl->params.caps & GLUE_CAP_BIT(GLUE_CAP_POSTCOPY_BLOCKTIME));
+	pthread_mutex_unlock(&gl->lock);
+	if (!on)
+		return;
+	r = ram_blocktime_start(ram, gl->vm->nr_vcpus, vcpu_of_thread, gl->vm);
+	if (r == -EOPNOTSUPP)
+		pr_vmm("postcopy-blocktime: no figures: the RAM back end %s does not say which "
+		       "thread faulted\n",
+		       ram_backend(ram)->name);
+	else if (r)
+		pr_vmm("postcopy-blocktime: no figures: %s\n", strerror(-r));
+}
+
+/*
+ * QEMU's figures of blocked vCPU time, in query-migrate at the destination
+ * once completed (as QEMU's: fill_destination_postcopy_migration_info()),
+ * when counted: ms, the total of all vCPUs blocked at once and each vCPU's.
+ */
+void glue_incoming_blocktime(struct migrate_glue *gl, struct json_object *o)
+{
+	uint64_t all, vcpu[GUEST_MAX_CPUS];
+	struct json_object *list;
+	int n;
+
+	if (mig_dest_phase(gl->dest) != MIG_PHASE_COMPLETED)
+		return;
+	n = ram_blocktime_get(vm_ram(gl->vm), &all, vcpu, GUEST_MAX_CPUS);
+	if (n < 0)
+		return;
+	list = json_object_new_array();
+	for (int i = 0; i < n && i < GUEST_MAX_CPUS; i++)
+		json_object_array_add(list, json_object_new_int64((int64_t)(vcpu[i] / 1000)));
+	json_object_object_add(o, "postcopy-blocktime",
+			       json_object_new_int64((int64_t)(all / 1000)));
+	json_object_object_add(o, "postcopy-vcpu-blocktime", list);
+}
+
 int glue_incoming_started(struct migrate_glue *gl)
 {
+	start_blocktime(gl);
 	vm_resume(gl->vm); /* parked since glue_prepare_incoming() */
 	mig_dest_resumed(gl->dest);
 	glue_stop_signal_watch(gl);

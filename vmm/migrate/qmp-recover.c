@@ -77,7 +77,9 @@ void glue_incoming_status(struct migrate_glue *gl, struct json_object *o)
 {
 	struct mig_dest *dest = incoming(gl);
 
-	if (dest)
-		json_object_object_add(
-		    o, "status", json_object_new_string(mig_phase_name(mig_dest_phase(dest))));
+	if (!dest)
+		return;
+	json_object_object_add(o, "status",
+			       json_object_new_string(mig_phase_name(mig_dest_phase(dest))));
+	glue_incoming_blocktime(gl, o);
 }

@@ -291,6 +291,9 @@ def incoming_case(path, uri):
     refused(d, "migrate-incoming", "bad address",
             "migrate-incoming to a bad URI", uri="tcp:127.0.0.1")
     refused(d, "migrate-incoming", "missing", "migrate-incoming without a uri")
+    # QEMU counts blocked vCPU time where the capability is set: the destination.
+    d.command("migrate-set-capabilities", capabilities=[cap("postcopy-blocktime", True)])
+    check(caps_of(d)["postcopy-blocktime"], "postcopy-blocktime set at the destination")
     d.command("migrate-incoming", uri=uri)
     refused(d, "migrate-incoming", "already been started", "a second migrate-incoming", uri=uri)
     s = QMP(sys.argv[4])
@@ -303,12 +306,42 @@ def incoming_case(path, uri):
     d.command("stop")
     st = d.command("query-status")
     check(st["status"] == "paused" and not st["running"], f"stop at the destination: {st}")
+    # Stopped, the guest cannot finish and end the VMM before it is asked.
+    blocktime_figures(wait_status(d, ["completed"]), 2)  # vmm-qmp-incoming: --vcpus 2
     d.command("cont")
     st = d.command("query-status")
     check(st["status"] == "running" and st["running"], f"cont at the destination: {st}")
     events = [e["event"] for e in d.events]
     check(events[:1] == ["RESUME"] and "STOP" in events and events[-1] == "RESUME",
           f"the destination's events: RESUME when its vCPUs start, then STOP, RESUME: {events}")
+    wait_status(s, ["completed"])
+    postmigrate_then_quit(s)
+
+
+def blocktime_figures(st, vcpus):
+    """QEMU's, at a completed destination: ms all vCPUs were blocked at once, and
+    each vCPU's, which holds that time (all blocked means each is)."""
+    total, per = st.get("postcopy-blocktime"), st.get("postcopy-vcpu-blocktime")
+    check(isinstance(total, int) and total >= 0 and isinstance(per, list) and len(per) == vcpus
+          and all(isinstance(v, int) and v >= total for v in per),
+          f"postcopy-blocktime {total} ms, postcopy-vcpu-blocktime {per} ms ({vcpus} vCPUs)")
+
+
+def incoming_plain_case(path, uri):
+    """Without postcopy-blocktime at the destination: no blocktime figures (QEMU's)."""
+    d = QMP(path)
+    check(not caps_of(d)["postcopy-blocktime"], "postcopy-blocktime off by default")
+    d.command("migrate-incoming", uri=uri)
+    s = QMP(sys.argv[4])
+    s.command("migrate-set-capabilities", capabilities=[cap("postcopy-ram", True)])
+    s.command("migrate-set-parameters", **{"x-postcopy-manual": False, "x-precopy-rounds": 0})
+    s.command("migrate", uri=uri)
+    wait_run_state(d, "running")
+    d.command("stop")  # the guest cannot finish and end the VMM before it is asked
+    st = wait_status(d, ["completed"])
+    check("postcopy-blocktime" not in st and "postcopy-vcpu-blocktime" not in st,
+          f"without the capability, no blocktime figures: {st}")
+    d.command("cont")
     wait_status(s, ["completed"])
     postmigrate_then_quit(s)
 
@@ -658,6 +691,7 @@ def main():
             return figures_case(path, uri, sys.argv[4])
         {"cancel": cancel_case, "migrate": migrate_case, "after-cancel": after_cancel,
          "after-postcopy": after_postcopy, "incoming": incoming_case,
+         "incoming-plain": incoming_plain_case,
          "recover": recover_case, "onward": onward_case, "lost": lost_case,
          "tls": tls_case}[case](path, uri)
     except QMPError as e:

@@ -83,6 +83,7 @@ struct vcpu {
 	size_t run_size;
 	pthread_t thread;
 	bool thread_started;
+	uint32_t tid;	       /* its thread's id: set by the thread before any KVM_RUN, atomic */
 	enum vcpu_state state; /* under vm->lock */
 	/*
 	 * The CPUID KVM holds for this vCPU, read back once it was set at
@@ -156,6 +157,11 @@ int vm_boot_image(struct vm *vm, const char *path, const char *cmdline, void *me
  * state arrives, so that its switch-over only wakes them).
  */
 int vm_start(struct vm *vm);
+/*
+ * The vCPU whose thread has id tid, -1 for none (a thread that is no
+ * vCPU, or a vCPU thread that never ran).  Any thread.
+ */
+int vm_vcpu_of_thread(struct vm *vm, uint32_t tid);
 /* Every vCPU out of the guest with pending I/O completed; state is stable. */
 int vm_pause(struct vm *vm);
 int vm_resume(struct vm *vm);
