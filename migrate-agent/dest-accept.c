@@ -51,12 +51,12 @@
  * piled up under a churning flood (218 threads seen).  The acceptor waits
  * (the connections stay in the listen backlog) while this many handshake
  * threads run, fresh and proven together: a bound on threads, whoever
- * holds them (a proven one is never evicted for a fresh one).  8 over the
- * fresh slots: with the process's own threads (about 12, more under ASan)
- * and those still exiting, 48 here once made 65 (migrate-flood.sh allows
- * 64).
+ * holds them (a proven one is never evicted for a fresh one).  A thread
+ * counts until the acceptor has joined it (reap_handshakes()), not until
+ * it returns: detached ones still exiting once made 67 threads under ASan
+ * on a busy host, where migrate-flood.sh allows 64.
  */
-#define MAX_HANDSHAKE_THREADS (FRESH_SLOTS + 8)
+#define MAX_HANDSHAKE_THREADS DEST_MAX_HS_THREADS
 
 #define HANDSHAKE_MS 3000
 
@@ -470,12 +470,31 @@ static void *handshake_thread(void *arg)
 		offer(d, c, &res);
 	mig_auth_thread_cleanup(); /* again: closing a TLS session used OpenSSL */
 	mig_wire_thread_cleanup();
+	free(a);
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->handshakes--;
+	d->hs_ended[d->nr_hs_ended++] = pthread_self(); /* to be joined: reap_handshakes() */
 	pthread_cond_broadcast(&d->cond);
 	mig_unlock(&d->lock);
-	free(a);
 	return NULL;
+}
+
+/*
+ * Join the handshake threads that ended, which only then stop counting in
+ * d->handshakes: the bound is on threads that exist, exiting ones too.
+ * d->lock held, dropped while joining (an ended thread takes it no more).
+ */
+static void reap_handshakes(struct mig_dest *d)
+{
+	pthread_t ended[MAX_HANDSHAKE_THREADS];
+	int n = d->nr_hs_ended;
+
+	memcpy(ended, d->hs_ended, (size_t)n * sizeof(ended[0]));
+	d->nr_hs_ended = 0;
+	mig_unlock(&d->lock);
+	for (int k = 0; k < n; k++)
+		pthread_join(ended[k], NULL);
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	d->handshakes -= n;
 }
 
 /* A free fresh slot, or the oldest fresh one's, its handshake ended (under d->lock). */
@@ -506,9 +525,11 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 		return;
 	}
 	mig_lock(&d->lock, MIG_RANK_DEST);
+	reap_handshakes(d);
 	while (d->handshakes >= MAX_HANDSHAKE_THREADS && !d->stop) {
 		struct timespec ts = dest_mono_in_ms(100);
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+		reap_handshakes(d);
 	}
 	int slot = take_slot(d);
 	*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = t0 };
@@ -516,10 +537,8 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 	d->handshakes++;
 	mig_unlock(&d->lock);
 	r = pthread_create(&t, NULL, handshake_thread, a);
-	if (r == 0) {
-		pthread_detach(t);
-		return;
-	}
+	if (r == 0)
+		return; /* joined once it ended: reap_handshakes() */
 	pr_mig("dropped a connection: cannot start its handshake thread: %s\n", strerror(r));
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	if (d->hs[slot].gen == a->gen)
@@ -718,8 +737,12 @@ void dest_stop_accepting(struct mig_dest *d)
 	for (int k = 0; k < FRESH_SLOTS + PROVEN_SLOTS; k++)
 		if (d->hs[k].fd >= 0)
 			shutdown(d->hs[k].fd, SHUT_RDWR);
-	while (d->handshakes)
-		pthread_cond_wait(&d->cond, &d->lock);
+	while (d->handshakes) {
+		if (d->nr_hs_ended)
+			reap_handshakes(d);
+		else
+			pthread_cond_wait(&d->cond, &d->lock);
+	}
 	drop_claims(d, drop);
 	take_pending(&d->pend, drop + DEST_MAX_CLAIMS * (MIG_MAX_CHANNELS + 1));
 	mig_unlock(&d->lock);

@@ -62,10 +62,12 @@
 #include "stamps.h"
 
 /* Handshake slots and session claims: see dest-accept.c. */
-#define DEST_FRESH_SLOTS   32
-#define DEST_PROVEN_SLOTS  16
-#define DEST_MAX_CLAIMS	   8
-#define DEST_MAX_LISTENERS 4 /* migrate-recover's addresses per migration */
+#define DEST_FRESH_SLOTS 32
+/* Handshake threads at once, fresh and proven (dest-accept.c). */
+#define DEST_MAX_HS_THREADS (DEST_FRESH_SLOTS + 8)
+#define DEST_PROVEN_SLOTS   16
+#define DEST_MAX_CLAIMS	    8
+#define DEST_MAX_LISTENERS  4 /* migrate-recover's addresses per migration */
 
 struct hs_slot {
 	int fd;	      /* -1: free */
@@ -191,7 +193,9 @@ struct mig_dest {
 	uint8_t secret[MIG_SECRET_LEN];
 	struct dest_pending pend;
 	pthread_t acceptor;
-	int acceptor_on, handshakes; /* handshake threads running */
+	int acceptor_on, handshakes;		 /* handshake threads started and not yet joined */
+	pthread_t hs_ended[DEST_MAX_HS_THREADS]; /* of those, the ones that ended */
+	int nr_hs_ended;
 	struct hs_slot hs[DEST_FRESH_SLOTS + DEST_PROVEN_SLOTS];
 	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
 
