@@ -5,13 +5,14 @@
  * server-cert.pem, ... or keys.psk), object-del, and the parameter
  * tls-creds naming one, as libvirt sets up a TLS migration at both ends.
  * A tls-creds that names no object is a directory (this VMM's own form,
- * as --tls-creds).  The names are resolved when the parameter is set: a
+ * as --tls-creds: a value with a '/', or a directory of that name).  The names are resolved when the parameter is set: a
  * later object-del changes nothing the parameters hold, and an object the
  * parameters name cannot be deleted.  All under gl->lock.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "glue.h"
@@ -154,6 +155,17 @@ void glue_qmp_object_del(void *ctx, struct json_object *args, struct qmp_reply *
 	pthread_mutex_unlock(&gl->lock);
 }
 
+/*
+ * Whether path is a directory: a tls-creds without a '/' may still be one
+ * (vmm run --tls-creds creds, relative to the VMM's directory).
+ */
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
 int glue_tls_resolve(struct migrate_glue *gl, struct glue_params *p, struct qmp_reply *reply)
 {
 	struct glue_tls *t = &p->tls;
@@ -162,7 +174,7 @@ int glue_tls_resolve(struct migrate_glue *gl, struct glue_params *p, struct qmp_
 	*t = (struct glue_tls){ .endpoint = GLUE_TLS_ANY };
 	snprintf(t->psk_file, sizeof(t->psk_file), "%s", p->tls_psk);
 	if (!o) { /* a directory, or nothing */
-		if (p->tls_creds[0] && !strchr(p->tls_creds, '/')) {
+		if (p->tls_creds[0] && !strchr(p->tls_creds, '/') && !is_dir(p->tls_creds)) {
 			qmp_fail(reply, "No TLS credentials with id '%s'", p->tls_creds);
 			return -1;
 		}

@@ -633,6 +633,11 @@ def tls_case(dpath, uri):
     d.command("object-add", **x509(oid, creds, "server", **{"verify-peer": True}))
     refused(d, "object-add", "already exists", "a second object of that id",
             **x509(oid, creds, "server"))
+    # this VMM's own form: a directory, also one named without a '/' (vmm run
+    # --tls-creds creds); "tests" is one where the VMM runs, the tree's root
+    d.command("migrate-set-parameters", **{"tls-creds": "tests"})
+    check(d.command("query-migrate-parameters")["tls-creds"] == "tests",
+          "tls-creds naming a directory without a '/' is taken")
     d.command("migrate-set-parameters", **{"tls-creds": oid, "tls-hostname": ""})
     check(d.command("query-migrate-parameters")["tls-creds"] == oid, "tls-creds reads back its id")
     refused(d, "object-del", "in use", "object-del of the object tls-creds names", id=oid)
