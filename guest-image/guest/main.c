@@ -18,6 +18,8 @@
  *   quiet=1      no per-iteration serial lines
  *   mark=N       print iteration N's serial line even when quiet (a cheap
  *                "now" for a host that only sees the serial port)
+ *   exit=N       the status to exit with once done (default 0): how a host
+ *                checks that the VMM passes the guest's status through
  *
  * Output: serial lines "guest: ..." and reports on GUEST_PORT_REPORT, the
  * last one "done" with the final checksum, then the status on
@@ -129,7 +131,7 @@ static void put_hex(uint64_t v)
 
 struct config {
 	int workload;
-	uint64_t mem, seed, iters, secs, ops, ws, hot, cold, mark;
+	uint64_t mem, seed, iters, secs, ops, ws, hot, cold, mark, exit;
 	int verify, quiet;
 };
 
@@ -251,6 +253,8 @@ static int parse_cmdline(const char *s, struct config *c)
 				c->quiet = n != 0;
 			else if (word_eq(k, eq, "mark"))
 				c->mark = n;
+			else if (word_eq(k, eq, "exit"))
+				bad |= (c->exit = n) > 0xffffffffu;
 			else
 				bad = 1;
 		}
@@ -543,7 +547,7 @@ static void __attribute__((noreturn)) run_cpu0(const char *cmdline, uint64_t mem
 	put_hex(sum);
 	putc_serial('\n');
 	report(0, GUEST_REPORT_DONE, iters, 0, sum, 0);
-	guest_exit(0);
+	guest_exit((uint32_t)c->exit);
 }
 
 void guest_vmm_main(struct guest_bootinfo *bi, uint64_t cpu)

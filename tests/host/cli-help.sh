@@ -40,7 +40,7 @@ expect_out '^usage: vmm run --image FILE' vmm run --mem 32M --cmdline -h --help
 # guest's, so this is a run without --image (a usage error), not help.
 "$BIN/vmm" run --cmdline -h > "$tmp/out" 2> "$tmp/err"
 rc=$?
-[ $rc -eq 2 ] || { cat "$tmp/out" "$tmp/err" >&2; fail "vmm run --cmdline -h: exit $rc, want 2 (no --image)"; }
+[ $rc -eq 64 ] || { cat "$tmp/out" "$tmp/err" >&2; fail "vmm run --cmdline -h: exit $rc, want 64 (no --image)"; }
 [ -s "$tmp/out" ] && { cat "$tmp/out" >&2; fail "vmm run --cmdline -h: printed help, -h is --cmdline's value"; }
 grep -q -- '--image is required' "$tmp/err" || { cat "$tmp/err" >&2; fail "vmm run --cmdline -h: no '--image is required'"; }
 echo "ok: vmm run --cmdline -h -> $(head -n1 "$tmp/err")"
@@ -63,9 +63,9 @@ else
 	[ "$v" = unknown ] || echo "note: not in a git tree; the build says $v"
 fi
 
-# Usage errors still go to stderr with exit 2.
+# Usage errors still go to stderr, with the VMM's usage status (64, EX_USAGE).
 "$BIN/vmm" run --bogus > "$tmp/out" 2> "$tmp/err"
-[ $? -eq 2 ] || fail "vmm run --bogus: want exit 2"
+[ $? -eq 64 ] || fail "vmm run --bogus: want exit 64"
 grep -q '^usage: vmm run' "$tmp/err" || fail "vmm run --bogus: no usage on stderr"
 # migrate-agent: -h and --help from any command's place (they exited 2).
 for args in "-h" "--help" "help" "migrate -h" "migrate --help" "migrate --vmm x --to y -h" \

@@ -133,7 +133,7 @@ if [ -x "$BIN/vmm" ] && kvm_part "the vmm --incoming cases"; then
 	rc=$?
 	cat "$work/bs-e.err" "$work/vmm-bs.err"
 	[ "$erc" = 0 ] || fail "bad-state: COMPLETE for a crashed guest (status $erc)"
-	[ "$rc" = 1 ] || fail "bad-state: destination exit status $rc"
+	[ "$rc" = 70 ] || fail "bad-state: destination exit status $rc, want 70"
 	grep -q "incoming migration failed: the guest failed" "$work/vmm-bs.err" ||
 		fail "bad-state: no clear message"
 	# A state that names an MSR this VMM never saves (IA32_APIC_BASE in
@@ -158,7 +158,7 @@ if [ -x "$BIN/vmm" ] && kvm_part "the vmm --incoming cases"; then
 	wait_status "$dpid" "forged-state: the destination"
 	rc=$?
 	[ "$erc" = 0 ] || { cat "$work/fs-e.err" "$work/vmm-fs.err" >&2; fail "forged-state: COMPLETE for a forged state (status $erc)"; }
-	[ "$rc" = 1 ] || { cat "$work/vmm-fs.err" >&2; fail "forged-state: destination exit status $rc"; }
+	[ "$rc" = 70 ] || { cat "$work/vmm-fs.err" >&2; fail "forged-state: destination exit status $rc, want 70"; }
 	grep -q "cannot load the migrated state: vCPU 0: MSR 0x1b in the state is not one this VMM saves" \
 		"$work/vmm-fs.err" || { cat "$work/vmm-fs.err" >&2; fail "forged-state: no message naming the MSR"; }
 	grep -q "guest exited" "$work/vmm-fs.err" && fail "forged-state: a guest ran"

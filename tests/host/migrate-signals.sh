@@ -30,7 +30,7 @@ kill -TERM "$vpid"
 wait_status "$vpid" "sigterm: the destination" 30
 rc=$?
 cat "$work/term.err"
-[ "$rc" = 1 ] || fail "sigterm: destination exit status $rc (143: killed without a word)"
+[ "$rc" = 70 ] || fail "sigterm: destination exit status $rc, want the VMM's failure 70 (143: killed without a word)"
 grep -q "signal 15" "$work/term.err" || fail "sigterm: no message"
 check_json "$work/term.json" '.role == "destination"' "sigterm: no metrics"
 

@@ -3,10 +3,13 @@
 # memory that cannot be reserved, no /dev/kvm, a /dev/kvm that is not KVM,
 # a guest bigger than the host's RAM, a back end the kernel lacks, and
 # SIGTERM: each gives a one-line message
-# and a non-zero exit, never a crash.
+# and a non-zero exit, never a crash.  The exit codes are the VMM's own
+# (64 usage, 70 failure, 128 + signal: vmm/builtin.h), never one the guest
+# could have exited with (0-63, passed through: checked here too).
 # timeout: 300
 # needs: kvm
 . tests/host/vmm-lib.bash
+USAGE=64 ERROR=70
 
 expect() { # want-rc message-regex -- vmm args...
 	local want=$1 re=$2
@@ -24,47 +27,47 @@ expect() { # want-rc message-regex -- vmm args...
 	echo "ok: vmm $* -> $rc: $(grep -E -- "$re" "$tmp/err" | head -n1)"
 }
 
-expect 2 'unknown command' -- frobnicate
-expect 2 '--image is required' -- run --mem 16M
-expect 2 "unknown (or incomplete )?argument '--bogus'" -- run --image "$GUEST" --bogus 1
-expect 2 '--mem: .* from 2M to 128G' -- run --image "$GUEST" --mem 129G
-expect 2 '--mem: .* from 2M to 128G' -- run --image "$GUEST" --mem 12345
-expect 2 '--vcpus: .* from 1 to 32' -- run --image "$GUEST" --vcpus 0
-expect 2 '--vcpus: .* from 1 to 32' -- run --image "$GUEST" --vcpus 33
+expect $USAGE 'unknown command' -- frobnicate
+expect $USAGE '--image is required' -- run --mem 16M
+expect $USAGE "unknown (or incomplete )?argument '--bogus'" -- run --image "$GUEST" --bogus 1
+expect $USAGE '--mem: .* from 2M to 128G' -- run --image "$GUEST" --mem 129G
+expect $USAGE '--mem: .* from 2M to 128G' -- run --image "$GUEST" --mem 12345
+expect $USAGE '--vcpus: .* from 1 to 32' -- run --image "$GUEST" --vcpus 0
+expect $USAGE '--vcpus: .* from 1 to 32' -- run --image "$GUEST" --vcpus 33
 # More than MemTotal + SwapTotal: refused before anything is reserved.
 limit_g=$(awk '/^(MemTotal|SwapTotal):/ { kb += $2 } END { print int(kb / 1048576) + 1 }' /proc/meminfo)
 if [ "$limit_g" -le 128 ]; then
-	expect 1 "guest RAM of $((limit_g << 10)) MiB is more than this host can back: [0-9]+ MiB \\(MemTotal \\+ SwapTotal" \
+	expect $ERROR "guest RAM of $((limit_g << 10)) MiB is more than this host can back: [0-9]+ MiB \\(MemTotal \\+ SwapTotal" \
 		-- run --image "$GUEST" --mem "${limit_g}G"
 else
 	echo "note: this host backs more than 128 GiB; not testing the host-memory limit"
 fi
-expect 2 "unknown RAM back end 'zzz'" -- run --image "$GUEST" --lazy --ram-backend zzz
-expect 1 'cannot open the image' -- run --image "$tmp/does-not-exist"
+expect $USAGE "unknown RAM back end 'zzz'" -- run --image "$GUEST" --lazy --ram-backend zzz
+expect $ERROR 'cannot open the image' -- run --image "$tmp/does-not-exist"
 printf 'this is not an ELF file\n' > "$tmp/text"
-expect 1 'not an ELF file' -- run --image "$tmp/text"
+expect $ERROR 'not an ELF file' -- run --image "$tmp/text"
 # An ELF32 header (class 1) for i386.
 printf '\x7fELF\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x03\x00' > "$tmp/elf32"
 head -c 100 /dev/zero >> "$tmp/elf32"
-expect 1 'not an ELF64 x86-64 image' -- run --image "$tmp/elf32"
-expect 1 'not an executable \(ET_EXEC\) image' -- run --image /usr/lib/x86_64-linux-gnu/libc.so.6 --mem 4M
+expect $ERROR 'not an ELF64 x86-64 image' -- run --image "$tmp/elf32"
+expect $ERROR 'not an executable \(ET_EXEC\) image' -- run --image /usr/lib/x86_64-linux-gnu/libc.so.6 --mem 4M
 # The guest with its segment moved to 3 GiB: does not fit in 16 MiB.
 cp "$GUEST" "$tmp/far.elf"
 phoff=$(od -An -t u8 -j 32 -N 8 "$GUEST" | tr -d ' ')
 printf '\x00\x00\x00\xc0' | dd of="$tmp/far.elf" bs=1 seek=$((phoff + 24)) conv=notrunc status=none
-expect 1 'does not fit in guest RAM' -- run --image "$tmp/far.elf" --mem 16M
+expect $ERROR 'does not fit in guest RAM' -- run --image "$tmp/far.elf" --mem 16M
 long=$(head -c 2000 /dev/zero | tr '\0' 'x')
-expect 1 'command line too long' -- run --image "$GUEST" --cmdline "$long"
+expect $ERROR 'command line too long' -- run --image "$GUEST" --cmdline "$long"
 if "$BIN/vmm" probe userfault > /dev/null 2>&1; then
 	echo "note: this kernel has the userfault back end; not testing its absence"
 else
-	expect 1 "RAM back end 'userfault' is not available" -- run --image "$GUEST" --lazy --ram-backend userfault
+	expect $ERROR "RAM back end 'userfault' is not available" -- run --image "$GUEST" --lazy --ram-backend userfault
 fi
 
 # Memory that cannot be reserved: a 1 GiB guest under a 600 MiB address-space limit.
 if [ "$BIN" = build/bin ]; then
 	(ulimit -v 600000; "$BIN/vmm" run --image "$GUEST" --mem 1G > /dev/null 2> "$tmp/err"; echo $? > "$tmp/rc")
-	[ "$(cat "$tmp/rc")" = 1 ] || fail "unreservable memory: exit $(cat "$tmp/rc")"
+	[ "$(cat "$tmp/rc")" = $ERROR ] || fail "unreservable memory: exit $(cat "$tmp/rc")"
 	grep -q 'cannot reserve guest RAM' "$tmp/err" || { cat "$tmp/err" >&2; fail "unreservable memory: no message"; }
 	echo "ok: unreservable memory -> $(cat "$tmp/err")"
 else
@@ -75,17 +78,33 @@ fi
 if unshare -m true 2> /dev/null; then
 	unshare -m sh -c "mount -t tmpfs none /dev && exec $BIN/vmm run --image $GUEST" > /dev/null 2> "$tmp/err"
 	rc=$?
-	[ $rc -eq 1 ] && grep -q 'cannot open /dev/kvm: No such file' "$tmp/err" ||
+	[ $rc -eq $ERROR ] && grep -q 'cannot open /dev/kvm: No such file' "$tmp/err" ||
 		{ cat "$tmp/err" >&2; fail "no /dev/kvm: exit $rc"; }
 	echo "ok: no /dev/kvm -> $(cat "$tmp/err")"
 	unshare -m sh -c "mount --bind /dev/null /dev/kvm && exec $BIN/vmm run --image $GUEST" > /dev/null 2> "$tmp/err"
 	rc=$?
-	[ $rc -eq 1 ] && grep -q 'KVM API version mismatch' "$tmp/err" ||
+	[ $rc -eq $ERROR ] && grep -q 'KVM API version mismatch' "$tmp/err" ||
 		{ cat "$tmp/err" >&2; fail "fake /dev/kvm: exit $rc"; }
 	echo "ok: /dev/kvm that is not KVM -> $(cat "$tmp/err")"
 else
 	echo "note: unshare -m not permitted here; /dev/kvm cases not run"
 fi
+
+# The guest's own status passes through; one above 0-63 is the VMM's failure.
+for st in 0 2 7 63; do
+	"$BIN/vmm" run --mem 16M --image "$GUEST" --cmdline "iters=1 quiet=1 exit=$st" > /dev/null 2> "$tmp/err"
+	rc=$?
+	[ $rc -eq $st ] || { cat "$tmp/err" >&2; fail "guest exit=$st: the VMM exited $rc"; }
+done
+echo "ok: the guest's statuses 0, 2, 7 and 63 pass through"
+expect $ERROR 'guest exit status 64 is outside 0-63' -- run --mem 16M --image "$GUEST" --cmdline "iters=1 quiet=1 exit=64"
+expect $ERROR 'guest exit status 4294967295 is outside 0-63' -- run --mem 16M --image "$GUEST" \
+	--cmdline "iters=1 quiet=1 exit=4294967295"
+# A bad guest command line is the guest's status 2, not the VMM's usage error.
+"$BIN/vmm" run --mem 16M --image "$GUEST" --cmdline "bogus=1" > /dev/null 2> "$tmp/err"
+rc=$?
+[ $rc -eq 2 ] || { cat "$tmp/err" >&2; fail "bad guest command line: the VMM exited $rc, want the guest's 2"; }
+echo "ok: a bad guest command line -> the guest's 2"
 
 # SIGTERM stops a running guest cleanly (exit 128 + 15).
 "$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "workload=random ops=50000 iters=100000 quiet=1" \

@@ -21,7 +21,7 @@ python3 tests/host/lib/qmp-drive.py "$work/s.sock" lost "tcp:127.0.0.1:$dport" "
 	{ cat "$work/lost-s.err" "$work/lost-d.err" >&2; fail "lost case"; }
 wait_status "$spid" "the source after quit" 120
 rc=$?
-[ "$rc" = 1 ] || { cat "$work/lost-s.err" >&2; fail "the source exited $rc after quit, not 1 (the VM was lost)"; }
+[ "$rc" = 70 ] || { cat "$work/lost-s.err" >&2; fail "the source exited $rc after quit, not the VMM's failure 70 (the VM was lost)"; }
 grep -q "waiting for 'quit'" "$work/lost-s.err" ||
 	{ cat "$work/lost-s.err" >&2; fail "the source did not say it waits for quit"; }
 echo "ok: the source stayed until quit and exited 1"

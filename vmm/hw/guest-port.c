@@ -35,7 +35,13 @@ static void guest_port_io(struct vcpu *vcpu, struct pio_device *dev, uint16_t po
 	}
 	memcpy(&v, data, (size_t)size);
 	if (port == GUEST_PORT_EXIT) {
-		vm_stop(vm, (int)(v & 0xff));
+		if (v > GUEST_EXIT_MAX) {
+			pr_err("guest exit status %" PRIu32 " is outside 0-%d (vmm/guest-abi.h)", v,
+			       GUEST_EXIT_MAX);
+			vm_stop(vm, -ERANGE);
+			return;
+		}
+		vm_stop(vm, (int)v);
 		return;
 	}
 	if (port == GUEST_PORT_PARK) {

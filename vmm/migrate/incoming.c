@@ -13,6 +13,7 @@
 
 #include "glue.h"
 #include "ram/ram.h"
+#include "vmm/exit-codes.h"
 #include "vmm/vm.h"
 
 static int dst_load(void *ctx, const void *blob, size_t len)
@@ -53,7 +54,7 @@ static void *watch_thread(void *arg)
 		pr_vmm("incoming migration failed: %s\n", err);
 		write_dest_metrics(gl);
 		fflush(NULL);
-		_exit(1);
+		_exit(VMM_EXIT_ERROR);
 	}
 	write_dest_metrics(gl);
 	pr_vmm("incoming migration complete: all %llu pages arrived\n",

@@ -5,9 +5,7 @@
 
 #include <stdbool.h>
 
-/* Exit codes of the commands (the guest's own status passes through). */
-#define VMM_EXIT_ERROR 1 /* the VMM failed: message on stderr */
-#define VMM_EXIT_USAGE 2 /* bad arguments */
+#include "vmm/exit-codes.h" /* what the commands return */
 
 /* True if an argument is --help or -h: print usage to stdout, exit 0. */
 bool builtin_wants_help(int argc, char **argv);

@@ -33,8 +33,10 @@
  *                      VMM reads it from guest RAM before the guest resumes.
  *   GUEST_PORT_PARK    any value: this vCPU is done; the VMM stops running it
  *                      (HLT without interrupts, for ring 3).
- *   GUEST_PORT_EXIT    value = exit status (0-255): the VMM stops every
- *                      vCPU and exits with it.  Same port and meaning as
+ *   GUEST_PORT_EXIT    value = exit status (0-GUEST_EXIT_MAX): the VMM
+ *                      stops every vCPU and exits with it.  A larger value
+ *                      fails the VM (the VMM's own codes and 128 + signal
+ *                      live above the range: vmm/builtin.h).  Same port as
  *                      QEMU's isa-debug-exit (iobase=0xf4), which exits
  *                      with (status << 1) | 1.
  */
@@ -91,6 +93,8 @@ struct guest_bootinfo {
  * backwards (a migration or restore that did not carry guest time).
  */
 #define GUEST_EXIT_TSC_BACKWARDS 5
+/* The largest status the guest may exit with. */
+#define GUEST_EXIT_MAX 63
 
 #define GUEST_REPORT_MAGIC 0x54525047u /* "GPRT" */
 
