@@ -4,7 +4,7 @@
 # that the source gives up): the source VMM stays, as a QEMU source does,
 # so that the operator reads query-migrate's failed and its error-desc;
 # query-status says the VM does not run, cont and a new migrate are
-# refused (the VM's memory is split), and quit ends it with status 1.
+# refused (the VM's memory is split), and quit ends it with status 70 (the VMM failed).
 # Before, the source VMM exited at the failure, control socket or not: a
 # tool polling query-migrate read EOF.
 # timeout: 400
