@@ -56,7 +56,8 @@ blog=build/nodes/$name-b.log
 
 # Inside node b: the destination.  Its summary and checksum come back on the
 # console as @@ lines.
-b_cmd="echo '@@PHASE destination ready, waiting on 10.77.0.2:7100 (back end $backend)'
+b_cmd="nc -l -p 7200 > /dev/null &
+echo '@@PHASE destination ready, waiting on 10.77.0.2:7100 (back end $backend)'
 timeout $((limit - 40)) vmm run --mem $mem --incoming tcp:10.77.0.2:7100 --ram-backend $backend \
 	--recover-ms 20000 --migrate-metrics /tmp/d.json > /tmp/d.out 2> /tmp/d.err
 rc=\$?
@@ -66,7 +67,15 @@ echo \"@@DEST_JSON \$(tr -d '\n' < /tmp/d.json 2>/dev/null)\"
 exit \$rc"
 
 # Inside node a: the reference run, then the run that migrates.
-a_cmd="echo '@@PHASE reference run (not migrated)'
+a_cmd="echo '@@PHASE the link alone: 32 MiB of raw TCP to node b'
+for i in \$(seq 60); do
+	s=\$(cut -d' ' -f1 /proc/uptime)
+	dd if=/dev/zero bs=65536 count=512 2> /dev/null | nc 10.77.0.2 7200 2> /dev/null && break
+	sleep 1
+done
+e=\$(cut -d' ' -f1 /proc/uptime)
+echo \"@@LINK_MIBS \$(awk -v s=\$s -v e=\$e 'BEGIN { printf \"%.1f\", 32 / (e - s) }')\"
+echo '@@PHASE reference run (not migrated)'
 t0=\$(cut -d' ' -f1 /proc/uptime)
 timeout 200 vmm run --mem $mem --image $G --cmdline '$workload' > /dev/null 2> /tmp/ref.err || { cat /tmp/ref.err; exit 1; }
 t1=\$(cut -d' ' -f1 /proc/uptime)
@@ -104,11 +113,12 @@ fi
 wait $b
 b_rc=$?
 sleep 0.5
-# The followers are subshells running tail | sed: stop the tails too, or
-# they outlive this script and keep its output open.
-pkill -P $fa 2> /dev/null
-pkill -P $fb 2> /dev/null
-kill $fa $fb 2> /dev/null
+# The followers are subshells running tail | sed: end their tails (or they
+# outlive this script and keep its output open); sed then reads the end of
+# its input and the subshells return.  With SIGPIPE, the signal of a reader
+# that went away: bash reports a pipeline element that SIGTERM killed
+# ("Terminated", in the middle of the demo's output), never one SIGPIPE did.
+pkill -PIPE -x tail -P "$fa,$fb" 2> /dev/null
 wait $fa $fb 2> /dev/null
 
 field() { tr -d '\r' < "$1" | sed -n "s/^@@$2 //p" | tail -n1; }
@@ -116,6 +126,7 @@ ref=$(field "$alog" REF_SUM)
 got=$(field "$blog" DEST_SUM)
 sjson=$(field "$alog" SRC_JSON)
 djson=$(field "$blog" DEST_JSON)
+link=$(field "$alog" LINK_MIBS)
 
 [ "$a_rc" = 0 ] || fail "node a (source) exited $a_rc; console: $alog"
 [ "$b_rc" = 0 ] || fail "node b (destination) exited $b_rc; console: $blog"
@@ -142,6 +153,7 @@ printf '  %-34s %s\n' \
 	"duplicate pages" "$(j "$djson" '.duplicate_pages')" \
 	"bytes sent" "$(j "$sjson" '.bytes_sent.total') (pages $(j "$sjson" '.bytes_sent.pages'), state $(j "$sjson" '.bytes_sent.state'), overhead $(j "$sjson" '.bytes_sent.overhead'))" \
 	"postcopy phase" "$(j "$djson" '.postcopy_ms') ms" \
+	"postcopy rate (page bytes)" "$(j "$sjson" '.bytes_sent.pages / 1048576 / (1e-3 * '"$(j "$djson" '.postcopy_ms')"') | . * 10 | round / 10') MiB/s; the link alone: ${link:-?} MiB/s (raw TCP, node a to b, before the run)" \
 	"checksum, unmigrated run" "${ref:-none}" \
 	"checksum after migration" "${got:-none}"
 echo
