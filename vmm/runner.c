@@ -229,6 +229,7 @@ int runner_loop(struct vm *vm, const struct run_opts *o)
 		if (r > 0 && (pfd[1].revents & POLLIN) &&
 		    read(sfd, &si, sizeof(si)) == sizeof(si)) {
 			pr_info("stopped by signal %u", si.ssi_signo);
+			vm_report_vcpus(vm);
 			vm_stop(vm, 128 + (int)si.ssi_signo);
 			continue;
 		}

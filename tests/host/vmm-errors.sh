@@ -118,6 +118,12 @@ wait $pid
 rc=$?
 [ $rc -eq 143 ] || { cat "$tmp/err" >&2; fail "SIGTERM: exit $rc, want 143"; }
 grep -q 'stopped by signal 15' "$tmp/err" || fail "SIGTERM: no message"
+# Where each vCPU was: a hang guard's SIGTERM says why a guest hung.
+for v in 0 1; do
+	grep -Eq "^vmm: vcpu $v \(thread [1-9][0-9]*\): (running|parked|halted|exited); kernel: state [RSDTtXZIP?], syscall " "$tmp/err" ||
+		{ cat "$tmp/err" >&2; fail "SIGTERM: no report of vcpu $v"; }
+done
 grep -q 'AddressSanitizer\|runtime error' "$tmp/err" && fail "SIGTERM: sanitizer report"
-echo "ok: SIGTERM -> 143, stopped cleanly"
+echo "ok: SIGTERM -> 143, stopped cleanly; where the vCPUs were:"
+grep -E '^vmm: (vcpu |    )' "$tmp/err"
 exit 0

@@ -170,6 +170,11 @@ void vm_stop(struct vm *vm, int status);
 /* 1 once stopped (status in *status), 0 on timeout (ms, -1 = forever). */
 int vm_wait(struct vm *vm, int timeout_ms, int *status);
 /*
+ * One line per vCPU on stderr: the state the VMM keeps and where its thread
+ * is in the kernel (vmm/vm-report.c).  For a VM stopped from outside.
+ */
+void vm_report_vcpus(struct vm *vm);
+/*
  * True once vm_stop() was called (the guest exited, failed, or was told to
  * stop).  Any thread; takes no lock and never blocks, so a loop may ask it
  * between sends (the migration source asks whether the guest ended).
