@@ -229,6 +229,8 @@ void glue_qmp_object_add(void *ctx, struct json_object *args, struct qmp_reply *
 void glue_qmp_object_del(void *ctx, struct json_object *args, struct qmp_reply *reply);
 /* p->tls from p->tls_creds and p->tls_psk (gl->lock held): 0, or -1 with reply set. */
 int glue_tls_resolve(struct migrate_glue *gl, struct glue_params *p, struct qmp_reply *reply);
+/* TLS from files alone (vmm run's flags, a tls-creds directory): either endpoint. */
+void glue_tls_from_paths(struct glue_tls *t, const char *creds_dir, const char *psk_file);
 /* t may be used at this end (server: a destination): 0, or -1 with QEMU's words in err. */
 int glue_tls_endpoint(const struct glue_tls *t, bool server, char *err, size_t errlen);
 
@@ -255,6 +257,11 @@ int glue_postmigrate(struct migrate_glue *gl);
  * it cannot run here (gl->lock held).
  */
 int glue_vm_lost(struct migrate_glue *gl);
+/*
+ * Why the VM can never run here again after its migration (postmigrate or
+ * lost), or NULL: the one reason stop, cont and migrate give (gl->lock held).
+ */
+const char *glue_migrated_away(struct migrate_glue *gl);
 void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_quit(void *ctx, struct json_object *args, struct qmp_reply *reply);
 

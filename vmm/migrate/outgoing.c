@@ -171,17 +171,14 @@ void glue_phase_changed(void *arg, enum mig_phase phase)
 int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct glue_params *p,
 			 char *err, size_t errlen)
 {
-	if (glue_mig_active(gl) || gl->user_paused || gl->finishing || glue_postmigrate(gl) ||
-	    glue_vm_lost(gl)) {
+	const char *away = glue_migrated_away(gl);
+
+	if (glue_mig_active(gl) || gl->user_paused || gl->finishing || away) {
 		snprintf(err, errlen, "%s",
 			 gl->user_paused ? "the VM is stopped: 'cont' it first"
 			 : gl->finishing ? "the VM is ending"
-			 : glue_vm_lost(gl)
-			     ? "the VM was lost by a migration that failed after the "
-			       "switch-over"
-			 : glue_postmigrate(gl)
-			     ? "the VM has migrated away (postmigrate): it runs at the destination"
-			     : "There's a migration process in progress");
+			 : away		 ? away
+					 : "There's a migration process in progress");
 		return -1;
 	}
 	if (glue_tls_endpoint(&p->tls, false, err, errlen))

@@ -159,18 +159,6 @@ static void qmp_continue(void *ctx, struct json_object *args, struct qmp_reply *
 	pthread_mutex_unlock(&gl->lock);
 }
 
-/* Why the VM can never run here again after its migration, or NULL (gl->lock held). */
-static const char *migrated_away(struct migrate_glue *gl)
-{
-	if (glue_vm_lost(gl))
-		return "the migration failed after the switch-over: the VM's memory is split "
-		       "between the two hosts and it cannot run";
-	if (glue_postmigrate(gl))
-		return "the VM migrated by postcopy (postmigrate): it runs at the destination, "
-		       "which holds its memory; it cannot run here again";
-	return NULL;
-}
-
 /* The VM's run state: stop and cont, as QEMU's; not while a migration runs. */
 static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *reply)
 {
@@ -178,7 +166,7 @@ static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *r
 	int r = 0;
 
 	pthread_mutex_lock(&gl->lock);
-	away = migrated_away(gl);
+	away = glue_migrated_away(gl);
 	if (glue_mig_active(gl)) {
 		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
 	} else if (away) {

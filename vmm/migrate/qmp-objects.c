@@ -5,9 +5,10 @@
  * server-cert.pem, ... or keys.psk), object-del, and the parameter
  * tls-creds naming one, as libvirt sets up a TLS migration at both ends.
  * A tls-creds that names no object is a directory (this VMM's own form,
- * as --tls-creds: a value with a '/', or a directory of that name).  The names are resolved when the parameter is set: a
- * later object-del changes nothing the parameters hold, and an object the
- * parameters name cannot be deleted.  All under gl->lock.
+ * as --tls-creds: a value with a '/', or a directory of that name).  The
+ * names are resolved when the parameter is set: a later object-del changes
+ * nothing the parameters hold, and an object the parameters name cannot be
+ * deleted.  All under gl->lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -166,21 +167,27 @@ static bool is_dir(const char *path)
 	return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
 
+void glue_tls_from_paths(struct glue_tls *t, const char *creds_dir, const char *psk_file)
+{
+	*t = (struct glue_tls){ .endpoint = GLUE_TLS_ANY };
+	snprintf(t->creds_dir, sizeof(t->creds_dir), "%s", creds_dir);
+	snprintf(t->psk_file, sizeof(t->psk_file), "%s", psk_file);
+}
+
 int glue_tls_resolve(struct migrate_glue *gl, struct glue_params *p, struct qmp_reply *reply)
 {
 	struct glue_tls *t = &p->tls;
 	struct glue_tls_obj *o = p->tls_creds[0] ? find_obj(gl, p->tls_creds) : NULL;
 
-	*t = (struct glue_tls){ .endpoint = GLUE_TLS_ANY };
-	snprintf(t->psk_file, sizeof(t->psk_file), "%s", p->tls_psk);
 	if (!o) { /* a directory, or nothing */
 		if (p->tls_creds[0] && !strchr(p->tls_creds, '/') && !is_dir(p->tls_creds)) {
 			qmp_fail(reply, "No TLS credentials with id '%s'", p->tls_creds);
 			return -1;
 		}
-		snprintf(t->creds_dir, sizeof(t->creds_dir), "%s", p->tls_creds);
+		glue_tls_from_paths(t, p->tls_creds, p->tls_psk);
 		return 0;
 	}
+	glue_tls_from_paths(t, "", p->tls_psk);
 	t->endpoint = o->server ? GLUE_TLS_SERVER : GLUE_TLS_CLIENT;
 	if (o->psk && p->tls_psk[0]) {
 		qmp_fail(reply, "tls-creds names a tls-creds-psk and tls-psk is set: one PSK");

@@ -28,9 +28,7 @@ void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o)
 	snprintf(p->tls_psk, sizeof(p->tls_psk), "%s", o->tls_psk ? o->tls_psk : "");
 	snprintf(p->tls_hostname, sizeof(p->tls_hostname), "%s",
 		 o->tls_hostname ? o->tls_hostname : "");
-	/* The flags' TLS: paths, for either end. */
-	snprintf(p->tls.creds_dir, sizeof(p->tls.creds_dir), "%s", p->tls_creds);
-	snprintf(p->tls.psk_file, sizeof(p->tls.psk_file), "%s", p->tls_psk);
+	glue_tls_from_paths(&p->tls, p->tls_creds, p->tls_psk); /* the flags' files */
 	/* A migrated VM's --migrate-metrics is its arrival's report: not overwritten on leaving. */
 	snprintf(p->metrics, sizeof(p->metrics), "%s",
 		 o->metrics && !o->incoming ? o->metrics : "");

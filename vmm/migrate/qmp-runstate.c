@@ -27,6 +27,17 @@ int glue_vm_lost(struct migrate_glue *gl)
 	       __atomic_load_n(&gl->ctl.vm_lost, __ATOMIC_RELAXED);
 }
 
+const char *glue_migrated_away(struct migrate_glue *gl)
+{
+	if (glue_vm_lost(gl))
+		return "the VM was lost: its migration failed after the switch-over, its memory "
+		       "is split between the two hosts and it cannot run";
+	if (glue_postmigrate(gl))
+		return "the VM has migrated away (postmigrate): it runs at the destination, "
+		       "which holds its memory; it cannot run here again";
+	return NULL;
+}
+
 /* QEMU's RunState for this VM (gl->lock held). */
 static const char *run_state(struct migrate_glue *gl)
 {
