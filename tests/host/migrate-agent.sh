@@ -11,8 +11,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in vmm migrate-agent mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm migrate-agent mig-cutproxy
+need_guest
 need_kvm
 
 cmd="workload=random iters=4000 quiet=1"

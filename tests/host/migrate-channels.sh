@@ -12,7 +12,7 @@
 # timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in mig-memtest mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-memtest mig-cutproxy
 
 run() { # name source-options [proxy-options]
 	local name=$1 dport to

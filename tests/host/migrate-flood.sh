@@ -10,7 +10,7 @@
 # timeout: 420
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in mig-memtest mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-memtest mig-cutproxy
 umask 077
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/keys.psk"
 

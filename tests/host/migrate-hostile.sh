@@ -10,7 +10,7 @@
 # needs: kvm for a part
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-memtest mig-evil
 
 expect() { # case expected-message-regex
 	local port

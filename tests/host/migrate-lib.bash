@@ -59,6 +59,13 @@ check_exactly_once() { # dest.json
 
 GUEST=${GUEST:-build/guest/guest.elf}
 
+# What a test runs must be built: each PROGRAM in $BIN, the guest image.
+need_programs() { # program...
+	local p
+	for p; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+}
+need_guest() { [ -f "$GUEST" ] || fail "$GUEST is not built"; }
+
 # The final checksum a vmm run printed ("... last: done iter=N checksum=0x...").
 final_checksum() { # stderr-file
 	sed -n 's/.*last: done iter=[0-9]* checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1

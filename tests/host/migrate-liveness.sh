@@ -8,7 +8,7 @@
 # timeout: 480
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in mig-memtest mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-memtest mig-evil
 
 # 1. The source stalls after the switch-over with its connections open.
 start_memtest_dest stall --recover-ms 1000

@@ -7,7 +7,7 @@
 # timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
+need_programs mig-memtest
 
 run() { # name source-options dest-options
 	local name=$1

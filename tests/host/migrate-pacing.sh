@@ -16,7 +16,7 @@
 # timeout: 300
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
+need_programs mig-memtest
 
 # Wait for a line matching PATTERN in FILE (a hang guard of 120 s).
 wait_line() { # file pattern

@@ -8,8 +8,7 @@
 # timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
-[ -x "$BIN/mig-prepage-check" ] || fail "$BIN/mig-prepage-check is not built"
+need_programs mig-memtest mig-prepage-check
 
 "$BIN/mig-prepage-check" || fail "the policy's unit checks"
 

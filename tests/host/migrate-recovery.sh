@@ -10,7 +10,7 @@
 # timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in mig-memtest mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-memtest mig-cutproxy
 
 # 1. Cut once, come back after 300 ms.
 dport=$(free_port)

@@ -14,7 +14,7 @@
 set -uo pipefail
 . tests/host/migrate-lib.bash # $work, fail
 check=$BIN/mig-tls-check
-for p in mig-tls-check mig-secrets-check; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-tls-check mig-secrets-check
 command -v openssl > /dev/null || fail "openssl (command) missing: make deps"
 
 scripts/make-tls-creds.sh "$work/x509" localhost > /dev/null

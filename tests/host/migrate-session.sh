@@ -8,7 +8,7 @@
 # timeout: 120
 set -uo pipefail
 . tests/host/migrate-lib.bash # $work, fail
-[ -x "$BIN/mig-hs-check" ] || fail "$BIN/mig-hs-check is not built"
+need_programs mig-hs-check
 timeout "$(guard 100)" "$BIN/mig-hs-check" > "$work/out" 2>&1
 rc=$?
 cat "$work/out"

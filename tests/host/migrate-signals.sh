@@ -9,8 +9,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in vmm migrate-agent mig-evil; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm migrate-agent mig-evil
+need_guest
 need_kvm
 
 wait_for() { # file regex what

@@ -12,8 +12,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm
+need_guest
 need_kvm
 
 cmd="workload=random iters=$(sized 3000) quiet=1"

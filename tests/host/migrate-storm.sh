@@ -20,7 +20,7 @@
 # timeout: 900
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in mig-memtest mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-memtest mig-cutproxy
 umask 077
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/keys.psk"
 scripts/make-tls-creds.sh "$work/x509" 127.0.0.1 > /dev/null || fail "make-tls-creds.sh failed"

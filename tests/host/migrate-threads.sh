@@ -11,7 +11,7 @@
 # timeout: 60
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
+need_programs mig-memtest
 command -v cc > /dev/null || fail "cc missing (make deps)"
 
 cat > "$work/failthread.c" <<'C'

@@ -11,7 +11,7 @@
 # timeout: 900
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
+need_programs mig-memtest
 
 # throttled_pair NAME WHO RUN-MS STOP-MS SOURCE-OPTIONS DEST-OPTIONS:
 # WHO (source or dest) runs under throttle.py from its start to its end.

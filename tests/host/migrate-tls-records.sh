@@ -13,7 +13,7 @@
 set -uo pipefail
 . tests/host/migrate-lib.bash # $work, fail, free_port, wait_listen, check_json, ...
 check=$BIN/mig-tls-check
-for p in mig-tls-check mig-memtest; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-tls-check mig-memtest
 command -v openssl > /dev/null || fail "openssl (command) missing: make deps"
 
 scripts/make-tls-creds.sh "$work/x509" localhost > /dev/null

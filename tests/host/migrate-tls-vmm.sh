@@ -19,10 +19,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in vmm migrate-agent mig-cutproxy mig-memtest mig-evil; do
-	[ -x "$BIN/$p" ] || fail "$BIN/$p is not built"
-done
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm migrate-agent mig-cutproxy mig-memtest mig-evil
+need_guest
 command -v openssl > /dev/null || fail "openssl (command) missing: make deps"
 need_kvm
 

@@ -92,7 +92,7 @@ refused "silent client" "no handshake from the peer within 500 ms" "silent" \
 	--server-psk "$work/keys.psk" --client-silent --timeout-ms 500
 
 # ---- The trust boundary, with the migration library (mig-memtest) ----
-for p in mig-memtest mig-cutproxy; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
+need_programs mig-memtest mig-cutproxy
 
 # A secret file that others can read is refused, naming it and its mode.
 cp "$work/keys.psk" "$work/open.psk" && chmod 644 "$work/open.psk"

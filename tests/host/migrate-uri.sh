@@ -13,7 +13,7 @@
 # timeout: 240
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/mig-memtest" ] || fail "$BIN/mig-memtest is not built"
+need_programs mig-memtest
 
 # One migration: the destination listens on LISTEN-URI, the source goes to
 # TO-URI; WAIT is a port to wait on, or a unix socket path.

@@ -9,8 +9,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm
+need_guest
 need_kvm
 
 migrate_one() { # name cmdline [source options...]

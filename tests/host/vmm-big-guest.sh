@@ -19,8 +19,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/vmm" ] || fail "$BIN/vmm is not built"
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm
+need_guest
 need_kvm
 avail_kb=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 [ "${avail_kb:-0}" -ge $((14 << 20)) ] ||

@@ -17,8 +17,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in vmm; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm
+need_guest
 need_kvm
 
 # A guest that outlives the migration (the destination is killed at the end).

@@ -15,7 +15,7 @@
 # timeout: 300
 set -uo pipefail
 . tests/host/migrate-lib.bash
-[ -x "$BIN/vmm-qmp-test" ] || fail "$BIN/vmm-qmp-test is not built"
+need_programs vmm-qmp-test
 cases=(refused parse renegotiate race version commands quit idle deadline slow overflow)
 if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null && id nobody > /dev/null 2>&1 &&
 	getent group nogroup > /dev/null; then

@@ -11,8 +11,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in vmm; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm
+need_guest
 command -v node > /dev/null || skip "node is not installed (Debian package nodejs)"
 [ -f build/npm/node_modules/qemu-qmp/package.json ] ||
 	skip "the npm package qemu-qmp is not in build/npm (scripts/npm-deps.sh: no npm registry?)"

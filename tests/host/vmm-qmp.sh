@@ -15,8 +15,8 @@
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
-for p in vmm migrate-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p is not built"; done
-[ -f "$GUEST" ] || fail "$GUEST is not built"
+need_programs vmm migrate-agent
+need_guest
 need_kvm
 
 sock=$work/vm.sock
