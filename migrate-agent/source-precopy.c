@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "source.h"
 
@@ -76,14 +75,18 @@ static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirt
 /*
  * Whether round (> 0), with d pages dirty after the previous round sent
  * sent_before, goes out: see PRECOPY_CONVERGE_PCT.  Under manual_postcopy
- * every round goes out (pausing briefly when little is dirty), until the
- * operator starts postcopy.
+ * every round goes out (pausing up to 50 ms when little is dirty, or until
+ * the operator's next request: migrate-start-postcopy ends the pause),
+ * until the operator starts postcopy.
  */
 static int round_pays(struct src *s, uint64_t d, uint64_t sent_before)
 {
 	if (ASKED(s, manual_postcopy)) {
-		if (d <= PRECOPY_DONE_PAGES)
-			nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
+		struct mig_ctl *c = s->o->ctl;
+		uint32_t seen = src_ctl_seen(c);
+
+		if (d <= PRECOPY_DONE_PAGES && !ASKED(s, start_postcopy))
+			src_ctl_wait(c, seen, 50);
 		return 1;
 	}
 	return d > PRECOPY_DONE_PAGES && d * 100 <= sent_before * PRECOPY_CONVERGE_PCT;

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #include "source.h"
 
@@ -139,13 +138,15 @@ static int recover_by_redial(struct src *s, struct mig_frame_hdr *h, const uint8
 
 /*
  * The operator's migrate {resume: true}, waited for in postcopy-paused
- * with no deadline (a look every 50 ms): its URI into s->sa.  0, or
- * -ECANCELED with err when the VM stopped meanwhile.
+ * with no deadline (woken by the request; the VM's end is seen within
+ * SRC_CTL_LOOK_MS): its URI into s->sa.  0, or -ECANCELED with err when
+ * the VM stopped meanwhile.
  */
 static int await_resume_command(struct src *s, char *err, size_t errlen)
 {
 	struct mig_ctl *c = s->o->ctl;
 	for (;;) {
+		uint32_t seen = src_ctl_seen(c);
 		if (__atomic_load_n(&c->resume, __ATOMIC_ACQUIRE) == MIG_RESUME_ASKED) {
 			struct mig_addr a;
 			char e[200];
@@ -161,8 +162,7 @@ static int await_resume_command(struct src *s, char *err, size_t errlen)
 			snprintf(err, errlen, "the VM was stopped while its postcopy was paused");
 			return -ECANCELED;
 		}
-		struct timespec ts = { .tv_nsec = 50 * 1000000 };
-		nanosleep(&ts, NULL);
+		src_ctl_wait(c, seen, SRC_CTL_LOOK_MS);
 	}
 }
 

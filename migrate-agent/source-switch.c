@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #include "source.h"
 
@@ -80,12 +79,14 @@ int src_send_done0(struct src *s)
  */
 /*
  * QEMU's pause-before-switchover: paused, in PRE_SWITCHOVER until the
- * caller's migrate-continue (a look every 10 ms), a cancel, the guest's
- * end or a broken link.  0, or -errno with err (the caller resumes the VM).
+ * caller's migrate-continue or a cancel (each wakes the wait), the guest's
+ * end or a broken link (seen within SRC_CTL_LOOK_MS).  0, or -errno with
+ * err (the caller resumes the VM).
  */
 static int pre_switchover(struct src *s, char *err, size_t errlen)
 {
 	struct mig_ctl *c = s->o->ctl;
+	uint32_t seen = src_ctl_seen(c);
 
 	src_set_phase(s, MIG_PHASE_PRE_SWITCHOVER);
 	while (!__atomic_exchange_n(&c->go_on, 0, __ATOMIC_ACQ_REL)) {
@@ -95,7 +96,8 @@ static int pre_switchover(struct src *s, char *err, size_t errlen)
 			src_link_cause(s, err, errlen);
 			return -EPIPE;
 		}
-		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+		src_ctl_wait(c, seen, SRC_CTL_LOOK_MS);
+		seen = src_ctl_seen(c);
 	}
 	src_set_phase(s, MIG_PHASE_SWITCHOVER);
 	return 0;

@@ -8,8 +8,12 @@
  * the link, gives up or is cancelled, and what a failure reports.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "source.h"
 
@@ -61,15 +65,43 @@ int src_cancel_asked(struct src *s)
 	       __atomic_load_n(&s->o->ctl->cancel, __ATOMIC_ACQUIRE) == MIG_CANCEL_ASKED;
 }
 
+/* A request was published: wake the library's waits for one (src_ctl_wait()). */
+static void ctl_asked(struct mig_ctl *c)
+{
+	__atomic_add_fetch(&c->asked, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &c->asked, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+uint32_t src_ctl_seen(const struct mig_ctl *c)
+{
+	return __atomic_load_n(&c->asked, __ATOMIC_ACQUIRE);
+}
+
+void src_ctl_wait(struct mig_ctl *c, uint32_t seen, int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	/* EAGAIN at once when a request came after `seen`: no wake-up is lost. */
+	syscall(SYS_futex, &c->asked, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
 /* The caller's side of the race with src_no_more_cancel() (migrate/migrate.h). */
 int mig_ctl_cancel(struct mig_ctl *c)
 {
 	int none = MIG_CANCEL_NONE;
 
 	if (__atomic_compare_exchange_n(&c->cancel, &none, MIG_CANCEL_ASKED, false,
-					__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+					__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		ctl_asked(c);
 		return 0;
+	}
 	return none == MIG_CANCEL_ASKED ? 0 : -EBUSY;
+}
+
+void mig_ctl_start_postcopy(struct mig_ctl *c)
+{
+	__atomic_store_n(&c->start_postcopy, 1, __ATOMIC_RELEASE);
+	ctl_asked(c);
 }
 
 /* The caller's migrate-continue; src_switch_over() waits for it (pre_switchover()). */
@@ -78,6 +110,7 @@ int mig_ctl_continue(struct mig_ctl *c)
 	if (__atomic_load_n(&c->phase, __ATOMIC_ACQUIRE) != MIG_PHASE_PRE_SWITCHOVER)
 		return -EINVAL;
 	__atomic_store_n(&c->go_on, 1, __ATOMIC_RELEASE);
+	ctl_asked(c);
 	return 0;
 }
 
@@ -89,6 +122,7 @@ int mig_ctl_pause(struct mig_ctl *c)
 	if (phase != MIG_PHASE_POSTCOPY && phase != MIG_PHASE_RECOVERING)
 		return -EINVAL;
 	__atomic_store_n(&c->pause, 1, __ATOMIC_RELEASE);
+	ctl_asked(c);
 	return 0;
 }
 
@@ -112,6 +146,7 @@ int mig_ctl_resume(struct mig_ctl *c, const char *uri)
 		return -EBUSY;
 	snprintf(c->resume_uri, sizeof(c->resume_uri), "%s", uri);
 	__atomic_store_n(&c->resume, MIG_RESUME_ASKED, __ATOMIC_RELEASE);
+	ctl_asked(c);
 	return 0;
 }
 

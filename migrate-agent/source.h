@@ -221,6 +221,16 @@ void src_set_break(struct src *s, int fatal, const char *why);
 int src_stopped(struct src *s);
 void src_link_cause(struct src *s, char *err, size_t errlen);
 int src_cancel_asked(struct src *s);
+/*
+ * Waiting for a caller's request (struct mig_ctl's asked): read the count
+ * with src_ctl_seen() before looking at the requests, then sleep in
+ * src_ctl_wait() until a later request or ms pass (what no request
+ * announces, such as the VM's end or a broken link, is seen at the next
+ * look).
+ */
+#define SRC_CTL_LOOK_MS 100
+uint32_t src_ctl_seen(const struct mig_ctl *c);
+void src_ctl_wait(struct mig_ctl *c, uint32_t seen, int ms);
 int src_no_more_cancel(struct src *s);
 int src_give_up(struct src *s, const char *why, char *err, size_t errlen);
 int src_cancelled(struct src *s, char *err, size_t errlen);

@@ -132,7 +132,7 @@ static void qmp_start_postcopy(void *ctx, struct json_object *args, struct qmp_r
 		qmp_fail(reply, "no migration in precopy (status: %s)",
 			 gl->mig_on ? mig_phase_name(phase) : "none");
 	else
-		__atomic_store_n(&gl->ctl.start_postcopy, 1, __ATOMIC_RELEASE);
+		mig_ctl_start_postcopy(&gl->ctl);
 	pthread_mutex_unlock(&gl->lock);
 }
 

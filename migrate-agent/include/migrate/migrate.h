@@ -146,6 +146,13 @@ struct mig_ctl {
 	int manual_postcopy;	     /* precopy goes on, round after round, until start_postcopy */
 	uint64_t max_bandwidth;	     /* bytes/s of pushed pages (precopy and postcopy); 0: no cap */
 	uint64_t max_postcopy_bandwidth; /* after the switch-over, instead (0: max_bandwidth) */
+	/*
+	 * Bumped by each mig_ctl_*() request: the library's waits for one
+	 * (pause-before-switchover's continue, postcopy-paused's resume, a
+	 * manual precopy's start of postcopy) sleep on it as a futex instead
+	 * of looking every few milliseconds.
+	 */
+	uint32_t asked;
 	/* Progress. */
 	int phase; /* enum mig_phase */
 	uint64_t t_start_ns, t_end_ns;
@@ -206,6 +213,12 @@ int mig_ctl_pause(struct mig_ctl *c);
  * resume that cannot connect goes back to postcopy-paused.
  */
 int mig_ctl_resume(struct mig_ctl *c, const char *uri);
+
+/*
+ * QEMU's migrate-start-postcopy: a migration in precopy switches over at
+ * the end of the page it is sending.  The caller checked the phase.
+ */
+void mig_ctl_start_postcopy(struct mig_ctl *c);
 
 /*
  * What the source needs from its VMM.  ram/ram_size: the guest RAM object
