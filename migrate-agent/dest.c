@@ -197,7 +197,8 @@ static enum dest_phase dest_phase(struct mig_dest *d)
 	return d->session_fixed ? DEST_PRECOPY : DEST_LISTENING;
 }
 
-enum mig_phase mig_dest_phase(struct mig_dest *d)
+/* QEMU's status of the incoming migration (d->lock held). */
+static enum mig_phase phase_locked(struct mig_dest *d)
 {
 	static const enum mig_phase as_mig[] = {
 		[DEST_LISTENING] = MIG_PHASE_SETUP,	 [DEST_PRECOPY] = MIG_PHASE_PRECOPY,
@@ -205,13 +206,38 @@ enum mig_phase mig_dest_phase(struct mig_dest *d)
 		[DEST_RECOVERING] = MIG_PHASE_RECOVER,	 [DEST_COMPLETE] = MIG_PHASE_COMPLETED,
 		[DEST_FAILED] = MIG_PHASE_FAILED,
 	};
-	mig_lock(&d->lock, MIG_RANK_DEST);
 	enum dest_phase ph = dest_phase(d);
-	int asked = d->recover_asked;
-	mig_unlock(&d->lock);
-	if (ph == DEST_RECOVERING && asked)
+
+	if (ph == DEST_RECOVERING && d->recover_asked)
 		return MIG_PHASE_RECOVER_SETUP;
 	return as_mig[ph];
+}
+
+enum mig_phase mig_dest_phase(struct mig_dest *d)
+{
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	enum mig_phase p = phase_locked(d);
+	mig_unlock(&d->lock);
+	return p;
+}
+
+/*
+ * Most changes of the records the status derives from broadcast d->cond
+ * (the destination's own threads wait on it for them), which ends this
+ * wait at once; ms bounds it, so that a change made without a broadcast
+ * is seen within ms.
+ */
+enum mig_phase mig_dest_phase_wait(struct mig_dest *d, enum mig_phase last, int ms)
+{
+	struct timespec ts = mig_mono_ts(now_ns() + (uint64_t)ms * 1000000ull);
+
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	enum mig_phase p = phase_locked(d);
+	while (p == last && pthread_cond_timedwait(&d->cond, &d->lock, &ts) != ETIMEDOUT)
+		p = phase_locked(d);
+	p = phase_locked(d);
+	mig_unlock(&d->lock);
+	return p;
 }
 
 /*

@@ -3,20 +3,20 @@
  * The destination's MIGRATION events, as QEMU's incoming side sends them
  * (with the events capability set here): one per status of the incoming
  * migration, from the listen to completed or failed.  The library derives
- * that status from its own records (mig_dest_phase()) and calls no one
- * when it changes, so a thread looks every 50 ms: an event may come up to
- * that late, never out of order, and a status that lasts less may be
+ * that status from its own records, and a thread waits for it to change
+ * (mig_dest_phase_wait(): woken by the library's own wake-ups, and at
+ * least every LOOK_MS): an event is never out of order, mostly at once and
+ * at worst LOOK_MS late, and a status that lasts less than that may be
  * skipped (libvirt waits for postcopy-active, postcopy-paused and
  * completed, which last far longer).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 #include "glue.h"
 
-#define LOOK_NS (50 * 1000000L)
+#define LOOK_MS 50
 
 static void send_status(struct migrate_glue *gl, enum mig_phase phase)
 {
@@ -39,7 +39,7 @@ static void *events_thread(void *arg)
 	enum mig_phase last = MIG_PHASE_NONE;
 
 	for (;;) {
-		enum mig_phase now = mig_dest_phase(gl->dest);
+		enum mig_phase now = mig_dest_phase_wait(gl->dest, last, LOOK_MS);
 		if (now != last)
 			send_status(gl, now);
 		last = now;
@@ -50,7 +50,6 @@ static void *events_thread(void *arg)
 		pthread_mutex_unlock(&gl->lock);
 		if (stop)
 			return NULL;
-		nanosleep(&(struct timespec){ .tv_nsec = LOOK_NS }, NULL);
 	}
 }
 

@@ -327,6 +327,11 @@ int mig_dest_status(struct mig_dest *d);
 
 /* Where the incoming migration is, as QEMU names it (mig_phase_name()). */
 enum mig_phase mig_dest_phase(struct mig_dest *d);
+/*
+ * The same, once it differs from `last`, or after ms, whichever is first
+ * (for a caller that reports each change: QMP's MIGRATION events).
+ */
+enum mig_phase mig_dest_phase_wait(struct mig_dest *d, enum mig_phase last, int ms);
 
 /*
  * QEMU's migrate-pause at the destination: break the link of a migration
