@@ -76,9 +76,9 @@ void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply
 
 /*
  * QEMU's quit: the VMM ends, exit status 0 (a stop that is not the
- * guest's exit, as --save-after's), or 1 when the VM was lost by a
- * migration that failed after the switch-over.  The reply is queued by the client's
- * own thread before it can see the server close, so it goes out
+ * guest's exit, as --save-after's), or VMM_EXIT_ERROR when the VM was lost
+ * by a migration that failed after the switch-over.  The reply is queued by
+ * the client's own thread before it can see the server close, so it goes out
  * (vmm/qmp.c flushes a closing client's queue).  A migration under way
  * is given up before the switch-over, as when the guest ends
  * (migrate_finish()).
