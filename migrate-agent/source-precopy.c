@@ -53,7 +53,7 @@ static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirt
 	uint64_t n = 0, i;
 	uint64_t left = round ? count_bits(dirty, (s->nr_pages + 63) / 64) : s->nr_pages;
 
-	__atomic_store_n(&s->precopy_left, left, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->precopy.precopy_left, left, __ATOMIC_RELAXED);
 	for (i = 0; i < s->nr_pages && !*r; i++) {
 		if ((i & 63) == 0)
 			src_publish(s);
@@ -66,7 +66,7 @@ static uint64_t precopy_round(struct pusher *ps, int round, const uint64_t *dirt
 			continue;
 		*r = src_push_page(ps, i, MIG_PAGEF_PRECOPY);
 		n++;
-		__atomic_store_n(&s->precopy_left, left - n, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->precopy.precopy_left, left - n, __ATOMIC_RELAXED);
 	}
 	*upto = i;
 	return n;
@@ -119,7 +119,7 @@ static void carry_dirty(struct src *s, uint64_t *dirty, uint64_t upto)
 {
 	for (uint64_t i = 0; i < upto && i < s->nr_pages; i++)
 		bit_clear(dirty, i);
-	s->precopy_carry = dirty;
+	s->precopy.precopy_carry = dirty;
 }
 
 /*
@@ -129,12 +129,12 @@ static void carry_dirty(struct src *s, uint64_t *dirty, uint64_t upto)
  */
 static void round_sent(struct src *s, int round, uint64_t sent, uint64_t upto, uint64_t **dirty)
 {
-	s->precopy_rounds_done = round + 1;
+	s->precopy.precopy_rounds_done = round + 1;
 	if (round == 0) {
-		s->pages_precopy += sent;
-		s->precopy_upto = upto;
+		s->counts.pages_precopy += sent;
+		s->precopy.precopy_upto = upto;
 	} else {
-		s->pages_precopy_resent += sent;
+		s->counts.pages_precopy_resent += sent;
 		if (upto < s->nr_pages) { /* cut short: the rest stays dirty */
 			carry_dirty(s, *dirty, upto);
 			*dirty = NULL;
@@ -167,7 +167,7 @@ int src_precopy(struct src *s, char *err, size_t errlen)
 		snprintf(err, errlen, "precopy: cannot start dirty logging: %s", strerror(-r));
 		goto out;
 	}
-	s->precopy_upto = 0;
+	s->precopy.precopy_upto = 0;
 	for (int round = 0; (round < s->o->precopy_rounds || ASKED(s, manual_postcopy)) && !r;
 	     round++) {
 		if (precopy_cut(s))
@@ -209,8 +209,8 @@ int src_precopy_finish(struct src *s, char *err, size_t errlen)
 	uint64_t *dirty = calloc(words, 8);
 	if (!dirty)
 		return -ENOMEM;
-	if (s->precopy_carry) /* dirtied in a round that was not sent */
-		memcpy(dirty, s->precopy_carry, words * 8);
+	if (s->precopy.precopy_carry) /* dirtied in a round that was not sent */
+		memcpy(dirty, s->precopy.precopy_carry, words * 8);
 	int r = s->vm->dirty_fetch(s->vm->ctx, dirty);
 	if (r) {
 		snprintf(err, errlen, "precopy: final dirty log: %s", strerror(-r));
@@ -219,11 +219,11 @@ int src_precopy_finish(struct src *s, char *err, size_t errlen)
 	}
 	/* Pages round 1 never reached (cut short) count as dirty: not staged there. */
 	for (uint64_t i = 0; i < s->nr_pages; i++) {
-		if (i >= s->precopy_upto)
+		if (i >= s->precopy.precopy_upto)
 			bit_test_and_set(dirty, i);
 		else if (!bit_test(dirty, i)) {
 			bit_test_and_set(s->sent, i);
-			s->sent_count++;
+			s->counts.sent_count++;
 		}
 	}
 	struct mig_dirty d = { .nr_pages = s->nr_pages };

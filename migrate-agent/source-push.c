@@ -31,9 +31,9 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 	if (page_is_zero(data)) {
 		p.encoding = MIG_PAGE_ZERO;
 		payload = NULL;
-		__atomic_fetch_add(&s->pages_zero, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->counts.pages_zero, 1, __ATOMIC_RELAXED);
 		if (!(flags & (MIG_PAGEF_DEMAND | MIG_PAGEF_PRECOPY)))
-			__atomic_fetch_add(&s->pages_pushed_zero, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->counts.pages_pushed_zero, 1, __ATOMIC_RELAXED);
 	} else if (cctx) {
 		if (!*cctx)
 			*cctx = ZSTD_createCCtx();
@@ -43,14 +43,14 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 			p.encoding = MIG_PAGE_ZSTD;
 			p.data_len = (uint32_t)n;
 			payload = zbuf;
-			__atomic_fetch_add(&s->pages_zstd, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->counts.pages_zstd, 1, __ATOMIC_RELAXED);
 		}
 	}
 	if (p.encoding == MIG_PAGE_RAW)
 		p.data_len = PAGE_SIZE;
 	if (p.encoding != MIG_PAGE_ZERO) /* QEMU's "normal": a page with its payload */
-		__atomic_fetch_add(&s->pages_normal, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->counts.pages_normal, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->counts.bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
 	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
 }
 
@@ -364,12 +364,12 @@ static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 	ps->used[ps->cur] += mig_conn_put(c, ps->buf[ps->cur] + ps->used[ps->cur], MIG_MSG_PAGE_RUN,
 					  &run, sizeof(run), s->vm->ram + run.addr, data);
 	if (zero) {
-		__atomic_fetch_add(&s->pages_zero, run.count, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->pages_pushed_zero, run.count, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->counts.pages_zero, run.count, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->counts.pages_pushed_zero, run.count, __ATOMIC_RELAXED);
 	} else {
-		__atomic_fetch_add(&s->pages_normal, run.count, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->counts.pages_normal, run.count, __ATOMIC_RELAXED);
 	}
-	__atomic_fetch_add(&s->bytes_pages, sizeof(run) + data, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->counts.bytes_pages, sizeof(run) + data, __ATOMIC_RELAXED);
 	*n = run.count;
 	return pace(ps, need);
 }
@@ -395,7 +395,7 @@ static int64_t next_page(struct pusher *ps)
 				break;
 			}
 			if (!bit_test_and_set(s->sent, i)) {
-				__atomic_fetch_add(&s->prepage_pages, 1, __ATOMIC_RELAXED);
+				__atomic_fetch_add(&s->counts.prepage_pages, 1, __ATOMIC_RELAXED);
 				return (int64_t)i;
 			}
 		}
@@ -454,8 +454,8 @@ void src_wait_running(struct src *s)
 /* n more pages pushed: query-migrate's figures fresh within 256 KiB, the progress line. */
 static void pushed(struct src *s, unsigned n)
 {
-	__atomic_fetch_add(&s->sent_count, n, __ATOMIC_RELAXED);
-	uint64_t total = __atomic_add_fetch(&s->pages_pushed, n, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->counts.sent_count, n, __ATOMIC_RELAXED);
+	uint64_t total = __atomic_add_fetch(&s->counts.pages_pushed, n, __ATOMIC_RELAXED);
 	if ((total & ~63ull) != ((total - n) & ~63ull))
 		src_publish(s);
 	if ((total & ~1023ull) != ((total - n) & ~1023ull))
@@ -465,8 +465,8 @@ static void pushed(struct src *s, unsigned n)
 /* This push thread is done now: the push's end is the last thread's. */
 static void note_push_end(struct src *s)
 {
-	uint64_t now = now_ns(), end = __atomic_load_n(&s->t_push_end, __ATOMIC_RELAXED);
-	while (end < now && !__atomic_compare_exchange_n(&s->t_push_end, &end, now, false,
+	uint64_t now = now_ns(), end = __atomic_load_n(&s->times.t_push_end, __ATOMIC_RELAXED);
+	while (end < now && !__atomic_compare_exchange_n(&s->times.t_push_end, &end, now, false,
 							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 }
@@ -546,5 +546,5 @@ void src_push_channel(struct src *s, unsigned k)
 	if (r && !src_stopped(s) && !__atomic_load_n(&s->complete, __ATOMIC_ACQUIRE))
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);
-	__atomic_fetch_add(&s->push_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->counts.push_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }

@@ -64,8 +64,8 @@ static int reconnect_for_resume(struct src *s, uint64_t deadline, struct mig_fra
 static void drop_link(struct src *s)
 {
 	src_set_link_up(s, 0);
-	s->bytes_total_prev += s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
-	s->hdr_total_prev += s->links.urg->tx_hdr + mig_links_bulk_tx(&s->links, 1);
+	s->counts.bytes_total_prev += s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
+	s->counts.hdr_total_prev += s->links.urg->tx_hdr + mig_links_bulk_tx(&s->links, 1);
 	mig_conn_close(s->links.urg);
 	mig_links_close_bulk(&s->links);
 }
@@ -83,10 +83,10 @@ static uint64_t forget_lost(struct src *s, const uint8_t *bm)
 			have++;
 		} else if (bit_test(s->sent, i)) {
 			bit_clear(s->sent, i);
-			s->pages_resent++;
+			s->counts.pages_resent++;
 		}
 	}
-	s->sent_count = have;
+	s->counts.sent_count = have;
 	return have;
 }
 
@@ -97,7 +97,8 @@ static uint64_t forget_lost(struct src *s, const uint8_t *bm)
 static int resend_state(struct src *s, char *err, size_t errlen)
 {
 	struct mig_layout l;
-	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
+	struct mig_state_hdr sh = { .pause_realtime_ns = s->times.pause_rt,
+				    .blob_len = s->blob_len };
 	src_layout(s, &l);
 	int r = mig_conn_send(s->links.urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	if (!r)
@@ -226,12 +227,12 @@ int src_recover_link(struct src *s, char *err, size_t errlen)
 			return r;
 	}
 	if (!s->running_seen)
-		s->recoveries_before_running = 1;
+		s->counts.recoveries_before_running = 1;
 	/* Under s->lock like every write of it (source.h); no other lock is held here. */
 	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->broken = 0;
 	mig_unlock(&s->lock);
-	s->recoveries++;
+	s->counts.recoveries++;
 	src_set_phase(s, MIG_PHASE_POSTCOPY);
 	pr_mig("link recovered: destination has %llu of %llu pages, %llu lost in flight will be "
 	       "sent again\n",

@@ -22,11 +22,11 @@ static double per_s(uint64_t pages, double secs)
  */
 static double downtime_ns(struct src *s)
 {
-	int64_t down_src = (int64_t)(s->t_running - s->t_pause);
+	int64_t down_src = (int64_t)(s->times.t_running - s->times.t_pause);
 	int64_t down_dst = s->running.dest_downtime_ns;
 	if (!s->running_seen)
 		return -1;
-	if (s->recoveries_before_running)
+	if (s->counts.recoveries_before_running)
 		return (double)down_dst;
 	return (double)(down_dst >= 0 && down_dst < down_src ? down_dst : down_src);
 }
@@ -40,17 +40,18 @@ static uint64_t downtime_us(struct src *s)
 /* Every byte sent so far, on every connection and over recoveries. */
 uint64_t src_tx_bytes(struct src *s)
 {
-	return s->bytes_total_prev + __atomic_load_n(&s->links.urg->tx_bytes, __ATOMIC_RELAXED) +
+	return s->counts.bytes_total_prev +
+	       __atomic_load_n(&s->links.urg->tx_bytes, __ATOMIC_RELAXED) +
 	       mig_links_bulk_tx(&s->links, 0);
 }
 
 /* QEMU's remaining, in pages: see mig_ctl.pages_remaining. */
 static uint64_t src_pages_remaining(struct src *s)
 {
-	uint64_t sent = __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED);
+	uint64_t sent = __atomic_load_n(&s->counts.sent_count, __ATOMIC_RELAXED);
 
 	if (__atomic_load_n(&s->o->ctl->phase, __ATOMIC_ACQUIRE) == MIG_PHASE_PRECOPY)
-		return __atomic_load_n(&s->precopy_left, __ATOMIC_RELAXED);
+		return __atomic_load_n(&s->precopy.precopy_left, __ATOMIC_RELAXED);
 	return sent < s->nr_pages ? s->nr_pages - sent : 0;
 }
 
@@ -61,11 +62,11 @@ void src_publish(struct src *s)
 	if (!c)
 		return;
 	src_ctl_put(&c->pages_remaining, src_pages_remaining(s));
-	src_ctl_put(&c->pages_demand, __atomic_load_n(&s->pages_demand, __ATOMIC_RELAXED));
+	src_ctl_put(&c->pages_demand, __atomic_load_n(&s->counts.pages_demand, __ATOMIC_RELAXED));
 	src_ctl_put(&c->bytes_sent, src_tx_bytes(s));
-	src_ctl_put(&c->pages_normal, __atomic_load_n(&s->pages_normal, __ATOMIC_RELAXED));
-	src_ctl_put(&c->pages_zero, __atomic_load_n(&s->pages_zero, __ATOMIC_RELAXED));
-	src_ctl_put(&c->precopy_rounds, (uint64_t)s->precopy_rounds_done);
+	src_ctl_put(&c->pages_normal, __atomic_load_n(&s->counts.pages_normal, __ATOMIC_RELAXED));
+	src_ctl_put(&c->pages_zero, __atomic_load_n(&s->counts.pages_zero, __ATOMIC_RELAXED));
+	src_ctl_put(&c->precopy_rounds, (uint64_t)s->precopy.precopy_rounds_done);
 	if (__atomic_load_n(&s->running_seen, __ATOMIC_ACQUIRE))
 		src_ctl_put(&c->downtime_us, downtime_us(s));
 }
@@ -114,14 +115,14 @@ void src_progress(struct src *s, const char *phase)
 {
 	uint64_t now = now_ns();
 	src_publish(s);
-	if (!s->o->progress || now - s->t_progress < 200000000ull)
+	if (!s->o->progress || now - s->times.t_progress < 200000000ull)
 		return;
-	s->t_progress = now;
-	uint64_t n = __atomic_load_n(&s->sent_count, __ATOMIC_RELAXED);
-	double secs = (double)(now - s->t_start) / 1e9;
+	s->times.t_progress = now;
+	uint64_t n = __atomic_load_n(&s->counts.sent_count, __ATOMIC_RELAXED);
+	double secs = (double)(now - s->times.t_start) / 1e9;
 	mig_progress("migrate: %s %3.0f%%  %llu/%llu pages  %llu demand  %.0f MiB/s", phase,
 		     100.0 * (double)n / (double)s->nr_pages, (unsigned long long)n,
-		     (unsigned long long)s->nr_pages, (unsigned long long)s->pages_demand,
+		     (unsigned long long)s->nr_pages, (unsigned long long)s->counts.pages_demand,
 		     (double)(s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0)) / secs /
 			 1048576.0);
 }
@@ -129,53 +130,55 @@ void src_progress(struct src *s, const char *phase)
 static void report(struct src *s, FILE *f)
 {
 	uint64_t tx =
-	    s->bytes_total_prev + s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
-	int64_t down_src = s->running_seen ? (int64_t)(s->t_running - s->t_pause) : -1;
+	    s->counts.bytes_total_prev + s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
+	int64_t down_src = s->running_seen ? (int64_t)(s->times.t_running - s->times.t_pause) : -1;
 	int64_t down_dst = s->running_seen ? s->running.dest_downtime_ns : -1;
-	double push_s =
-	    s->t_push_end > s->t_push_start ? (double)(s->t_push_end - s->t_push_start) / 1e9 : 0;
+	double push_s = s->times.t_push_end > s->times.t_push_start
+			    ? (double)(s->times.t_push_end - s->times.t_push_start) / 1e9
+			    : 0;
 	double down = s->running_seen ? downtime_ns(s) / 1000.0 : NAN;
 	struct mig_source_metrics m = {
 		.ram_bytes = s->vm->ram_size,
 		.pages = s->nr_pages,
 		.precopy_rounds = s->o->precopy_rounds,
-		.precopy_rounds_done = s->precopy_rounds_done,
+		.precopy_rounds_done = s->precopy.precopy_rounds_done,
 		.compress = !!(s->features & MIG_FEAT_ZSTD),
 		.downtime_us = down,
 		.downtime_source_clock_us = (double)down_src / 1000.0,
 		.downtime_dest_clock_us = (double)down_dst / 1000.0,
-		.pause_us = (double)(s->t_paused - s->t_pause) / 1000.0,
-		.save_state_us = (double)(s->t_saved - s->t_paused) / 1000.0,
-		.send_state_us = (double)(s->t_state_sent - s->t_saved) / 1000.0,
-		.total_ms = (double)(s->t_complete - s->t_start) / 1e6,
-		.postcopy_ms = (double)(s->t_complete - s->t_pause) / 1e6,
-		.bytes_pages = s->bytes_pages,
-		.bytes_state = s->bytes_state,
-		.bytes_overhead = tx - s->bytes_pages - s->bytes_state,
+		.pause_us = (double)(s->times.t_paused - s->times.t_pause) / 1000.0,
+		.save_state_us = (double)(s->times.t_saved - s->times.t_paused) / 1000.0,
+		.send_state_us = (double)(s->times.t_state_sent - s->times.t_saved) / 1000.0,
+		.total_ms = (double)(s->times.t_complete - s->times.t_start) / 1e6,
+		.postcopy_ms = (double)(s->times.t_complete - s->times.t_pause) / 1e6,
+		.bytes_pages = s->counts.bytes_pages,
+		.bytes_state = s->counts.bytes_state,
+		.bytes_overhead = tx - s->counts.bytes_pages - s->counts.bytes_state,
 		.bytes_total = tx,
-		.pages_demand = s->pages_demand,
-		.pages_pushed = s->pages_pushed,
-		.pages_precopy = s->pages_precopy,
-		.pages_precopy_resent = s->pages_precopy_resent,
-		.pages_zero = s->pages_zero,
-		.pages_zstd = s->pages_zstd,
-		.requests_in_flight = s->req_in_flight,
-		.pages_resent = s->pages_resent,
-		.recoveries = s->recoveries,
+		.pages_demand = s->counts.pages_demand,
+		.pages_pushed = s->counts.pages_pushed,
+		.pages_precopy = s->counts.pages_precopy,
+		.pages_precopy_resent = s->counts.pages_precopy_resent,
+		.pages_zero = s->counts.pages_zero,
+		.pages_zstd = s->counts.pages_zstd,
+		.requests_in_flight = s->counts.req_in_flight,
+		.pages_resent = s->counts.pages_resent,
+		.recoveries = s->counts.recoveries,
 		.dest = &s->dest,
-		.push_MiB_per_s = per_s(s->pages_pushed, push_s),
-		.push_nonzero_MiB_per_s = per_s(s->pages_pushed - s->pages_pushed_zero, push_s),
-		.push_cpu_ms = (double)s->push_cpu_ns / 1e6,
+		.push_MiB_per_s = per_s(s->counts.pages_pushed, push_s),
+		.push_nonzero_MiB_per_s =
+		    per_s(s->counts.pages_pushed - s->counts.pages_pushed_zero, push_s),
+		.push_cpu_ms = (double)s->counts.push_cpu_ns / 1e6,
 		.channels = s->links.nr_bulk,
 		.features = s->push_features,
 		.stamps = { .stamps = s->stamps,
-			    .ev = { { "pause", s->t_pause },
-				    { "paused", s->t_paused },
-				    { "state_saved", s->t_saved },
-				    { "state_sent", s->t_state_sent } } },
+			    .ev = { { "pause", s->times.t_pause },
+				    { "paused", s->times.t_paused },
+				    { "state_saved", s->times.t_saved },
+				    { "state_sent", s->times.t_state_sent } } },
 		.tls = s->tls,
 		.prepage = &s->pp,
-		.prepage_pages = s->prepage_pages,
+		.prepage_pages = s->counts.prepage_pages,
 	};
 	int r = mig_metrics_write_source(&m, f);
 	if (r)

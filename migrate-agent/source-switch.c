@@ -113,10 +113,10 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 		return src_give_up(s, "the VM stopped at the source before the switch-over", err,
 				   errlen);
 	src_set_phase(s, MIG_PHASE_SWITCHOVER);
-	s->t_pause = now_ns();
-	s->pause_rt = mig_realtime_ns();
+	s->times.t_pause = now_ns();
+	s->times.pause_rt = mig_realtime_ns();
 	int r = vm->pause(vm->ctx);
-	s->t_paused = now_ns();
+	s->times.t_paused = now_ns();
 	if (r) {
 		snprintf(err, errlen, "cannot pause the VM: %s", strerror(-r));
 		return r;
@@ -132,7 +132,7 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 		}
 	}
 	r = vm->save_state(vm->ctx, &s->blob, &s->blob_len);
-	s->t_saved = now_ns();
+	s->times.t_saved = now_ns();
 	if (r) {
 		snprintf(err, errlen, "cannot save the VM state: %s", strerror(-r));
 		vm->resume(vm->ctx);
@@ -142,16 +142,17 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 		r = src_precopy_finish(s, err, errlen);
 	if (!r && s->o->precopy_rounds)
 		r = src_send_done0(s);
-	struct mig_state_hdr sh = { .pause_realtime_ns = s->pause_rt, .blob_len = s->blob_len };
+	struct mig_state_hdr sh = { .pause_realtime_ns = s->times.pause_rt,
+				    .blob_len = s->blob_len };
 	if (!r)
 		r = mig_conn_send(s->links.urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob,
 				  s->blob_len);
-	s->t_state_sent = now_ns();
+	s->times.t_state_sent = now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
-	if (s->dirty_on)
+	if (s->precopy.dirty_on)
 		vm->dirty_stop(vm->ctx);
-	s->dirty_on = 0;
-	s->bytes_state = sizeof(sh) + s->blob_len;
+	s->precopy.dirty_on = 0;
+	s->counts.bytes_state = sizeof(sh) + s->blob_len;
 	if (r) {
 		if (!err[0])
 			snprintf(err, errlen, "cannot send the VM state: %s", strerror(-r));
@@ -171,7 +172,7 @@ int src_before_switch(struct src *s, char *err, size_t errlen)
 	src_start_watch(s);
 	if (s->o->precopy_rounds) {
 		src_set_phase(s, MIG_PHASE_PRECOPY);
-		s->dirty_on = 1; /* src_precopy() turns it on; off on every way out */
+		s->precopy.dirty_on = 1; /* src_precopy() turns it on; off on every way out */
 		r = src_precopy(s, err, errlen);
 	}
 	if (!r && src_cancel_asked(s))

@@ -61,14 +61,14 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 		memcpy(&addr, p + sizeof(q) + 8 * k, 8);
 		uint64_t i = addr / PAGE_SIZE;
 		mig_stamp(s->stamps, i, MIG_STEP_REQ_RX, t_rx);
-		s->req_addrs++;
+		s->counts.req_addrs++;
 		if (bit_test_and_set(s->sent, i)) {
-			s->req_in_flight++;
+			s->counts.req_in_flight++;
 			__atomic_store_n(&s->flush_now, 1, __ATOMIC_RELEASE);
 			add_hint(s, i, 1);
 			continue;
 		}
-		__atomic_fetch_add(&s->sent_count, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->counts.sent_count, 1, __ATOMIC_RELAXED);
 		size_t n = src_put_page(s, s->links.urg, buf, i, MIG_PAGEF_DEMAND, NULL);
 		mig_lock(&s->links.urg->tx_lock, MIG_RANK_CONN_TX);
 		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, now_ns());
@@ -78,7 +78,7 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 			src_set_break(s, 0, "urgent channel: send failed");
 			return -1;
 		}
-		s->pages_demand++;
+		s->counts.pages_demand++;
 		add_hint(s, i, 0);
 	}
 	return 0;
@@ -101,7 +101,7 @@ static int take_complete(struct src *s, const uint8_t *p)
 		return -1;
 	}
 	memcpy(&s->dest, p, sizeof(s->dest));
-	s->t_complete = now_ns();
+	s->times.t_complete = now_ns();
 	if (s->o->ctl) {
 		src_ctl_put(&s->o->ctl->faults, s->dest.faults);
 		src_ctl_put(&s->o->ctl->fault_lat_p50_ns, s->dest.fault_lat_p50_ns);
@@ -126,7 +126,7 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 		/* Repeated after a recovery: the first one counts. */
 		if (!s->running_seen) {
 			memcpy(&s->running, p, sizeof(s->running));
-			s->t_running = now_ns();
+			s->times.t_running = now_ns();
 			mig_lock(&s->lock, MIG_RANK_SRC);
 			__atomic_store_n(&s->running_seen, 1, __ATOMIC_RELEASE);
 			pthread_cond_broadcast(&s->cond);

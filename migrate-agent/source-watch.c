@@ -89,21 +89,21 @@ static void rate_tick(void *ctx, uint64_t now)
 {
 	struct src *s = ctx;
 	struct mig_ctl *c = s->o->ctl;
-	uint64_t bytes = src_tx_bytes(s), dt = now - s->rate_t;
-	uint64_t pages = __atomic_load_n(&s->pages_normal, __ATOMIC_RELAXED) +
-			 __atomic_load_n(&s->pages_zero, __ATOMIC_RELAXED);
+	uint64_t bytes = src_tx_bytes(s), dt = now - s->rate.rate_t;
+	uint64_t pages = __atomic_load_n(&s->counts.pages_normal, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&s->counts.pages_zero, __ATOMIC_RELAXED);
 
-	if (!c || (s->rate_t && dt < SRC_RATE_WINDOW_NS))
+	if (!c || (s->rate.rate_t && dt < SRC_RATE_WINDOW_NS))
 		return;
-	if (s->rate_t && bytes >= s->rate_bytes0) {
+	if (s->rate.rate_t && bytes >= s->rate.rate_bytes0) {
 		src_ctl_put(&c->rate_bytes,
-			    (uint64_t)((double)(bytes - s->rate_bytes0) * 1e9 / (double)dt));
+			    (uint64_t)((double)(bytes - s->rate.rate_bytes0) * 1e9 / (double)dt));
 		src_ctl_put(&c->rate_pages,
-			    (uint64_t)((double)(pages - s->rate_pages0) * 1e9 / (double)dt));
+			    (uint64_t)((double)(pages - s->rate.rate_pages0) * 1e9 / (double)dt));
 	}
-	s->rate_t = now;
-	s->rate_bytes0 = bytes;
-	s->rate_pages0 = pages;
+	s->rate.rate_t = now;
+	s->rate.rate_bytes0 = bytes;
+	s->rate.rate_pages0 = pages;
 }
 
 static const struct mig_link_ops src_link_ops = {

@@ -243,7 +243,7 @@ int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 	if (mig_opts_tls(o)) /* the AEAD checks every byte (wire.h) */
 		s->features |= MIG_FEAT_NO_PAYLOAD_CRC;
 	s->features &= ~o->features_off;
-	s->t_start = now_ns();
+	s->times.t_start = now_ns();
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -299,14 +299,14 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 /* Everything src_new() and the run left: dirty logging off, threads joined. */
 static void src_free(struct src *s)
 {
-	if (s->dirty_on) /* a failed precopy, pause or state save: logging off */
+	if (s->precopy.dirty_on) /* a failed precopy, pause or state save: logging off */
 		s->vm->dirty_stop(s->vm->ctx);
 	src_stop_watch(s);
 	mig_links_free(&s->links);
 	mig_tls_ctx_free(s->tls);
 	mig_auth_wipe(s->secret, sizeof(s->secret));
 	free(s->blob);
-	free(s->precopy_carry);
+	free(s->precopy.precopy_carry);
 	free(s->sent);
 	mig_stamps_free(s->stamps);
 	free(s);
@@ -337,7 +337,7 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 		return -EINVAL;
 	}
 	if (o.ctl) {
-		src_ctl_put(&o.ctl->t_start_ns, s->t_start);
+		src_ctl_put(&o.ctl->t_start_ns, s->times.t_start);
 		src_ctl_put(&o.ctl->pages_total, s->nr_pages);
 	}
 	src_set_phase(s, MIG_PHASE_SETUP);
@@ -347,15 +347,15 @@ int mig_source_run(struct mig_source_vm *vm, const struct mig_opts *opts, int *s
 	if (!r) {
 		*switched = 1;
 		src_set_phase(s, MIG_PHASE_POSTCOPY);
-		s->t_push_start = now_ns();
+		s->times.t_push_start = now_ns();
 		r = run_postcopy(s, err, errlen);
 		if (o.progress && r == 0)
 			mig_progress("migrate: complete 100%%  %llu pages  %llu demand  %llu "
 				     "pushed  %.1f ms",
 				     (unsigned long long)s->nr_pages,
-				     (unsigned long long)s->pages_demand,
-				     (unsigned long long)s->pages_pushed,
-				     (double)(s->t_complete - s->t_start) / 1e6);
+				     (unsigned long long)s->counts.pages_demand,
+				     (unsigned long long)s->counts.pages_pushed,
+				     (double)(s->times.t_complete - s->times.t_start) / 1e6);
 		if (o.progress)
 			mig_progress_end();
 		if (r == 0)

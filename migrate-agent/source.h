@@ -115,6 +115,46 @@
 /* Whether the caller asked for field (start_postcopy, manual_postcopy). */
 #define ASKED(s, field) ((s)->o->ctl && __atomic_load_n(&(s)->o->ctl->field, __ATOMIC_ACQUIRE))
 
+/* When each step of the run happened (now_ns()); 0 until it did. */
+struct src_times {
+	uint64_t t_start, t_pause, t_running, t_complete, t_push_start, t_push_end;
+	uint64_t pause_rt; /* the pause on CLOCK_REALTIME, for the destination's clock */
+	uint64_t t_paused, t_saved, t_state_sent;
+	uint64_t t_progress; /* when the progress line was last written */
+};
+
+/*
+ * What the run sent and served, for the report and query-migrate
+ * (src_publish()).  Each is written by the thread of its path (the push
+ * threads atomically), read by the report after they ended.
+ */
+struct src_counts {
+	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
+	    pages_precopy_resent, pages_resent;
+	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
+	uint64_t pages_normal;	    /* sent with their payload, any channel (atomic) */
+	uint64_t prepage_pages;	    /* pushed from a window (the push threads, atomic) */
+	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
+	uint64_t req_addrs, req_in_flight, recoveries;
+	uint64_t sent_count;  /* atomic */
+	uint64_t push_cpu_ns; /* the push threads' CPU time, over recoveries */
+	int recoveries_before_running;
+};
+
+/* Precopy's rounds (source-precopy.c). */
+struct src_precopy {
+	int precopy_rounds_done;
+	uint64_t precopy_left;	 /* pages the current round has yet to send (atomic) */
+	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
+	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
+	int dirty_on;		 /* dirty logging is on */
+};
+
+/* The rates' last sample: only the watchdog's (source-watch.c). */
+struct src_rate {
+	uint64_t rate_t, rate_bytes0, rate_pages0;
+};
+
 struct src {
 	struct mig_source_vm *vm;
 	const struct mig_opts *o;
@@ -140,38 +180,21 @@ struct src {
 	/* per bulk channel: the windows of the last faults in its share */
 	struct src_window hints[MIG_MAX_CHANNELS][NHINTS];
 	unsigned nhints[MIG_MAX_CHANNELS];
-	struct src_prepage pp;	/* the fault history (hint_lock) */
-	uint64_t prepage_pages; /* pushed from a window (the push threads, atomic) */
+	struct src_prepage pp; /* the fault history (hint_lock) */
 
 	struct mig_complete dest;
 	struct mig_running running;
 	int running_seen;
 
-	uint64_t t_start, t_pause, t_running, t_complete, t_push_start, t_push_end;
-	uint64_t pause_rt;
-	uint64_t pages_demand, pages_pushed, pages_zero, pages_zstd, pages_precopy,
-	    pages_precopy_resent, pages_resent;
-	uint64_t pages_pushed_zero; /* of pages_pushed (the push's non-zero rate) */
-	uint64_t pages_normal;	    /* sent with their payload, any channel (atomic) */
-	/* The rates' last sample: only the watchdog's (source-watch.c). */
-	uint64_t rate_t, rate_bytes0, rate_pages0;
-	uint64_t push_cpu_ns;	/* the push threads' CPU time, over recoveries */
-	uint32_t push_features; /* agreed on the bulk channel when the push began */
-	int precopy_rounds_done;
-	uint64_t precopy_left;	 /* pages the current round has yet to send (atomic) */
-	uint64_t precopy_upto;	 /* round 1 sent pages below this (all, unless cut short) */
-	uint64_t *precopy_carry; /* dirty pages of the round precopy did not send */
-	uint64_t bytes_pages, bytes_state, bytes_total_prev, hdr_total_prev;
-	uint64_t req_addrs, req_in_flight, recoveries;
-	uint64_t sent_count; /* atomic */
-	uint64_t t_paused, t_saved, t_state_sent;
+	struct src_times times;
+	struct src_counts counts;
+	struct src_precopy precopy;
+	struct src_rate rate;
+	uint32_t push_features;	   /* agreed on the bulk channel when the push began */
 	struct mig_stamps *stamps; /* per-request steps (bench) */
 	void *blob;		   /* the state, kept in case the link breaks before it arrived */
 	size_t blob_len;
 	int flush_now; /* a request hit a page waiting in the push buffer */
-	int recoveries_before_running;
-
-	uint64_t t_progress; /* when the progress line was last written */
 
 	/*
 	 * The watchdog (link.h, source-watch.c).  link_lock guards link_up and
@@ -180,7 +203,6 @@ struct src {
 	pthread_mutex_t link_lock;
 	int link_up;
 	struct mig_link_watch watch;
-	int dirty_on; /* dirty logging is on (precopy) */
 };
 
 /*

@@ -56,7 +56,7 @@ static struct src *fake_src(uint64_t nr_pages, uint8_t claimed, unsigned nr_bulk
 	if (!s)
 		abort();
 	*s = *tmpl;
-	s->t_start = now_ns();
+	s->times.t_start = now_ns();
 	/* The push claimed the first pages already (sent, or in its buffer). */
 	for (uint64_t i = 0; i < nr_pages * claimed / 8; i++)
 		bit_test_and_set(s->sent, i);
