@@ -101,15 +101,15 @@ static void take_pending(struct dest_pending *p, struct mig_conn **drop)
 /* Whether a reconnection's channels are all pending (under d->lock). */
 int dest_pending_complete(const struct mig_dest *d)
 {
-	return mig_links_complete(&d->pend.links);
+	return mig_links_complete(&d->admission.pend.links);
 }
 
 /* The claim of generation gen, or NULL (under d->lock). */
 static struct dest_claim *claim_by_gen(struct mig_dest *d, uint64_t gen)
 {
 	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
-		if (d->claims[k].claimed_ns && d->claims[k].gen == gen)
-			return &d->claims[k];
+		if (d->admission.claims[k].claimed_ns && d->admission.claims[k].gen == gen)
+			return &d->admission.claims[k];
 	return NULL;
 }
 
@@ -117,8 +117,8 @@ static struct dest_claim *claim_by_gen(struct mig_dest *d, uint64_t gen)
 static struct dest_claim *claim_by_session(struct mig_dest *d, uint64_t id)
 {
 	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
-		if (d->claims[k].claimed_ns && d->claims[k].session == id)
-			return &d->claims[k];
+		if (d->admission.claims[k].claimed_ns && d->admission.claims[k].session == id)
+			return &d->admission.claims[k];
 	return NULL;
 }
 
@@ -143,13 +143,13 @@ static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct m
 {
 	struct dest_claim *k = claim_by_session(d, m->session_id);
 	for (int i = 0; !k && i < DEST_MAX_CLAIMS; i++)
-		if (!d->claims[i].claimed_ns)
-			k = &d->claims[i];
+		if (!d->admission.claims[i].claimed_ns)
+			k = &d->admission.claims[i];
 	if (!k) {
-		k = &d->claims[0];
+		k = &d->admission.claims[0];
 		for (int i = 1; i < DEST_MAX_CLAIMS; i++)
-			if (d->claims[i].claimed_ns < k->claimed_ns)
-				k = &d->claims[i];
+			if (d->admission.claims[i].claimed_ns < k->claimed_ns)
+				k = &d->admission.claims[i];
 	}
 	if (k->claimed_ns)
 		drop_claim(k, drop);
@@ -158,7 +158,7 @@ static int claim_session(struct mig_dest *d, const struct mig_hello *m, struct m
 		return r;
 	k->session = m->session_id;
 	k->claimed_ns = now_ns();
-	k->gen = *gen = ++d->claim_gen;
+	k->gen = *gen = ++d->admission.claim_gen;
 	k->features = MIG_FEAT_KNOWN & ~d->o.features_off & m->features;
 	return 1;
 }
@@ -191,11 +191,11 @@ static int classify_hello(struct mig_dest *d, const struct mig_hello *m, struct 
 	int fresh = !(m->flags & MIG_HELLO_RECOVER) && m->channel == MIG_CHAN_URGENT;
 	struct dest_claim *k;
 
-	if (d->session_fixed && m->session_id == d->session) {
-		key_of(key, d->session_gen, d->features, d->secret);
+	if (d->admission.session_fixed && m->session_id == d->session) {
+		key_of(key, d->admission.session_gen, d->features, d->admission.secret);
 		return 0;
 	}
-	if (d->session_fixed) {
+	if (d->admission.session_fixed) {
 		snprintf(why, len, "busy: another source's session holds this destination");
 		return -EBUSY; /* a source that is told so tries again until its deadline */
 	}
@@ -256,22 +256,23 @@ static int promote(struct mig_dest *d, struct hs_arg *a)
 {
 	if (a->proven)
 		return 0;
-	if (d->hs[a->slot].gen != a->gen)
+	if (d->admission.hs[a->slot].gen != a->gen)
 		return -ECONNRESET;
 	int to = -1;
 	for (int k = FRESH_SLOTS; to < 0 && k < FRESH_SLOTS + PROVEN_SLOTS; k++)
-		if (d->hs[k].fd < 0)
+		if (d->admission.hs[k].fd < 0)
 			to = k;
 	if (to < 0) {
 		to = FRESH_SLOTS;
 		for (int k = FRESH_SLOTS + 1; k < FRESH_SLOTS + PROVEN_SLOTS; k++)
-			if (d->hs[k].t0 < d->hs[to].t0)
+			if (d->admission.hs[k].t0 < d->admission.hs[to].t0)
 				to = k;
-		shutdown(d->hs[to].fd, SHUT_RDWR); /* its thread sees the end, and refuses */
-		d->evicted++;
+		shutdown(d->admission.hs[to].fd,
+			 SHUT_RDWR); /* its thread sees the end, and refuses */
+		d->admission.evicted++;
 	}
-	d->hs[to] = d->hs[a->slot];
-	d->hs[a->slot].fd = -1;
+	d->admission.hs[to] = d->admission.hs[a->slot];
+	d->admission.hs[a->slot].fd = -1;
 	a->slot = to;
 	a->proven = 1;
 	return 0;
@@ -332,8 +333,8 @@ static int handshake(struct mig_dest *d, struct hs_arg *a, struct mig_conn *c,
 /* The pending set of the session (or claim) of generation gen, or NULL (under d->lock). */
 static struct dest_pending *pending_of(struct mig_dest *d, uint64_t gen)
 {
-	if (d->session_fixed)
-		return gen == d->session_gen ? &d->pend : NULL;
+	if (d->admission.session_fixed)
+		return gen == d->admission.session_gen ? &d->admission.pend : NULL;
 	struct dest_claim *k = claim_by_gen(d, gen);
 	return k ? &k->pend : NULL;
 }
@@ -435,12 +436,12 @@ static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed
 				"--tls-psk)");
 	dest_free_conn(c);
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	uint64_t now = now_ns(), n = ++d->refused;
-	int log = n <= REFUSE_LOG_BURST || now - d->refused_logged_ns >= REFUSE_LOG_NS;
-	uint64_t more = n - d->refused_at_log - 1;
+	uint64_t now = now_ns(), n = ++d->admission.refused;
+	int log = n <= REFUSE_LOG_BURST || now - d->admission.refused_logged_ns >= REFUSE_LOG_NS;
+	uint64_t more = n - d->admission.refused_at_log - 1;
 	if (log) {
-		d->refused_logged_ns = now;
-		d->refused_at_log = n;
+		d->admission.refused_logged_ns = now;
+		d->admission.refused_at_log = n;
 	}
 	mig_unlock(&d->lock);
 	if (log && more)
@@ -461,8 +462,8 @@ static void *handshake_thread(void *arg)
 	int r = c ? handshake_all(d, a, c, &res, &tls_failed, why, sizeof(why)) : -ENOMEM;
 	mig_auth_thread_cleanup(); /* before this thread counts as gone */
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	if (d->hs[a->slot].gen == a->gen)
-		d->hs[a->slot].fd = -1; /* else it was evicted and given to another */
+	if (d->admission.hs[a->slot].gen == a->gen)
+		d->admission.hs[a->slot].fd = -1; /* else it was evicted and given to another */
 	mig_unlock(&d->lock);
 	if (r && c)
 		refuse(d, c, r, tls_failed, why);
@@ -472,7 +473,8 @@ static void *handshake_thread(void *arg)
 	mig_wire_thread_cleanup();
 	free(a);
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->hs_ended[d->nr_hs_ended++] = pthread_self(); /* to be joined: reap_handshakes() */
+	d->admission.hs_ended[d->admission.nr_hs_ended++] =
+	    pthread_self(); /* to be joined: reap_handshakes() */
 	pthread_cond_broadcast(&d->cond);
 	mig_unlock(&d->lock);
 	return NULL;
@@ -480,21 +482,21 @@ static void *handshake_thread(void *arg)
 
 /*
  * Join the handshake threads that ended, which only then stop counting in
- * d->handshakes: the bound is on threads that exist, exiting ones too.
+ * d->admission.handshakes: the bound is on threads that exist, exiting ones too.
  * d->lock held, dropped while joining (an ended thread takes it no more).
  */
 static void reap_handshakes(struct mig_dest *d)
 {
 	pthread_t ended[MAX_HANDSHAKE_THREADS];
-	int n = d->nr_hs_ended;
+	int n = d->admission.nr_hs_ended;
 
-	memcpy(ended, d->hs_ended, (size_t)n * sizeof(ended[0]));
-	d->nr_hs_ended = 0;
+	memcpy(ended, d->admission.hs_ended, (size_t)n * sizeof(ended[0]));
+	d->admission.nr_hs_ended = 0;
 	mig_unlock(&d->lock);
 	for (int k = 0; k < n; k++)
 		pthread_join(ended[k], NULL);
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->handshakes -= n;
+	d->admission.handshakes -= n;
 }
 
 /* A free fresh slot, or the oldest fresh one's, its handshake ended (under d->lock). */
@@ -502,13 +504,13 @@ static int take_slot(struct mig_dest *d)
 {
 	int oldest = 0;
 	for (int k = 0; k < FRESH_SLOTS; k++) {
-		if (d->hs[k].fd < 0)
+		if (d->admission.hs[k].fd < 0)
 			return k;
-		if (d->hs[k].t0 < d->hs[oldest].t0)
+		if (d->admission.hs[k].t0 < d->admission.hs[oldest].t0)
 			oldest = k;
 	}
-	shutdown(d->hs[oldest].fd, SHUT_RDWR); /* its thread sees the end, and refuses */
-	d->evicted++;
+	shutdown(d->admission.hs[oldest].fd, SHUT_RDWR); /* its thread sees the end, and refuses */
+	d->admission.evicted++;
 	return oldest;
 }
 
@@ -526,24 +528,26 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 	}
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	reap_handshakes(d);
-	while (d->handshakes >= MAX_HANDSHAKE_THREADS && !d->stop) {
+	while (d->admission.handshakes >= MAX_HANDSHAKE_THREADS && !d->stop) {
 		struct timespec ts = dest_mono_in_ms(100);
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 		reap_handshakes(d);
 	}
 	int slot = take_slot(d);
-	*a = (struct hs_arg){ .d = d, .fd = fd, .slot = slot, .gen = ++d->hs_gen, .t0 = t0 };
-	d->hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
-	d->handshakes++;
+	*a = (struct hs_arg){
+		.d = d, .fd = fd, .slot = slot, .gen = ++d->admission.hs_gen, .t0 = t0
+	};
+	d->admission.hs[slot] = (struct hs_slot){ .fd = fd, .gen = a->gen, .t0 = a->t0 };
+	d->admission.handshakes++;
 	mig_unlock(&d->lock);
 	r = pthread_create(&t, NULL, handshake_thread, a);
 	if (r == 0)
 		return; /* joined once it ended: reap_handshakes() */
 	pr_mig("dropped a connection: cannot start its handshake thread: %s\n", strerror(r));
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	if (d->hs[slot].gen == a->gen)
-		d->hs[slot].fd = -1;
-	d->handshakes--;
+	if (d->admission.hs[slot].gen == a->gen)
+		d->admission.hs[slot].fd = -1;
+	d->admission.handshakes--;
 	mig_unlock(&d->lock);
 	free(a);
 	close(fd);
@@ -663,7 +667,7 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 static void quiet_accept(struct mig_dest *d, struct quiet_set *q, int lfd)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	int full = d->handshakes >= MAX_HANDSHAKE_THREADS;
+	int full = d->admission.handshakes >= MAX_HANDSHAKE_THREADS;
 	mig_unlock(&d->lock);
 	for (int k = 0; !full && k < ACCEPT_BATCH; k++) {
 		struct pollfd l = { .fd = lfd, .events = POLLIN };
@@ -707,12 +711,12 @@ static void *acceptor_thread(void *arg)
 int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen)
 {
 	for (int k = 0; k < FRESH_SLOTS + PROVEN_SLOTS; k++)
-		d->hs[k].fd = -1;
-	if (pthread_create(&d->acceptor, NULL, acceptor_thread, d)) {
+		d->admission.hs[k].fd = -1;
+	if (pthread_create(&d->admission.acceptor, NULL, acceptor_thread, d)) {
 		snprintf(err, errlen, "cannot start the acceptor thread");
 		return -EAGAIN;
 	}
-	d->acceptor_on = 1;
+	d->admission.acceptor_on = 1;
 	return 0;
 }
 
@@ -720,8 +724,8 @@ int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen)
 static void drop_claims(struct mig_dest *d, struct mig_conn **drop)
 {
 	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
-		if (d->claims[k].claimed_ns)
-			drop_claim(&d->claims[k], drop + k * (MIG_MAX_CHANNELS + 1));
+		if (d->admission.claims[k].claimed_ns)
+			drop_claim(&d->admission.claims[k], drop + k * (MIG_MAX_CHANNELS + 1));
 }
 
 #define DROP_ALL ((DEST_MAX_CLAIMS + 1) * (MIG_MAX_CHANNELS + 1))
@@ -730,21 +734,21 @@ static void drop_claims(struct mig_dest *d, struct mig_conn **drop)
 void dest_stop_accepting(struct mig_dest *d)
 {
 	struct mig_conn *drop[DROP_ALL] = { NULL };
-	if (d->acceptor_on)
-		pthread_join(d->acceptor, NULL);
-	d->acceptor_on = 0;
+	if (d->admission.acceptor_on)
+		pthread_join(d->admission.acceptor, NULL);
+	d->admission.acceptor_on = 0;
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	for (int k = 0; k < FRESH_SLOTS + PROVEN_SLOTS; k++)
-		if (d->hs[k].fd >= 0)
-			shutdown(d->hs[k].fd, SHUT_RDWR);
-	while (d->handshakes) {
-		if (d->nr_hs_ended)
+		if (d->admission.hs[k].fd >= 0)
+			shutdown(d->admission.hs[k].fd, SHUT_RDWR);
+	while (d->admission.handshakes) {
+		if (d->admission.nr_hs_ended)
 			reap_handshakes(d);
 		else
 			pthread_cond_wait(&d->cond, &d->lock);
 	}
 	drop_claims(d, drop);
-	take_pending(&d->pend, drop + DEST_MAX_CLAIMS * (MIG_MAX_CHANNELS + 1));
+	take_pending(&d->admission.pend, drop + DEST_MAX_CLAIMS * (MIG_MAX_CHANNELS + 1));
 	mig_unlock(&d->lock);
 	dest_free_conns(drop, DROP_ALL);
 }
@@ -756,12 +760,13 @@ void dest_stop_accepting(struct mig_dest *d)
 static struct dest_pending *complete_set(struct mig_dest *d, struct dest_claim **from)
 {
 	*from = NULL;
-	if (d->session_fixed)
-		return mig_links_complete(&d->pend.links) ? &d->pend : NULL;
+	if (d->admission.session_fixed)
+		return mig_links_complete(&d->admission.pend.links) ? &d->admission.pend : NULL;
 	for (int k = 0; k < DEST_MAX_CLAIMS; k++)
-		if (d->claims[k].claimed_ns && mig_links_complete(&d->claims[k].pend.links)) {
-			*from = &d->claims[k];
-			return &d->claims[k].pend;
+		if (d->admission.claims[k].claimed_ns &&
+		    mig_links_complete(&d->admission.claims[k].pend.links)) {
+			*from = &d->admission.claims[k];
+			return &d->admission.claims[k].pend;
 		}
 	return NULL;
 }
@@ -774,11 +779,11 @@ static struct dest_pending *complete_set(struct mig_dest *d, struct dest_claim *
 static void fix_session(struct mig_dest *d, struct dest_claim *k, struct mig_conn **drop)
 {
 	d->session = k->session;
-	d->session_gen = k->gen;
+	d->admission.session_gen = k->gen;
 	d->features = k->features;
-	memcpy(d->secret, k->secret, sizeof(d->secret));
-	d->session_fixed = 1;
-	d->pend = (struct dest_pending){ 0 };
+	memcpy(d->admission.secret, k->secret, sizeof(d->admission.secret));
+	d->admission.session_fixed = 1;
+	d->admission.pend = (struct dest_pending){ 0 };
 	drop_claims(d, drop);
 }
 

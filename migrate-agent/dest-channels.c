@@ -23,7 +23,7 @@ void dest_free_conns(struct mig_conn **c, unsigned n)
 /* The link's bytes into the totals, then its channels closed (under req_lock, receivers joined). */
 void dest_links_free(struct mig_dest *d)
 {
-	d->bytes_rx_prev += mig_links_rx_bytes(&d->links);
+	d->counts.bytes_rx_prev += mig_links_rx_bytes(&d->links);
 	dest_free_conn(d->links.urg);
 	d->links.urg = NULL;
 	dest_free_conns(d->links.bulk, MIG_MAX_CHANNELS);
@@ -63,12 +63,13 @@ void dest_start_receivers(struct mig_dest *d)
 {
 	for (unsigned k = 0; k < d->links.nr_bulk; k++) {
 		struct rx_arg *a = malloc(sizeof(*a));
-		d->rx_on[k] = 0;
+		d->workers.rx_on[k] = 0;
 		if (a) {
 			*a = (struct rx_arg){ .d = d, .c = d->links.bulk[k], .after_done0 = k > 0 };
-			d->rx_on[k] = pthread_create(&d->rx[k], NULL, rx_thread, a) == 0;
+			d->workers.rx_on[k] =
+			    pthread_create(&d->workers.rx[k], NULL, rx_thread, a) == 0;
 		}
-		if (!d->rx_on[k]) {
+		if (!d->workers.rx_on[k]) {
 			free(a);
 			dest_fail(d, "%s channel: cannot start its receiver thread",
 				  mig_bulk_name(k));
@@ -80,8 +81,8 @@ void dest_start_receivers(struct mig_dest *d)
 void dest_join_receivers(struct mig_dest *d)
 {
 	for (unsigned k = 0; k < MIG_MAX_CHANNELS; k++) {
-		if (d->rx_on[k])
-			pthread_join(d->rx[k], NULL);
-		d->rx_on[k] = 0;
+		if (d->workers.rx_on[k])
+			pthread_join(d->workers.rx[k], NULL);
+		d->workers.rx_on[k] = 0;
 	}
 }

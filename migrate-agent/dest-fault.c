@@ -30,7 +30,7 @@ static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 	mig_stamp(d->stamps, i, MIG_STEP_REQ_SENT, now_ns());
 	if (d->link_ok &&
 	    mig_conn_send(d->links.urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8) == 0)
-		d->req_sent++;
+		d->counts.req_sent++;
 	mig_unlock(&d->req_lock);
 }
 
@@ -42,7 +42,7 @@ static void request_page(struct mig_dest *d, uint64_t i, uint64_t fault_ns)
 static int fault_requested(struct mig_dest *d, uint64_t i)
 {
 	uint64_t w = ram_page_word(d->ram, i);
-	__atomic_fetch_add(&d->faults, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&d->counts.faults, 1, __ATOMIC_RELAXED);
 	if (ram_word_state(w) == RAM_PAGE_REQUESTED)
 		request_page(d, i, ram_word_time_ns(d->ram, w));
 	return 0;

@@ -104,7 +104,7 @@ static int incoming_first_pair(struct mig_dest *d, char *err, size_t errlen)
 	d->links = l;
 	mig_unlock(&d->req_lock);
 	d->link_ok = 1;
-	d->t_link_ns = now_ns();
+	d->times.t_link_ns = now_ns();
 	if (dest_start_watch(d)) {
 		snprintf(err, errlen, "cannot start the watchdog thread");
 		return -EAGAIN;
@@ -160,7 +160,7 @@ static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 	if (failed)
 		snprintf(err, errlen, "%s", d->why);
 	mig_unlock(&d->lock);
-	d->t_phase0 = now_ns();
+	d->times.t_phase0 = now_ns();
 	return failed ? -EPROTO : 0;
 }
 
@@ -180,7 +180,7 @@ static int load_state(struct mig_dest *d, const uint8_t *p, char *err, size_t er
 		dest_send_error(d->links.urg, MIG_ERR_STATE, err);
 		return r;
 	}
-	d->t_state = now_ns();
+	d->times.t_state = now_ns();
 	return 0;
 }
 
@@ -219,8 +219,8 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	}
 	struct mig_state_hdr sh;
 	memcpy(&sh, p, sizeof(sh));
-	d->pause_rt = sh.pause_realtime_ns;
-	d->t_state_rx = now_ns();
+	d->times.pause_rt = sh.pause_realtime_ns;
+	d->times.t_state_rx = now_ns();
 	r = wait_bulk_done(d, err, errlen);
 	if (!r)
 		r = load_state(d, p, err, errlen);

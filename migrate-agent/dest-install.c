@@ -52,7 +52,7 @@ static void send_complete(struct mig_dest *d, const struct mig_complete *m)
 	mig_unlock(&d->req_lock);
 	if (sent) {
 		mig_lock(&d->lock, MIG_RANK_DEST);
-		d->t_done = now_ns();
+		d->times.t_done = now_ns();
 		pthread_cond_broadcast(&d->cond);
 		mig_unlock(&d->lock);
 	}
@@ -68,7 +68,7 @@ void dest_try_complete(struct mig_dest *d)
 	struct mig_complete m;
 
 	/* Not before RUNNING: the source measures the downtime with it. */
-	if (!__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE) ||
+	if (!__atomic_load_n(&d->times.t_resumed, __ATOMIC_ACQUIRE) ||
 	    ram_nr_present(d->ram) < d->nr_pages || !complete_wanted(d))
 		return;
 	if (dest_fill_complete(d, &m))
@@ -94,7 +94,7 @@ bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *o
 	 */
 	enum ram_page_state st = ram_word_state(*old);
 	if (by != RAM_BY_PRECOPY && (st == RAM_PAGE_PRESENT || st == RAM_PAGE_INSTALLING))
-		__atomic_fetch_add(&d->pages_dup, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&d->counts.pages_dup, 1, __ATOMIC_RELAXED);
 	return false;
 }
 

@@ -101,15 +101,15 @@ static void link_up(struct mig_dest *d, struct mig_links *l)
 {
 	d->links = *l;
 	d->link_ok = 1;
-	d->t_link_ns = now_ns();
+	d->times.t_link_ns = now_ns();
 }
 
 /* RUNNING: the vCPUs run here since resume_rt. */
 void dest_send_running(struct mig_dest *d, struct mig_conn *urg)
 {
 	struct mig_running m = {
-		.resume_realtime_ns = d->resume_rt,
-		.dest_downtime_ns = (int64_t)(d->resume_rt - d->pause_rt),
+		.resume_realtime_ns = d->times.resume_rt,
+		.dest_downtime_ns = (int64_t)(d->times.resume_rt - d->times.pause_rt),
 	};
 	mig_conn_send(urg, MIG_MSG_RUNNING, &m, sizeof(m), NULL, 0);
 }
@@ -126,7 +126,7 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 		mig_conn_send(urg, MIG_MSG_PAGE_REQUEST, &q, sizeof(q), &addr, 8);
 		again++;
 	}
-	if (d->t_resumed)
+	if (d->times.t_resumed)
 		dest_send_running(d, urg); /* it may have been lost with the old link */
 	return again;
 }
@@ -182,8 +182,8 @@ static int recover_postcopy(struct mig_dest *d)
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	d->broken = 0;
 	d->recover_asked = 0; /* a later break is paused until its own migrate-recover */
-	d->recoveries++;
-	d->t_broken_ns += now_ns() - t0;
+	d->counts.recoveries++;
+	d->times.t_broken_ns += now_ns() - t0;
 	mig_unlock(&d->lock);
 	dest_loop_attach(d, l.urg);
 	dest_start_receivers(d);
@@ -276,7 +276,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	link_up(d, &l);
 	mig_unlock(&d->req_lock);
-	d->recoveries++;
+	d->counts.recoveries++;
 	pr_mig("source reconnected; asked for the VM state again\n");
 	return 0;
 }

@@ -43,9 +43,9 @@ static void fill_complete(struct mig_dest *d, const struct page_counts *pc, stru
 	m->pages_received = pc->present;
 	m->pages_demand = pc->by[RAM_BY_DEMAND];
 	m->pages_pushed = pc->by[RAM_BY_PUSH] + pc->by[RAM_BY_PRECOPY];
-	m->pages_duplicate = d->pages_dup;
-	m->faults = d->faults;
-	m->requests_sent = d->req_sent;
+	m->pages_duplicate = d->counts.pages_dup;
+	m->faults = d->counts.faults;
+	m->requests_sent = d->counts.req_sent;
 	m->requests_deduped = dup_faults(d);
 	mig_lock(&d->lat_lock, MIG_RANK_DEST_LAT);
 	m->fault_lat_p50_ns = mig_lat_pct(&d->lat, 50);
@@ -54,7 +54,7 @@ static void fill_complete(struct mig_dest *d, const struct page_counts *pc, stru
 	m->blocktime_ns = d->lat.sum;
 	memcpy(m->lat_hist, d->lat.hist, sizeof(m->lat_hist));
 	mig_unlock(&d->lat_lock);
-	m->recoveries = d->recoveries;
+	m->recoveries = d->counts.recoveries;
 }
 
 bool dest_fill_complete(struct mig_dest *d, struct mig_complete *m)
@@ -96,7 +96,7 @@ static bool timed(enum ram_arrival by)
  */
 static int build_timeline(struct mig_dest *d, struct mig_timeline *tl, uint32_t **cnt_out)
 {
-	uint64_t tr = __atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE);
+	uint64_t tr = __atomic_load_n(&d->times.t_resumed, __ATOMIC_ACQUIRE);
 	int64_t last = 0, rel;
 	enum ram_arrival by;
 	if (!d->ram || !tr)
@@ -162,35 +162,38 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 	struct mig_complete c;
 	count_pages(d, &pc);
 	fill_complete(d, &pc, &c);
-	int64_t down = (int64_t)(d->resume_rt - d->pause_rt);
+	int64_t down = (int64_t)(d->times.resume_rt - d->times.pause_rt);
 	struct mig_dest_metrics m = {
 		.ram_bytes = d->ram ? ram_bytes(d->ram) : 0,
 		.pages = d->nr_pages,
 		/* not resumed, or the two clocks disagree (another host): null */
-		.downtime_us = d->t_resumed && down >= 0 ? (double)down / 1000.0 : NAN,
-		.state_to_resume_us = d->t_resumed ? ns_to_us(d->t_state_rx, d->t_resumed) : -1.0,
-		.wait_bulk_done_us = ns_to_us(d->t_state_rx, d->t_phase0),
-		.load_state_us = ns_to_us(d->t_phase0, d->t_state),
-		.start_vcpus_us = d->t_resumed ? ns_to_us(d->t_state, d->t_resumed) : -1.0,
-		.postcopy_ms =
-		    d->t_done && d->t_resumed ? (double)(d->t_done - d->t_resumed) / 1e6 : -1.0,
-		.bytes_received = d->bytes_rx_prev + mig_links_rx_bytes(&d->links),
+		.downtime_us = d->times.t_resumed && down >= 0 ? (double)down / 1000.0 : NAN,
+		.state_to_resume_us =
+		    d->times.t_resumed ? ns_to_us(d->times.t_state_rx, d->times.t_resumed) : -1.0,
+		.wait_bulk_done_us = ns_to_us(d->times.t_state_rx, d->times.t_phase0),
+		.load_state_us = ns_to_us(d->times.t_phase0, d->times.t_state),
+		.start_vcpus_us =
+		    d->times.t_resumed ? ns_to_us(d->times.t_state, d->times.t_resumed) : -1.0,
+		.postcopy_ms = d->times.t_done && d->times.t_resumed
+				   ? (double)(d->times.t_done - d->times.t_resumed) / 1e6
+				   : -1.0,
+		.bytes_received = d->counts.bytes_rx_prev + mig_links_rx_bytes(&d->links),
 		.pages_demand = pc.by[RAM_BY_DEMAND],
 		.pages_pushed = pc.by[RAM_BY_PUSH],
 		.pages_precopy = pc.by[RAM_BY_PRECOPY],
 		.pages_zero = pc.zero,
 		.m = &c,
 		.stamps = { .stamps = d->stamps,
-			    .ev = { { "state_received", d->t_state_rx },
-				    { "bulk_done", d->t_phase0 },
-				    { "state_loaded", d->t_state },
-				    { "vcpus_resumed", d->t_resumed } },
+			    .ev = { { "state_received", d->times.t_state_rx },
+				    { "bulk_done", d->times.t_phase0 },
+				    { "state_loaded", d->times.t_state },
+				    { "vcpus_resumed", d->times.t_resumed } },
 			    .map = d->ram,
-			    .map_base_ns = d->t_resumed },
-		.recoveries = d->recoveries,
-		.link_down_ms = (double)d->t_broken_ns / 1e6,
+			    .map_base_ns = d->times.t_resumed },
+		.recoveries = d->counts.recoveries,
+		.link_down_ms = (double)d->times.t_broken_ns / 1e6,
 		.bulk_rx_cpu_ms =
-		    (double)__atomic_load_n(&d->bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
+		    (double)__atomic_load_n(&d->counts.bulk_rx_cpu_ns, __ATOMIC_RELAXED) / 1e6,
 		.channels = d->links.nr_bulk,
 		.tls = d->tls,
 		.blocktime_vcpus = -1,

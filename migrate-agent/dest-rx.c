@@ -268,7 +268,7 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 		/* bulk_rx_cpu_ms, current when the report is written, summed over receivers */
 		if (frames % 64 == 0) {
 			uint64_t now = mig_thread_cpu_ns();
-			__atomic_fetch_add(&d->bulk_rx_cpu_ns, now - cpu, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&d->counts.bulk_rx_cpu_ns, now - cpu, __ATOMIC_RELAXED);
 			cpu = now;
 		}
 		struct mig_frame_hdr h;

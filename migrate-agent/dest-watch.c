@@ -70,8 +70,8 @@ static int no_progress(void *ctx, uint64_t now, uint64_t idle, char *why, size_t
 	work = mig_conn_progress(d->links.urg);
 	mig_links_bulk_heard(&d->links, &heard, &work);
 	req = oldest_request(d);
-	if (req && req < d->t_link_ns)
-		req = d->t_link_ns; /* requests repeated on a new link start anew */
+	if (req && req < d->times.t_link_ns)
+		req = d->times.t_link_ns; /* requests repeated on a new link start anew */
 	if (req && now > req && now - req > idle)
 		snprintf(why, len, "source left a page request unanswered for %llu ms",
 			 (unsigned long long)(idle / 1000000));

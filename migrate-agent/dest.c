@@ -87,7 +87,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	}
 	d->o = *o;
 	mig_opts_defaults(&d->o);
-	d->t_start = now_ns();
+	d->times.t_start = now_ns();
 	d->features = MIG_FEAT_KNOWN & ~d->o.features_off;
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
@@ -98,7 +98,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are now_ns() */
 	pthread_cond_init(&d->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	if (mig_random_bytes(d->secret, sizeof(d->secret), err, errlen)) {
+	if (mig_random_bytes(d->admission.secret, sizeof(d->admission.secret), err, errlen)) {
 		free(d);
 		return NULL;
 	}
@@ -131,22 +131,23 @@ static void start_postcopy_threads(struct mig_dest *d)
 {
 	dest_loop_attach(d, d->links.urg);
 	if (dest_count_state(d, RAM_PAGE_STAGED)) {
-		d->stager_on = pthread_create(&d->stager, NULL, dest_stager_thread, d) == 0;
-		if (!d->stager_on)
+		d->workers.stager_on =
+		    pthread_create(&d->workers.stager, NULL, dest_stager_thread, d) == 0;
+		if (!d->workers.stager_on)
 			dest_fail(d, "cannot start the stager thread");
 	} else {
 		/* Nothing staged is valid (or there was no precopy): all of it goes. */
 		madvise(d->stage, ram_bytes(d->ram), MADV_DONTNEED);
 	}
-	d->sup_on = pthread_create(&d->sup, NULL, dest_supervisor_thread, d) == 0;
-	if (!d->sup_on)
+	d->workers.sup_on = pthread_create(&d->workers.sup, NULL, dest_supervisor_thread, d) == 0;
+	if (!d->workers.sup_on)
 		dest_fail(d, "cannot start the supervisor thread");
 }
 
 void mig_dest_resumed(struct mig_dest *d)
 {
-	d->resume_rt = mig_realtime_ns();
-	__atomic_store_n(&d->t_resumed, now_ns(), __ATOMIC_RELEASE);
+	d->times.resume_rt = mig_realtime_ns();
+	__atomic_store_n(&d->times.t_resumed, now_ns(), __ATOMIC_RELEASE);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok)
 		dest_send_running(d, d->links.urg);
@@ -190,11 +191,11 @@ static enum dest_phase dest_phase(struct mig_dest *d)
 		return DEST_FAILED;
 	if (d->complete_sent)
 		return DEST_COMPLETE;
-	if (__atomic_load_n(&d->t_resumed, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&d->times.t_resumed, __ATOMIC_ACQUIRE))
 		return d->broken ? DEST_RECOVERING : DEST_POSTCOPY;
 	if (d->state_rx)
 		return DEST_SWITCHING;
-	return d->session_fixed ? DEST_PRECOPY : DEST_LISTENING;
+	return d->admission.session_fixed ? DEST_PRECOPY : DEST_LISTENING;
 }
 
 /* QEMU's status of the incoming migration (d->lock held). */
@@ -325,12 +326,12 @@ void mig_dest_free(struct mig_dest *d)
 	dest_kick_links(d);
 	dest_stop_accepting(d);
 	mig_link_watch_stop(&d->watch);
-	if (d->sup_on)
-		pthread_join(d->sup, NULL);
+	if (d->workers.sup_on)
+		pthread_join(d->workers.sup, NULL);
 	dest_loop_detach(d);
 	dest_join_receivers(d);
-	if (d->stager_on)
-		pthread_join(d->stager, NULL);
+	if (d->workers.stager_on)
+		pthread_join(d->workers.stager, NULL);
 	dest_links_free(d);
 	if (d->lfd >= 0)
 		close(d->lfd);
@@ -339,6 +340,6 @@ void mig_dest_free(struct mig_dest *d)
 	mig_tls_ctx_free(d->tls);
 	dest_incoming_free(d);
 	free(d->lat.ns);
-	mig_auth_wipe(d->secret, sizeof(d->secret));
+	mig_auth_wipe(d->admission.secret, sizeof(d->admission.secret));
 	free(d);
 }

@@ -121,6 +121,50 @@ struct run {
 	uint64_t old[RUN_MAX]; /* the record's words the claims replaced */
 };
 
+/* The destination's own threads besides the acceptor and the handshakes. */
+struct dest_workers {
+	pthread_t sup, stager;
+	int sup_on, stager_on;
+	pthread_t rx[MIG_MAX_CHANNELS]; /* bulk[k]'s receiver, while rx_on[k] */
+	int rx_on[MIG_MAX_CHANNELS];
+};
+
+/*
+ * Who may join the migration (dest-accept.c).  Until a pair was taken, the
+ * sessions claimed (each its secret and pending channels); then the
+ * session, its secret (session_gen: the claim it was), the pending
+ * channels of its reconnections.  Connections being authenticated: hs[]
+ * (DEST_FRESH_SLOTS, then DEST_PROVEN_SLOTS).  All under the
+ * destination's lock (its cond signals).
+ */
+struct dest_admission {
+	struct dest_claim claims[DEST_MAX_CLAIMS];
+	int session_fixed;
+	uint64_t session_gen, claim_gen;
+	uint8_t secret[MIG_SECRET_LEN];
+	struct dest_pending pend;
+	pthread_t acceptor;
+	int acceptor_on, handshakes;		 /* handshake threads started and not yet joined */
+	pthread_t hs_ended[DEST_MAX_HS_THREADS]; /* of those, the ones that ended */
+	int nr_hs_ended;
+	struct hs_slot hs[DEST_FRESH_SLOTS + DEST_PROVEN_SLOTS];
+	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
+};
+
+/* When each step of the migration happened here (now_ns()); 0 until it did. */
+struct dest_times {
+	uint64_t t_link_ns; /* when the current link was set up (under req_lock) */
+	uint64_t t_state_rx, t_phase0;
+	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, t_broken_ns;
+};
+
+/* What came and what was asked, for the report. */
+struct dest_counts {
+	uint64_t pages_dup, faults, req_sent; /* atomic */
+	uint64_t recoveries, bytes_rx_prev;
+	uint64_t bulk_rx_cpu_ns; /* atomic: the bulk receivers' CPU time, over recoveries */
+};
+
 struct mig_dest {
 	struct mig_opts o;
 	struct mig_addr sa;
@@ -174,39 +218,15 @@ struct mig_dest {
 	int phase0_done, state_rx, broken, failed, complete_sent, stop;
 	char why[320];
 
-	pthread_t sup, stager;
-	int sup_on, stager_on;
-	pthread_t rx[MIG_MAX_CHANNELS]; /* bulk[k]'s receiver, while rx_on[k] */
-	int rx_on[MIG_MAX_CHANNELS];
+	struct dest_workers workers;
 	struct mig_link_watch watch; /* link.h, dest-watch.c */
 
-	/*
-	 * Until a pair was taken, the sessions claimed (each its secret and
-	 * pending channels); then the session, its secret (session_gen: the
-	 * claim it was), the pending channels of its reconnections.
-	 * Connections being authenticated: hs[] (DEST_FRESH_SLOTS, then
-	 * DEST_PROVEN_SLOTS).  All under lock (cond signals).
-	 */
-	struct dest_claim claims[DEST_MAX_CLAIMS];
-	int session_fixed;
-	uint64_t session_gen, claim_gen;
-	uint8_t secret[MIG_SECRET_LEN];
-	struct dest_pending pend;
-	pthread_t acceptor;
-	int acceptor_on, handshakes;		 /* handshake threads started and not yet joined */
-	pthread_t hs_ended[DEST_MAX_HS_THREADS]; /* of those, the ones that ended */
-	int nr_hs_ended;
-	struct hs_slot hs[DEST_FRESH_SLOTS + DEST_PROVEN_SLOTS];
-	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
+	struct dest_admission admission;
 
-	uint64_t t_link_ns; /* when the current link was set up (under req_lock) */
-	uint64_t pages_dup, faults, req_sent; /* atomic counters */
+	struct dest_times times;
+	struct dest_counts counts;
 	pthread_mutex_t lat_lock;
 	struct mig_lat lat;
-	uint64_t t_state_rx, t_phase0;
-	uint64_t t_start, t_state, t_resumed, pause_rt, resume_rt, t_done, recoveries, t_broken_ns;
-	uint64_t bytes_rx_prev;
-	uint64_t bulk_rx_cpu_ns; /* atomic: the bulk receivers' CPU time, over recoveries */
 };
 
 /* The monotonic clock ms from now, for pthread_cond_timedwait() on d->cond. */

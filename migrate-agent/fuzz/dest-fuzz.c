@@ -223,7 +223,7 @@ static struct mig_dest *fake_dest(struct fake_vm *v, uint8_t mode, int devnull)
 	d->link_ok = 1;
 	if (mode & 1) { /* after the switch-over: the vCPUs run */
 		d->phase0_done = d->state_rx = 1;
-		d->t_resumed = now_ns();
+		d->times.t_resumed = now_ns();
 	}
 	return d;
 }
