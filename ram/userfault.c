@@ -159,19 +159,24 @@ static int install_copy(struct ram *ram, uint64_t off, const void *page)
 	return (int)r;
 }
 
-static int userfault_install(struct ram *ram, uint64_t off, void *page)
+int ram_rap_install(struct ram *ram, uint64_t off, void *page)
 {
 	long r = syscall(__NR_remap_anon_pages, ram->host + off, page, PAGE_SIZE, 0UL);
 
 	r = r < 0 ? -errno : 0;
 	if (r == -EBUSY)
 		r = install_copy(ram, off, page);
-	if (r < 0)
-		return (int)r;
-	return userfault_wake(ram, off, PAGE_SIZE);
+	return (int)r;
 }
 
-static int userfault_zero(struct ram *ram, uint64_t off, uint64_t len)
+static int userfault_install(struct ram *ram, uint64_t off, void *page)
+{
+	int r = ram_rap_install(ram, off, page);
+
+	return r < 0 ? r : userfault_wake(ram, off, PAGE_SIZE);
+}
+
+int ram_rap_zero(struct ram *ram, uint64_t off, uint64_t len)
 {
 	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	long r;
@@ -185,9 +190,14 @@ static int userfault_zero(struct ram *ram, uint64_t off, uint64_t len)
 	r = syscall(__NR_remap_anon_pages, ram->host + off, buf, len, 0UL);
 	r = r < 0 ? -errno : 0;
 	munmap(buf, len);
-	if (r < 0)
-		return (int)r;
-	return userfault_wake(ram, off, len);
+	return (int)r;
+}
+
+static int userfault_zero(struct ram *ram, uint64_t off, uint64_t len)
+{
+	int r = ram_rap_zero(ram, off, len);
+
+	return r < 0 ? r : userfault_wake(ram, off, len);
 }
 
 static void userfault_disarm(struct ram *ram)
@@ -203,6 +213,8 @@ static void userfault_disarm(struct ram *ram)
 const struct ram_backend_ops ram_backend_userfault = {
 	.name = "userfault",
 	.moves_pages = true,
+	.needs = "MADV_USERFAULT, remap_anon_pages() and the article's userfaultfd protocol "
+		 "(the patched node kernel, kernel-patches/0002-0004)",
 	.probe = userfault_probe,
 	.arm = userfault_arm,
 	.fault_fd = userfault_fault_fd,
