@@ -83,8 +83,9 @@ const struct ram_backend_ops ram_backend_kvm_exit = {
 	.name = "kvm-exit",
 	.moves_pages = true,
 	.own_thread_faults = true,
-	.needs = "MADV_USERFAULT and remap_anon_pages() (the patched node kernel, "
-		 "kernel-patches/0002, 0003) and KVM_EXIT_MEMORY_FAULT on unclaimed guest RAM (0005)",
+	.needs =
+	    "MADV_USERFAULT and remap_anon_pages() (the patched node kernel, "
+	    "kernel-patches/0002, 0003) and KVM_EXIT_MEMORY_FAULT on unclaimed guest RAM (0005)",
 	.probe = kvm_exit_probe,
 	.arm = kvm_exit_arm,
 	.fault_fd = kvm_exit_fault_fd,

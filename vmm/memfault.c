@@ -84,8 +84,8 @@ static int wait_gpa_range(struct vcpu *vcpu, uint64_t gpa, uint64_t len)
 		if (ram_offset(vcpu->vm, p) < 0)
 			return -ERANGE;
 	for (uint64_t p = first; p < gpa + len; p += PAGE_SIZE) {
-		int r = ram_fault_wait(ram, (uint64_t)ram_offset(vcpu->vm, p) >> PAGE_SHIFT,
-				       vcpu->tid);
+		int r =
+		    ram_fault_wait(ram, (uint64_t)ram_offset(vcpu->vm, p) >> PAGE_SHIFT, vcpu->tid);
 
 		if (r < 0)
 			return r;
