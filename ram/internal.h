@@ -28,6 +28,9 @@ struct ram_blocktime;
  */
 #define RAM_WAIT_SLOTS 64
 
+/* The zero-page source of ram_rap_zero(): a remap of at most this much per call. */
+#define RAM_ZERO_SRC_BYTES (64 * PAGE_SIZE)
+
 struct ram_waiter {
 	_Atomic uint64_t page;
 	_Atomic uint32_t seq;
@@ -56,6 +59,9 @@ struct ram {
 	void *on_error_arg;
 	/* Blocked vCPU time (blocktime.c): NULL until ram_blocktime_start(). */
 	struct ram_blocktime *_Atomic bt;
+	/* The remap back ends' source of zero pages (userfault.c: ram_rap_zero()). */
+	pthread_mutex_t zero_lock;
+	uint8_t *zero_src; /* RAM_ZERO_SRC_BYTES, mapped at first use */
 	/* Faults served on the faulting thread (wait.c): its waiters, and ram_cancel_waits(). */
 	_Atomic unsigned nr_waiting;
 	atomic_bool waits_cancelled;
@@ -80,7 +86,11 @@ void ram_set_error(struct ram *ram, int err);
 
 /* userfault.c: remap_anon_pages() of one page (a copy where the kernel refuses it), no wake. */
 int ram_rap_install(struct ram *ram, uint64_t off, void *page);
-/* userfault.c: zero pages moved over [off, off + len), no wake. */
-int ram_rap_zero(struct ram *ram, uint64_t off, uint64_t len);
+/*
+ * userfault.c: zero pages moved over [off, off + len) (the shared zero
+ * page: nothing allocated), no wake; pages already there are skipped and
+ * counted in *there.  0 or -errno.
+ */
+int ram_rap_zero(struct ram *ram, uint64_t off, uint64_t len, uint64_t *there);
 
 #endif /* RAM_INTERNAL_H */

@@ -64,7 +64,19 @@ static int kvm_exit_install(struct ram *ram, uint64_t off, void *page)
 
 static int kvm_exit_zero(struct ram *ram, uint64_t off, uint64_t len)
 {
-	return ram_rap_zero(ram, off, len);
+	uint64_t there;
+	int r = ram_rap_zero(ram, off, len, &there);
+
+	return r == 0 && there ? -EEXIST : r;
+}
+
+/* A run of zero pages in as few moves as it can (a TLB flush each): the pages already there. */
+static int kvm_exit_zero_run(struct ram *ram, uint64_t off, uint64_t len)
+{
+	uint64_t there;
+	int r = ram_rap_zero(ram, off, len, &there);
+
+	return r < 0 ? r : (int)there;
 }
 
 static int kvm_exit_wake(struct ram *ram, uint64_t off, uint64_t len)
@@ -92,6 +104,7 @@ const struct ram_backend_ops ram_backend_kvm_exit = {
 	.read_faults = kvm_exit_read_faults,
 	.install = kvm_exit_install,
 	.zero = kvm_exit_zero,
+	.zero_run = kvm_exit_zero_run,
 	.wake = kvm_exit_wake,
 	.disarm = kvm_exit_disarm,
 };

@@ -60,6 +60,7 @@ int ram_create(uint64_t size, const struct ram_backend_ops *ops, struct ram **ou
 
 	if (!ram)
 		return -ENOMEM;
+	pthread_mutex_init(&ram->zero_lock, NULL);
 	ram->fd = ram->kick_fd = -1;
 	ram->size = size;
 	ram->nr_pages = size >> PAGE_SHIFT;
@@ -156,6 +157,9 @@ void ram_destroy(struct ram *ram)
 	if (ram->kick_fd >= 0)
 		close(ram->kick_fd);
 	ram_blocktime_free(ram);
+	if (ram->zero_src)
+		munmap(ram->zero_src, RAM_ZERO_SRC_BYTES);
+	pthread_mutex_destroy(&ram->zero_lock);
 	free((void *)ram->pages);
 	free(ram);
 }
