@@ -8,9 +8,10 @@
  *   faults: read() returns 64-bit page-aligned fault addresses;
  *   install: remap_anon_pages(dst, src, 4096, 0) (syscall 451) moves the
  *   caller's page into place; then wake: write {start, end}.
- * Zero pages are installed by moving the shared zero page (ram_rap_zero()).  A staging page
- * the kernel will not move (EBUSY: swapped, KSM, shared, pinned) is copied
- * into a fresh page first, so a migration never fails on it.
+ * Zero pages are installed by moving the shared zero page (ram_rap_zero()).
+ * A staging page the kernel will not move (EBUSY: swapped, KSM, shared,
+ * pinned) is copied into a fresh page first, so a migration never fails
+ * on it.
  * A stock kernel fails the protocol write (EINVAL) or MADV_USERFAULT.
  */
 #include <errno.h>
