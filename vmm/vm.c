@@ -119,7 +119,7 @@ static void complete_io(struct vcpu *vcpu)
 
 /*
  * Waits while paused (or forever once halted); false when the VM stops.
- * pending_io: the last exit was an I/O exit, handled but not completed.
+ * pending_io: the last exit was an I/O (or MMIO-on-RAM) exit, handled but not completed.
  */
 static bool wait_runnable(struct vcpu *vcpu, bool pending_io)
 {
@@ -153,7 +153,10 @@ static void fail(struct vcpu *vcpu, int err, const char *what)
 	vm_stop(vcpu->vm, err);
 }
 
-/* What the vCPU's last KVM_RUN exited for; true when it was an I/O exit (now handled). */
+/*
+ * What the vCPU's last KVM_RUN exited for; true when it was an I/O exit, or
+ * an MMIO exit on RAM (now handled, the instruction completes on re-entry).
+ */
 static bool handle_exit(struct vcpu *vcpu)
 {
 	struct kvm_run *run = vcpu->run;
@@ -173,8 +176,10 @@ static bool handle_exit(struct vcpu *vcpu)
 		break;
 	case KVM_EXIT_MMIO:
 		r = vcpu_mmio_in_ram(vcpu);
-		if (r == 0 || r == -ECANCELED)
-			break; /* RAM whose page was missing (kvm-exit), now done; or stopping */
+		if (r == 0)
+			return true; /* RAM whose page was missing (kvm-exit): completed like an I/O exit */
+		if (r == -ECANCELED)
+			break; /* stopping */
 		if (r != -ERANGE) {
 			fail(vcpu, r, "cannot serve a missing page");
 			break;
