@@ -10,7 +10,10 @@
  * from any thread (asynchronous sources such as the migration agent) with
  * ram_install()/ram_install_zero() or the record's calls (ram/record.h),
  * which also wake the faulting threads.  The page record says where each
- * page is.
+ * page is.  With a back end whose faults go to no fault thread
+ * (own_thread_faults: kvm-exit) the faulting thread serves its own fault
+ * (ram_fault_wait()) and every other access ensures its pages first
+ * (ram_ensure()); the fault thread then only takes the source's replies.
  *
  * The RAM object is opaque: its owner creates and destroys it, everyone
  * reads it through the calls below.  Pages are named by page number
