@@ -9,9 +9,11 @@
 # ram_fault_wait(), which only this back end's exits and ensures call) at
 # least the demand faults, and some.  One case with two vCPUs faulting at
 # once (a request in flight per vCPU), one a snapshot taken at the
-# destination while pages are still missing (the save ensures them).
+# destination while pages are still missing (the save ensures them), one
+# driven over QMP with postcopy-blocktime set at the destination (its
+# figures counted from the vCPU threads' own waits; stop and cont there).
 # Needs the patched kernel's KVM_EXIT_MEMORY_FAULT: in a node here.
-# timeout: 420
+# timeout: 600
 # needs: kvm
 set -uo pipefail
 . tests/host/migrate-lib.bash
@@ -81,4 +83,22 @@ wait_status "$spid" "save: the source" 240 || { cat "$work/save-s.err" >&2; fail
 got=$(final_checksum "$work/restore.err")
 [ "$got" = "$ref" ] || fail "save: restored checksum $got, unmigrated $ref"
 echo "save: ok: a snapshot taken at the kvm-exit destination mid-postcopy restores to checksum $ref ($(grep -o 'own=[0-9]*' "$work/save-d.err"))"
+# QEMU's postcopy-blocktime set at a kvm-exit destination over QMP (as
+# vmm-qmp-incoming does on uffd), two vCPUs: each vCPU thread starts its
+# own wait, so the figures are there; the destination is also stopped and
+# continued over QMP while its vCPUs may wait for pages.
+cmd="workload=random iters=$(sized 40000) quiet=1"
+ref=$(reference_checksum 32M "$cmd" --vcpus 2)
+start_defer_vmm "$work/d.sock" "$work/bt-d.err" "$work/bt-d.json" 280 --ram-backend kvm-exit --vcpus 2
+start_control_vmm "$work/s.sock" "$work/bt-s.err" 280 "$cmd" --vcpus 2
+port=$(free_port)
+python3 tests/host/lib/qmp-drive.py "$work/d.sock" incoming "tcp:127.0.0.1:$port" "$work/s.sock" ||
+	{ cat "$work/bt-s.err" "$work/bt-d.err" >&2; fail "blocktime: the QMP-driven migration"; }
+check_migrated blocktime "$ref" "$spid" "$work/bt-s.err" "$dpid" "$work/bt-d.err" "$work/bt-d.json"
+check_json "$work/bt-d.json" '.ram_backend == "kvm-exit" and .faults_own_thread > 0' "blocktime: the kvm-exit path"
+check_json "$work/bt-d.json" '.postcopy_blocktime_ms as $t | $t >= 0
+	and (.vcpu_blocktime_ms | length) == 2 and all(.vcpu_blocktime_ms[]; . >= $t)' "blocktime: the destination's figures"
+check_json "$work/bt-d.json" '.pages_demand == 0 or any(.vcpu_blocktime_ms[]; . > 0)' \
+	"blocktime: demand pages, yet no vCPU blocked"
+echo "blocktime: ok: $(jq -c '{faults, faults_own_thread, pages_demand, blocktime_ms, postcopy_blocktime_ms, vcpu_blocktime_ms}' "$work/bt-d.json")"
 echo "migrate-kvm-exit: every migration's faults served on the vCPU threads, checksums equal"
