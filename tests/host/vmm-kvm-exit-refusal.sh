@@ -3,7 +3,8 @@
 # before anything starts, wherever the patched kvm-exit path is missing:
 #  - on a kernel without MADV_USERFAULT (any stock kernel, such as this
 #    host's): `vmm probe kvm-exit` says no and what it needs (exit 77), and
-#    `vmm run --incoming` and `vmm run --lazy` exit 1 with one line naming
+#    `vmm run --incoming` and `vmm run --lazy` exit with the VMM's failure
+#    status (that of a missing image) and one line naming
 #    it, leaving nothing behind (nothing listens on the destination's
 #    port, no metrics written);
 #  - on the patched kernel whose KVM runs with shadow paging (a node booted
@@ -39,13 +40,15 @@ shadow_node() {
 	tests/node-launch --name kvm-exit-shadow --timeout 280 --quiet --append kvm_amd.npt=0 -- \
 		'[ "$(cat /sys/module/kvm_amd/parameters/npt)" = N ] || { echo "npt still on"; exit 1; }
 		 vmm probe kvm-exit; echo "@@PROBE $?"
+		 vmm run --mem 16M --image /nonexistent.elf; echo "@@FAILED $?"
 		 vmm run --mem 16M --lazy --ram-backend kvm-exit --image /usr/share/postcopy/guest.elf \
 			--cmdline "workload=seq iters=1"; echo "@@RUN $?"' ||
 		{ tail -n 30 "$log"; fail "shadow-paging node failed"; }
 	tr -d '\r' < "$log" > "$tmp/shadow.log"
 	grep -q '^@@PROBE 77' "$tmp/shadow.log" && grep -q '^kvm-exit no .*two-dimensional paging' "$tmp/shadow.log" ||
 		{ tail -n 30 "$tmp/shadow.log"; fail "shadow paging: vmm probe kvm-exit did not refuse it, naming TDP"; }
-	grep -q '^@@RUN 1' "$tmp/shadow.log" &&
+	failed=$(sed -n 's/^@@FAILED //p' "$tmp/shadow.log")
+	[ -n "$failed" ] && [ "$failed" != 0 ] && grep -q "^@@RUN $failed\$" "$tmp/shadow.log" &&
 		grep -q "^vmm: the kvm-exit RAM back end needs two-dimensional paging (EPT/NPT)" "$tmp/shadow.log" ||
 		{ tail -n 30 "$tmp/shadow.log"; fail "shadow paging: vmm run --ram-backend kvm-exit was not refused, naming TDP"; }
 	echo "ok: shadow paging (kvm_amd.npt=0, patched kernel): $(grep '^vmm: the kvm-exit' "$tmp/shadow.log" | head -n1)"
@@ -66,13 +69,19 @@ grep -q '^kvm-exit no .*MADV_USERFAULT.*KVM_EXIT_MEMORY_FAULT' "$tmp/probe" ||
 echo "ok: $(cat "$tmp/probe")"
 "$BIN/vmm" probe | grep -qx 'auto kvm-exit' && fail "auto chose kvm-exit"
 
-# One refusal: exit 1, one line naming the back end and what it needs.
+# The VMM's failure status (1 here; 70 from main's sysexits change on), as a
+# VMM that cannot start for another reason (an image that is not there) exits.
+"$BIN/vmm" run --mem 16M --image "$tmp/none.elf" > /dev/null 2>&1
+failed=$?
+[ "$failed" != 0 ] || fail "vmm run of a missing image exited 0"
+
+# One refusal: the VMM's failure status, one line naming the back end and what it needs.
 refused() { # what vmm-args...
 	local what=$1
 	shift
 	timeout 30 "$BIN/vmm" "$@" > "$tmp/out" 2> "$tmp/err"
 	rc=$?
-	[ "$rc" = 1 ] || { cat "$tmp/err" >&2; fail "$what: exit $rc, 1 expected"; }
+	[ "$rc" = "$failed" ] || { cat "$tmp/err" >&2; fail "$what: exit $rc, the VMM's failure status $failed expected"; }
 	grep -q "RAM back end 'kvm-exit' is not available on this kernel: .*it needs MADV_USERFAULT.*KVM_EXIT_MEMORY_FAULT" "$tmp/err" ||
 		{ cat "$tmp/err" >&2; fail "$what: no reason given"; }
 	[ "$(wc -l < "$tmp/err")" = 1 ] || { cat "$tmp/err" >&2; fail "$what: more than the one line"; }
