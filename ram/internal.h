@@ -87,6 +87,13 @@ void ram_set_error(struct ram *ram, int err);
 /* userfault.c: remap_anon_pages() of one page (a copy where the kernel refuses it), no wake. */
 int ram_rap_install(struct ram *ram, uint64_t off, void *page);
 /*
+ * userfault.c: the len bytes of pages at `pages` moved to [off, off + len)
+ * in as few calls as the kernel allows (a page it will not move, EBUSY,
+ * copied alone), no wake; pages already there are skipped and counted in
+ * *there.  0 or -errno.
+ */
+int ram_rap_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t len, uint64_t *there);
+/*
  * userfault.c: zero pages moved over [off, off + len) (the shared zero
  * page: nothing allocated), no wake; pages already there are skipped and
  * counted in *there.  0 or -errno.

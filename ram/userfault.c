@@ -171,6 +171,34 @@ int ram_rap_install(struct ram *ram, uint64_t off, void *page)
 	return (int)r;
 }
 
+int ram_rap_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t len, uint64_t *there)
+{
+	*there = 0;
+	for (uint64_t done = 0; done < len;) {
+		long r = syscall(__NR_remap_anon_pages, ram->host + off + done,
+				 (char *)pages + done, len - done, 0UL);
+		int e;
+
+		if (r > 0) {
+			done += (uint64_t)r;
+			continue;
+		}
+		if (r == 0)
+			return -EIO; /* nothing moved and no error: never expected */
+		e = errno == EBUSY ? install_copy(ram, off + done, (char *)pages + done) : -errno;
+		if (e == -EAGAIN) {
+			sched_yield(); /* the address space is changing: again */
+			continue;
+		}
+		if (e == -EEXIST)
+			(*there)++;
+		else if (e < 0)
+			return e;
+		done += PAGE_SIZE; /* that page done (copied) or already there */
+	}
+	return 0;
+}
+
 static int userfault_install(struct ram *ram, uint64_t off, void *page)
 {
 	int r = ram_rap_install(ram, off, page);
@@ -261,6 +289,17 @@ static int userfault_zero(struct ram *ram, uint64_t off, uint64_t len)
 	return r == 0 && there ? -EEXIST : r;
 }
 
+/* install_run: moved in as few calls as the kernel allows, woken at once; the pages already there. */
+static int userfault_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t len)
+{
+	uint64_t there;
+	int r = ram_rap_install_run(ram, off, pages, len, &there);
+
+	if (r == 0)
+		r = userfault_wake(ram, off, len);
+	return r < 0 ? r : (int)there;
+}
+
 /* zero_run: the pages already there are woken with the rest, and counted. */
 static int userfault_zero_run(struct ram *ram, uint64_t off, uint64_t len)
 {
@@ -292,6 +331,7 @@ const struct ram_backend_ops ram_backend_userfault = {
 	.fault_fd = userfault_fault_fd,
 	.read_faults = userfault_read_faults,
 	.install = userfault_install,
+	.install_run = userfault_install_run,
 	.zero = userfault_zero,
 	.zero_run = userfault_zero_run,
 	.wake = userfault_wake,

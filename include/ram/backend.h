@@ -57,7 +57,8 @@ struct ram_backend_ops {
 	int (*install)(struct ram *ram, uint64_t off, void *page);
 	/*
 	 * Optional (NULL: install page by page).  Copies the len bytes of
-	 * consecutive pages at `pages` (page aligned, left intact) to
+	 * consecutive pages at `pages` (page aligned; left intact, except by a
+	 * moving back end, which takes them as its install() does) to
 	 * [off, off + len) in as few calls as it can, and wakes.  Pages found
 	 * already there are skipped and woken.  Returns how many pages were
 	 * already there (>= 0), or a fatal -errno.
