@@ -7,7 +7,11 @@
  * replies on the urgent channel are read and installed by the same thread,
  * which polls the channel beside the userfaultfd.  So a demand fault is
  * one thread's work from the fault message to the install: no receiver
- * thread to wake, no hand-over.
+ * thread to wake, no hand-over.  With a RAM back end whose threads serve
+ * their own faults (kvm-exit), request() and staged() run on the faulting
+ * vCPU thread instead, several at once: the sends are serialized by
+ * req_lock (one request in flight per vCPU), and the replies are still
+ * read and installed here, which wakes the vCPU through the page record.
  *
  * The urgent channel is the fault thread's while attached (loop_conn,
  * under loop_lock): from the resume until the link breaks or the

@@ -151,6 +151,18 @@ static void blocktime(struct mig_dest *d, struct mig_dest_metrics *m, uint64_t *
 	m->blocktime_vcpu_us = *vcpu_us;
 }
 
+/* The RAM's back end, and the faults its faulting threads served themselves (kvm-exit). */
+static void own_thread(struct mig_dest *d, struct mig_dest_metrics *m)
+{
+	const struct ram_backend_ops *ops = d->ram ? ram_backend(d->ram) : NULL;
+	struct ram_stats st;
+	if (!d->ram)
+		return;
+	ram_get_stats(d->ram, &st);
+	m->faults_own_thread = st.own_thread;
+	m->ram_backend = ops ? ops->name : NULL;
+}
+
 static double ns_to_us(uint64_t from, uint64_t to)
 {
 	return (double)(to - from) / 1000.0;
@@ -198,6 +210,7 @@ void mig_dest_report(struct mig_dest *d, FILE *f)
 		.tls = d->tls,
 		.blocktime_vcpus = -1,
 	};
+	own_thread(d, &m);
 	struct mig_timeline tl;
 	uint32_t *cnt = NULL;
 	uint64_t *vcpu_us;

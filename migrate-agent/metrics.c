@@ -350,6 +350,9 @@ int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 	put_u64(o, "pages_requested", c->requests_sent);
 	put_u64(o, "faults", c->faults);
 	put_u64(o, "faults_deduped", c->requests_deduped);
+	put_u64(o, "faults_own_thread", m->faults_own_thread);
+	json_object_object_add(o, "ram_backend",
+			       m->ram_backend ? json_object_new_string(m->ram_backend) : NULL);
 	json_object_object_add(o, "fault_latency_us", fault_latency(c));
 	put_num(o, "blocktime_ms", (double)c->blocktime_ns / 1e6, 3);
 	put_blocktime(o, m);

@@ -76,9 +76,11 @@ struct mig_dest_metrics {
 	struct mig_stamps_view stamps;
 	uint64_t recoveries;
 	double link_down_ms;
-	double bulk_rx_cpu_ms;	 /* the bulk receiver threads' CPU time (user + system) */
-	unsigned channels;	 /* bulk channels of the session */
-	struct mig_tls_ctx *tls; /* NULL: plain TCP, "tls": null */
+	double bulk_rx_cpu_ms;	    /* the bulk receiver threads' CPU time (user + system) */
+	unsigned channels;	    /* bulk channels of the session */
+	struct mig_tls_ctx *tls;    /* NULL: plain TCP, "tls": null */
+	const char *ram_backend;    /* the RAM's back end; NULL: none (disarmed) */
+	uint64_t faults_own_thread; /* faults the faulting thread served (kvm-exit) */
 	/*
 	 * QEMU's postcopy-blocktime (all vCPUs blocked at once) and
 	 * postcopy-vcpu-blocktime, in us, for blocktime_vcpus vCPUs; -1: not

@@ -12,7 +12,8 @@
 #include "internal.h"
 
 /*
- * One fault message.  Ordering hazards it handles:
+ * One fault message (or, from wait.c, a thread's own fault).  Ordering
+ * hazards it handles:
  *  - a fault message for a page installed meanwhile (background push, or
  *    a second vCPU's fault already served): the page is present, so only
  *    wake its range; waking a range with no waiter is harmless;
@@ -22,7 +23,7 @@
  * Deliberately ignored: a source that never installs a pending page (the
  *   vCPU waits; the migration agent owns timeouts and recovery).
  */
-static int serve(struct ram *ram, uint64_t off, uint32_t tid)
+int ram_serve_fault(struct ram *ram, uint64_t off, uint32_t tid)
 {
 	uint64_t pg = off >> PAGE_SHIFT, w;
 
@@ -89,16 +90,22 @@ static void *fault_thread(void *arg)
 			break;
 		}
 		for (int i = 0; i < n && r >= 0; i++)
-			r = serve(ram, offs[i], tids[i]);
+			r = ram_serve_fault(ram, offs[i], tids[i]);
 		if (r >= 0)
 			r = wait_events(ram, n > 0 || ram->busy_poll ? 0 : -1);
 	}
-	if (r < 0) {
-		atomic_store(&ram->error, r);
-		if (ram->on_error)
-			ram->on_error(ram->on_error_arg, r);
-	}
+	if (r < 0)
+		ram_set_error(ram, r);
 	return NULL;
+}
+
+/* The fault thread and the threads serving their own faults (wait.c) may both fail. */
+void ram_set_error(struct ram *ram, int err)
+{
+	int none = 0;
+
+	if (atomic_compare_exchange_strong(&ram->error, &none, err) && ram->on_error)
+		ram->on_error(ram->on_error_arg, err);
 }
 
 int ram_start_faults(struct ram *ram, struct ram_source *src, bool busy_poll)

@@ -21,6 +21,21 @@
 
 struct ram_blocktime;
 
+/*
+ * Threads waiting for a page in ram_fault_wait() (wait.c): a slot each,
+ * holding the page + 1 (0: free) and a futex word the installer bumps.
+ * 64 slots: 32 vCPUs at most and the VMM's few other threads.
+ */
+#define RAM_WAIT_SLOTS 64
+
+/* The zero-page source of ram_rap_zero(): a remap of at most this much per call. */
+#define RAM_ZERO_SRC_BYTES (64 * PAGE_SIZE)
+
+struct ram_waiter {
+	_Atomic uint64_t page;
+	_Atomic uint32_t seq;
+};
+
 struct ram {
 	uint8_t *host; /* guest-physical 0 in our address space */
 	uint64_t size; /* bytes, page aligned */
@@ -44,9 +59,16 @@ struct ram {
 	void *on_error_arg;
 	/* Blocked vCPU time (blocktime.c): NULL until ram_blocktime_start(). */
 	struct ram_blocktime *_Atomic bt;
+	/* The remap back ends' source of zero pages (userfault.c: ram_rap_zero()). */
+	pthread_mutex_t zero_lock;
+	uint8_t *zero_src; /* RAM_ZERO_SRC_BYTES, mapped at first use */
+	/* Faults served on the faulting thread (wait.c): its waiters, and ram_cancel_waits(). */
+	_Atomic unsigned nr_waiting;
+	atomic_bool waits_cancelled;
+	struct ram_waiter waiters[RAM_WAIT_SLOTS];
 	struct {
 		_Atomic uint64_t faults, requests, dup_faults, late_faults, installed, zeroed, dups,
-		    eexist;
+		    eexist, own_thread;
 	} st;
 };
 
@@ -54,5 +76,28 @@ struct ram {
 void ram_blocktime_begin(struct ram *ram, uint64_t pg, uint32_t tid);
 void ram_blocktime_end(struct ram *ram, uint64_t pg, uint64_t n);
 void ram_blocktime_free(struct ram *ram);
+
+/* wait.c: pages pg .. pg + n - 1 were just marked PRESENT: wake who waits on them. */
+void ram_waiters_end(struct ram *ram, uint64_t pg, uint64_t n);
+/* fault.c: a fault of thread tid (0: unknown) at offset off: claim, ask or wake. */
+int ram_serve_fault(struct ram *ram, uint64_t off, uint32_t tid);
+/* fault.c: the first fatal error of lazy RAM, reported once (on_error). */
+void ram_set_error(struct ram *ram, int err);
+
+/* userfault.c: remap_anon_pages() of one page (a copy where the kernel refuses it), no wake. */
+int ram_rap_install(struct ram *ram, uint64_t off, void *page);
+/*
+ * userfault.c: the len bytes of pages at `pages` moved to [off, off + len)
+ * in as few calls as the kernel allows (a page it will not move, EBUSY,
+ * copied alone), no wake; pages already there are skipped and counted in
+ * *there.  0 or -errno.
+ */
+int ram_rap_install_run(struct ram *ram, uint64_t off, void *pages, uint64_t len, uint64_t *there);
+/*
+ * userfault.c: zero pages moved over [off, off + len) (the shared zero
+ * page: nothing allocated), no wake; pages already there are skipped and
+ * counted in *there.  0 or -errno.
+ */
+int ram_rap_zero(struct ram *ram, uint64_t off, uint64_t len, uint64_t *there);
 
 #endif /* RAM_INTERNAL_H */

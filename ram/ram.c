@@ -19,9 +19,8 @@
  * the fault round trip is no faster with MOVE (docs/vmm.md).
  */
 static const struct ram_backend_ops *const backends[] = {
-	&ram_backend_userfault,
-	&ram_backend_uffd,
-	&ram_backend_uffd_move,
+	&ram_backend_userfault, &ram_backend_uffd, &ram_backend_uffd_move,
+	&ram_backend_kvm_exit, /* by name only: auto skips own-thread faults */
 };
 
 int ram_backend_find(const char *name, const struct ram_backend_ops **out)
@@ -32,7 +31,7 @@ int ram_backend_find(const char *name, const struct ram_backend_ops **out)
 	for (size_t i = 0; i < ARRAY_SIZE(backends); i++) {
 		int r;
 
-		if (!any && strcmp(name, backends[i]->name))
+		if (any ? backends[i]->own_thread_faults : strcmp(name, backends[i]->name) != 0)
 			continue;
 		r = backends[i]->probe();
 		if (r == 0) {
@@ -46,6 +45,14 @@ int ram_backend_find(const char *name, const struct ram_backend_ops **out)
 	return any ? last : -EINVAL;
 }
 
+const struct ram_backend_ops *ram_backend_named(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
+		if (!strcmp(name, backends[i]->name))
+			return backends[i];
+	return NULL;
+}
+
 int ram_create(uint64_t size, const struct ram_backend_ops *ops, struct ram **out)
 {
 	struct ram *ram = calloc(1, sizeof(*ram));
@@ -53,6 +60,7 @@ int ram_create(uint64_t size, const struct ram_backend_ops *ops, struct ram **ou
 
 	if (!ram)
 		return -ENOMEM;
+	pthread_mutex_init(&ram->zero_lock, NULL);
 	ram->fd = ram->kick_fd = -1;
 	ram->size = size;
 	ram->nr_pages = size >> PAGE_SHIFT;
@@ -105,6 +113,7 @@ void ram_set_on_error(struct ram *ram, void (*fn)(void *arg, int err), void *arg
 
 void ram_disarm(struct ram *ram)
 {
+	ram_cancel_waits(ram); /* a thread waiting on its own fault returns */
 	if (ram->ops)
 		ram->ops->disarm(ram);
 	ram->ops = NULL;
@@ -125,6 +134,7 @@ int ram_reset(struct ram *ram)
 	memset(&ram->st, 0, sizeof(ram->st));
 	atomic_store(&ram->error, 0);
 	atomic_store(&ram->stop, false);
+	atomic_store(&ram->waits_cancelled, false);
 	ram_blocktime_free(ram);
 	ram->t0 = now_ns() - 1; /* a stamped time is never 0 */
 	/* Kicks (ram_kick_faults()) left for a fault thread that never ran. */
@@ -147,6 +157,9 @@ void ram_destroy(struct ram *ram)
 	if (ram->kick_fd >= 0)
 		close(ram->kick_fd);
 	ram_blocktime_free(ram);
+	if (ram->zero_src)
+		munmap(ram->zero_src, RAM_ZERO_SRC_BYTES);
+	pthread_mutex_destroy(&ram->zero_lock);
 	free((void *)ram->pages);
 	free(ram);
 }

@@ -159,6 +159,7 @@ int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, e
 	for (uint64_t i = 0; i < n; i++)
 		atomic_store_explicit(&ram->pages[pg + i], w, memory_order_release);
 	ram_blocktime_end(ram, pg, n);
+	ram_waiters_end(ram, pg, n);
 	atomic_fetch_add(&ram->nr_present, n);
 	atomic_fetch_add(pages ? &ram->st.installed : &ram->st.zeroed, n);
 	return 0;
@@ -199,4 +200,5 @@ void ram_get_stats(const struct ram *ram, struct ram_stats *st)
 	st->zeroed = atomic_load(&ram->st.zeroed);
 	st->dups = atomic_load(&ram->st.dups);
 	st->eexist = atomic_load(&ram->st.eexist);
+	st->own_thread = atomic_load(&ram->st.own_thread);
 }

@@ -20,7 +20,8 @@
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "usage: vmm restore FILE [--lazy [--ram-backend uffd|uffd-move|userfault|auto]\n"
+	    f, "usage: vmm restore FILE [--lazy [--ram-backend "
+	       "uffd|uffd-move|userfault|kvm-exit|auto]\n"
 	       "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
 }
 

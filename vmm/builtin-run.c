@@ -19,12 +19,11 @@
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
-	    "       vmm run --lazy-from SNAPSHOT   (= vmm restore SNAPSHOT --lazy)\n"
-	    "               [--lazy [--ram-backend uffd|uffd-move|userfault|auto] [--busy-poll]]\n"
-	    "               [--save-after MS FILE] [--trace-reports]\n");
+	fprintf(f, "usage: vmm run --image FILE [--mem SIZE] [--vcpus N] [--cmdline STR]\n"
+		   "       vmm run --lazy-from SNAPSHOT   (= vmm restore SNAPSHOT --lazy)\n"
+		   "               [--lazy [--ram-backend uffd|uffd-move|userfault|kvm-exit|auto]\n"
+		   "                       [--busy-poll]]\n"
+		   "               [--save-after MS FILE] [--trace-reports]\n");
 	migrate_usage(f);
 }
 

@@ -37,8 +37,10 @@ int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o)
 		if (!(v = arg_value(argc, argv, i)))
 			return -1;
 		if (strcmp(v, "auto") && strcmp(v, "uffd") && strcmp(v, "uffd-move") &&
-		    strcmp(v, "userfault")) {
-			pr_err("unknown RAM back end '%s' (uffd, uffd-move, userfault, auto)", v);
+		    strcmp(v, "userfault") && strcmp(v, "kvm-exit")) {
+			pr_err("unknown RAM back end '%s' (uffd, uffd-move, userfault, kvm-exit, "
+			       "auto)",
+			       v);
 			return -1;
 		}
 		o->backend = v;
@@ -67,8 +69,11 @@ static int lazy_backend(const struct run_opts *o, const struct ram_backend_ops *
 		return 0;
 	r = ram_backend_find(o->backend, ops);
 	if (r < 0) {
-		pr_err("RAM back end '%s' is not available on this kernel: %s", o->backend,
-		       strerror(-r));
+		const struct ram_backend_ops *named = ram_backend_named(o->backend);
+
+		pr_err("RAM back end '%s' is not available on this kernel: %s%s%s%s", o->backend,
+		       strerror(-r), named && named->needs ? " (it needs " : "",
+		       named && named->needs ? named->needs : "", named && named->needs ? ")" : "");
 		return r;
 	}
 	return 0;
@@ -143,6 +148,10 @@ static void summary(struct vm *vm, int status, const struct run_opts *o)
 			lazy->name, o->busy_poll ? " (busy-poll)" : "", st.faults, st.requests,
 			st.installed, st.zeroed, st.dup_faults, st.late_faults,
 			ram_nr_present(vm_ram(vm)), ram_nr_pages(vm_ram(vm)));
+		if (lazy->own_thread_faults)
+			pr_info("lazy RAM: faults served on the faulting thread (KVM exits and VMM "
+				"accesses): own=%" PRIu64,
+				st.own_thread);
 	}
 }
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vmm/memfault.h"
 #include "vmm/snapshot.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
@@ -23,6 +24,10 @@ int snapshot_write(struct vm *vm, const char *path)
 
 	if (size < 0)
 		return (int)size;
+	/* Every page is read below: the missing ones come first (kvm-exit; else a no-op). */
+	r = vm_ram_ensure(vm, 0, ram_bytes(ram));
+	if (r < 0)
+		return r;
 	blob = malloc((size_t)size);
 	if (!blob)
 		return -ENOMEM;

@@ -31,7 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compat/kvm-memory-fault.h"
 #include "vmm/guest-port.h"
+#include "vmm/memfault.h"
 #include "vmm/serial.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
@@ -117,7 +119,7 @@ static void complete_io(struct vcpu *vcpu)
 
 /*
  * Waits while paused (or forever once halted); false when the VM stops.
- * pending_io: the last exit was an I/O exit, handled but not completed.
+ * pending_io: the last exit was an I/O (or MMIO-on-RAM) exit, handled but not completed.
  */
 static bool wait_runnable(struct vcpu *vcpu, bool pending_io)
 {
@@ -151,10 +153,14 @@ static void fail(struct vcpu *vcpu, int err, const char *what)
 	vm_stop(vcpu->vm, err);
 }
 
-/* What the vCPU's last KVM_RUN exited for; true when it was an I/O exit (now handled). */
+/*
+ * What the vCPU's last KVM_RUN exited for; true when it was an I/O exit, or
+ * an MMIO exit on RAM (now handled, the instruction completes on re-entry).
+ */
 static bool handle_exit(struct vcpu *vcpu)
 {
 	struct kvm_run *run = vcpu->run;
+	int r;
 
 	switch (run->exit_reason) {
 	case KVM_EXIT_IO:
@@ -169,6 +175,15 @@ static bool handle_exit(struct vcpu *vcpu)
 		fail(vcpu, -EFAULT, "guest shut down (triple fault)");
 		break;
 	case KVM_EXIT_MMIO:
+		r = vcpu_mmio_in_ram(vcpu);
+		if (r == 0)
+			return true; /* RAM whose page was missing (kvm-exit): completed like an I/O exit */
+		if (r == -ECANCELED)
+			break; /* stopping */
+		if (r != -ERANGE) {
+			fail(vcpu, r, "cannot serve a missing page");
+			break;
+		}
 		pr_err("vcpu %u: guest accessed %#llx, outside RAM", vcpu->id,
 		       (unsigned long long)run->mmio.phys_addr);
 		fail(vcpu, -EFAULT, "access outside RAM");
@@ -205,6 +220,14 @@ static void *vcpu_thread(void *arg)
 			if (errno == EINTR || errno == EAGAIN) {
 				/* Kicked: a pause or stop is pending. */
 				continue;
+			}
+			if (errno == EFAULT && vcpu->run->exit_reason == KVM_EXIT_MEMORY_FAULT) {
+				/* A missing page (kvm-exit): served here, then the guest retries. */
+				ret = vcpu_memory_fault(vcpu);
+				if (ret == 0 || ret == -ECANCELED)
+					continue;
+				fail(vcpu, ret, "cannot serve a missing page");
+				break;
 			}
 			fail(vcpu, -errno, "KVM_RUN failed");
 			break;
@@ -371,11 +394,16 @@ static int create_ram(struct vm *vm, const char **why)
 {
 	int r;
 
+	r = memfault_check_kvm(vm->kvm_fd, vm->cfg.lazy, why);
+	if (r < 0)
+		return r;
 	*why = vm->cfg.lazy ? "cannot reserve and arm guest RAM" : "cannot reserve guest RAM";
 	r = ram_create(vm->cfg.mem_size, vm->cfg.lazy, &vm->ram);
 	if (r < 0)
 		return r;
 	ram_set_on_error(vm->ram, ram_failed, vm);
+	if (vm->cfg.lazy && vm->cfg.lazy->own_thread_faults)
+		memfault_guard_sigbus(vm);
 	*why = "KVM refused the guest RAM";
 	return ram_slot_set(vm, 0);
 }
@@ -581,6 +609,8 @@ void vm_stop(struct vm *vm, int status)
 		vm->stopped = true;
 		vm->exit_status = status;
 		kick_all(vm);
+		/* A vCPU waiting for its own page (kvm-exit) returns and sees the stop. */
+		ram_cancel_waits(vm->ram);
 		pthread_cond_broadcast(&vm->cond);
 		if (write(vm->event_fd, &one, sizeof(one)) < 0) {
 			/* the eventfd cannot overflow with one write */

@@ -25,9 +25,9 @@ def tls_markdown(doc):
 def twonode_markdown(t):
     lines = ["", "Within one kernel (two QEMU nodes under TCG, nested KVM, patched 6.1; "
              f"{t.get('mem', '?')} guest, `{t.get('workload', '?')}`): remap_anon_pages "
-             "(`userfault`) against UFFDIO_COPY (`uffd`) at the destination, one migration "
-             "each. Everything here is emulated: compare the two rows, never with the host "
-             "tables.", ""]
+             "(`userfault`) against UFFDIO_COPY (`uffd`) and the vCPU's own exit "
+             "(`kvm-exit`) at the destination, one migration each. Everything here is "
+             "emulated: compare the rows, never with the host tables.", ""]
     if t.get("error"):
         return lines + [f"Not run: {t['error']}"]
     lines += ["| back end | downtime ms | total ms | requested | fault p50 us | fault p99 us | "

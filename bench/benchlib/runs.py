@@ -476,15 +476,17 @@ def run_twonode(args, out):
     """(8) remap_anon_pages against UFFDIO_COPY on the same patched kernel:
     one postcopy migration between two QEMU nodes (TCG, nested KVM) with the
     destination on the `userfault` back end (MADV_USERFAULT, the article's
-    protocol, remap_anon_pages), then one with `uffd`.  A within-kernel
-    comparison: everything runs emulated, so never beside the host figures."""
+    protocol, remap_anon_pages), then one with `uffd`, then one with
+    `kvm-exit` (unclaimed MADV_USERFAULT RAM: each vCPU serves its own
+    KVM_EXIT_MEMORY_FAULT).  A within-kernel comparison: everything runs
+    emulated, so never beside the host figures."""
     if args.no_node:
         return {"error": "not run (--no-node)"}
     for f in ("build/kernel/bzImage", "build/initramfs.cpio.gz"):
         if not os.path.exists(os.path.join(ROOT, f)):
             return {"error": f"not run: {f} missing (make kernel guest-image)"}
     res = {"workload": TWONODE_WORKLOAD, "mem": "16M", "runs": []}
-    for backend in ("userfault", "uffd"):
+    for backend in ("userfault", "uffd", "kvm-exit"):
         name = f"bench-twonode-{backend}"
         step(f"two nodes on the patched kernel, destination back end {backend} ...")
         t = time.monotonic()
@@ -523,6 +525,7 @@ def run_twonode(args, out):
                                            "max": lats[-1] if lats else None, "n": len(lats),
                                            "how": "destination stamps (one node's clock)"},
                       "blocktime_ms": dj.get("blocktime_ms"),
+                      "faults_own_thread": dj.get("faults_own_thread"),
                       "duplicate_pages": dj.get("duplicate_pages"),
                       "checksum_reference": field("a", "REF_SUM"),
                       "checksum": field("b", "DEST_SUM")})

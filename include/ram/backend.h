@@ -2,8 +2,8 @@
 /*
  * Guest RAM's back ends: one way each of arming RAM so that the kernel
  * reports missing-page faults to user space, and of installing pages.
- * One ops struct, one file per back end (ram/uffd.c, ram/userfault.c),
- * chosen once at start-up (ram_backend_find()).
+ * One ops struct, one file per back end (ram/uffd.c, ram/userfault.c,
+ * ram/kvm-exit.c), chosen once at start-up (ram_backend_find()).
  */
 #ifndef RAM_BACKEND_H
 #define RAM_BACKEND_H
@@ -32,6 +32,15 @@ struct ram_backend_ops {
 	const char *name;
 	/* install() moves the page out of the caller's buffer (zero copy). */
 	bool moves_pages;
+	/*
+	 * Faults are reported to no fault thread: the thread that meets a
+	 * missing page serves it itself with ram_fault_wait() (a vCPU on
+	 * KVM's exit), and every other access to guest RAM must first call
+	 * ram_ensure().  fault_fd() is -1 and read_faults() finds nothing.
+	 */
+	bool own_thread_faults;
+	/* What the kernel must offer, for a refusal's message; NULL: a stock userfaultfd. */
+	const char *needs;
 	/* 0 if the running kernel supports this back end, else -errno. */
 	int (*probe)(void);
 	/* Registers the whole RAM range; faults are reported from now on. */
@@ -48,7 +57,8 @@ struct ram_backend_ops {
 	int (*install)(struct ram *ram, uint64_t off, void *page);
 	/*
 	 * Optional (NULL: install page by page).  Copies the len bytes of
-	 * consecutive pages at `pages` (page aligned, left intact) to
+	 * consecutive pages at `pages` (page aligned; left intact, except by a
+	 * moving back end, which takes them as its install() does) to
 	 * [off, off + len) in as few calls as it can, and wakes.  Pages found
 	 * already there are skipped and woken.  Returns how many pages were
 	 * already there (>= 0), or a fatal -errno.
@@ -67,13 +77,18 @@ struct ram_backend_ops {
 extern const struct ram_backend_ops ram_backend_uffd;	   /* UFFDIO_COPY */
 extern const struct ram_backend_ops ram_backend_uffd_move; /* UFFDIO_MOVE */
 extern const struct ram_backend_ops ram_backend_userfault; /* patched kernel */
+extern const struct ram_backend_ops ram_backend_kvm_exit;  /* patched kernel, own-thread faults */
 
 /*
- * Chooses a back end by name: "uffd", "uffd-move", "userfault", or "auto"
- * (the first the kernel supports of userfault, uffd, uffd-move).
+ * Chooses a back end by name: "uffd", "uffd-move", "userfault",
+ * "kvm-exit", or "auto" (the first the kernel supports of userfault, uffd,
+ * uffd-move: never kvm-exit, which needs the VMM's exit handling and
+ * KVM's exit, neither of which this probe can see).
  * -EINVAL for an unknown name, -EOPNOTSUPP (or the probe's errno) when the
  * kernel lacks it.
  */
 int ram_backend_find(const char *name, const struct ram_backend_ops **out);
+/* The back end of that name whether the kernel has it or not (its needs), NULL for none. */
+const struct ram_backend_ops *ram_backend_named(const char *name);
 
 #endif /* RAM_BACKEND_H */

@@ -10,7 +10,10 @@
  * from any thread (asynchronous sources such as the migration agent) with
  * ram_install()/ram_install_zero() or the record's calls (ram/record.h),
  * which also wake the faulting threads.  The page record says where each
- * page is.
+ * page is.  With a back end whose faults go to no fault thread
+ * (own_thread_faults: kvm-exit) the faulting thread serves its own fault
+ * (ram_fault_wait()) and every other access ensures its pages first
+ * (ram_ensure()); the fault thread then only takes the source's replies.
  *
  * The RAM object is opaque: its owner creates and destroys it, everyone
  * reads it through the calls below.  Pages are named by page number
@@ -105,6 +108,36 @@ void ram_stop_faults(struct ram *ram);
 /* Wakes the fault thread to ask its source's reply_fd() again (any thread). */
 void ram_kick_faults(struct ram *ram);
 
+/* ---- Faults served on the faulting thread (own_thread_faults back ends: kvm-exit) ---- */
+
+/*
+ * The calling thread needs page pg now (a vCPU's KVM_EXIT_MEMORY_FAULT, or
+ * a VMM thread about to touch guest RAM): as the fault thread does for a
+ * fault message, it claims the page MISSING -> REQUESTED and asks the
+ * source on this thread (the same stamps, counters and blocked time; tid
+ * is the caller's thread id for the latter, 0 if unknown), then sleeps on
+ * the page record until the page is PRESENT, whoever installs it.  0 once
+ * present (at once for a present page, and for plain RAM); -ECANCELED
+ * when the waits were cancelled (ram_cancel_waits(), ram_disarm()): the
+ * page may be missing; the source's -errno, also reported as the fault
+ * thread's error (on_error).  Any thread, with no lock held that an
+ * installer needs.
+ */
+int ram_fault_wait(struct ram *ram, uint64_t pg, uint32_t tid);
+/*
+ * Pages pg .. pg + n - 1 are present before the caller touches them: for
+ * an own_thread_faults back end, ram_fault_wait() on each missing one (tid:
+ * the caller's); for the others nothing (the kernel reports the access to
+ * the fault thread).  0, or ram_fault_wait()'s -errno.
+ */
+int ram_ensure(struct ram *ram, uint64_t pg, uint64_t n, uint32_t tid);
+/*
+ * Ends every wait of ram_fault_wait() and makes later ones return
+ * -ECANCELED at once, for good (ram_reset() clears it): the VM is
+ * stopping.  Any thread, also with locks held (it takes none).
+ */
+void ram_cancel_waits(struct ram *ram);
+
 /* ---- Synchronous installs ---- */
 
 /*
@@ -176,6 +209,7 @@ struct ram_stats {
 	uint64_t zeroed;      /* pages installed as zero */
 	uint64_t dups;	      /* ram_install*() of a page already there or claimed */
 	uint64_t eexist;      /* the kernel had a page the record did not (should stay 0) */
+	uint64_t own_thread;  /* faults served on the faulting thread (kvm-exit's path only) */
 };
 
 void ram_get_stats(const struct ram *ram, struct ram_stats *st);

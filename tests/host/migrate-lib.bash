@@ -169,15 +169,17 @@ check_migrated() { # what ref source-pid source-stderr dest-pid dest-stderr dest
 # destination), checked: both exit 0, the guest was still running when it
 # left, check_dest, and the source's summary agrees.  Both VMMs get the
 # options of the array vm_opts (default: --mem 32M) under a `timeout` of
-# $vm_guard seconds (default 240); the source also the guest, CMDLINE and
-# the source options.  Output and metrics: $work/NAME-{s,d}.{out,err,json}.
+# $vm_guard seconds (default 240); the destination also those of the array
+# dest_opts (default none); the source also the guest, CMDLINE and the
+# source options.  Output and metrics: $work/NAME-{s,d}.{out,err,json}.
 migrate_loopback() { # name ref cmdline migrate-after-ms [source options...]
 	local name=$1 ref=$2 cmd=$3 after=$4 port dpid src dst
 	shift 4
-	local vmopts=(--mem 32M) guard=${vm_guard:-240}
+	local vmopts=(--mem 32M) dopts=() guard=${vm_guard:-240}
 	[ -n "${vm_opts+set}" ] && vmopts=("${vm_opts[@]}")
+	[ -n "${dest_opts+set}" ] && dopts=("${dest_opts[@]}")
 	port=$(free_port)
-	timeout "$(guard "$guard")" "$BIN/vmm" run "${vmopts[@]}" --incoming "tcp:127.0.0.1:$port" \
+	timeout "$(guard "$guard")" "$BIN/vmm" run "${vmopts[@]}" "${dopts[@]}" --incoming "tcp:127.0.0.1:$port" \
 		--migrate-metrics "$work/$name-d.json" > "$work/$name-d.out" 2> "$work/$name-d.err" &
 	dpid=$!
 	pids+=("$dpid")

@@ -4,7 +4,10 @@
 # (corruptions rejected), and a second VM that starts from the blob with
 # lazy RAM served by an asynchronous source plus a background push;
 # both VMs end with the checksum of an uninterrupted run, every page
-# installed exactly once.  Once per userfaultfd back end this kernel has.
+# installed exactly once.  Once per userfaultfd back end this kernel has,
+# and with kvm-exit where it is there (in a node): its vCPUs wait on the
+# page record for installs made by the test's server and pusher threads,
+# and a vCPU waiting on a dead source is released by vm_destroy().
 # timeout: 600
 # needs: kvm
 set -u
@@ -16,7 +19,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 . tests/host/kvm-lib.bash
 need_kvm
 ran=0
-for b in uffd uffd-move; do
+for b in uffd uffd-move kvm-exit; do
 	"$BIN/vmm" probe "$b" > /dev/null 2>&1 || { echo "note: no $b back end here"; continue; }
 	echo "== back end $b"
 	# Its guest's iterations (api-test.c's DEFAULT_ITERS, 1500), fewer in a

@@ -39,6 +39,7 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "compat/kvm-memory-fault.h" /* Linux 6.8's exit, which the series brings to 6.1 */
 #include "kt.h"
 
 #define CODE_GPA    0x1000
@@ -62,17 +63,6 @@ static const uint32_t read_offsets[] = { 0x0000, 0x0abc, 0x1123 };
 static const uint8_t guest_code_done[] = {
 	0xa0, 0x00, 0x80, 0xe6, REPORT_PORT, 0xa0, 0xbc,      0x8a, 0xe6, 0x10,
 	0xa0, 0x23, 0x91, 0xe6, 0x10,	     0xe6, DONE_PORT, 0xeb, 0xfe,
-};
-
-/* Linux 6.8's KVM_EXIT_MEMORY_FAULT, which the series brings to 6.1. */
-#ifndef KVM_EXIT_MEMORY_FAULT
-#define KVM_EXIT_MEMORY_FAULT 39
-#endif
-#ifndef KVM_CAP_MEMORY_FAULT_INFO
-#define KVM_CAP_MEMORY_FAULT_INFO 232
-#endif
-struct memory_fault_exit {
-	uint64_t flags, gpa, size;
 };
 
 struct vcpu {
@@ -356,7 +346,7 @@ static void test_unclaimed(int kvm, int with_irqchip, enum owner owner)
 	};
 	const char *how = names[owner][with_irqchip];
 	struct kvm_userspace_memory_region region;
-	struct memory_fault_exit mf;
+	struct compat_memory_fault mf;
 	uint8_t *code, *data, *staging;
 	long ps = page_size();
 	struct vcpu v = { 0 };
@@ -416,7 +406,7 @@ static void test_unclaimed(int kvm, int with_irqchip, enum owner owner)
 			      how);
 			break;
 		}
-		memcpy(&mf, (uint8_t *)v.run + offsetof(struct kvm_run, hw), sizeof(mf));
+		mf = compat_memory_fault(v.run);
 		CHECK(errno == EFAULT && v.run->exit_reason == KVM_EXIT_MEMORY_FAULT,
 		      "%s: KVM_RUN fails with EFAULT and KVM_EXIT_MEMORY_FAULT (exit %u)", how,
 		      v.run->exit_reason);
@@ -690,7 +680,7 @@ static void test_page_table(int kvm)
 	const int tdp = tdp_enabled();
 	const char *how = tdp ? "page tables, TDP" : "page tables, shadow paging";
 	struct kvm_userspace_memory_region region;
-	struct memory_fault_exit mf;
+	struct compat_memory_fault mf;
 	struct kvm_sregs sregs;
 	long ps = page_size();
 	struct vcpu v = { 0 };
@@ -766,7 +756,7 @@ static void test_page_table(int kvm)
 			      livelock ? ", stuck" : "");
 			break;
 		}
-		memcpy(&mf, (uint8_t *)v.run + offsetof(struct kvm_run, hw), sizeof(mf));
+		mf = compat_memory_fault(v.run);
 		faults[nfaults++] = mf.gpa;
 		staging = anon_map(ps);
 		if (mf.gpa == DATA_GPA)

@@ -12,6 +12,7 @@
 
 #include "vmm/guest-abi.h"
 #include "vmm/guest-port.h"
+#include "vmm/memfault.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
 
@@ -55,6 +56,9 @@ static void guest_port_io(struct vcpu *vcpu, struct pio_device *dev, uint16_t po
 		pr_err("guest report at %#x is outside guest RAM: ignored", v);
 		return;
 	}
+	/* A missing page (kvm-exit) first comes: it may have been written before a migration. */
+	if (vm_ram_ensure(vm, v, sizeof(rep)) < 0)
+		return; /* stopping */
 	memcpy(&rep, ram_host(vm->ram) + v, sizeof(rep));
 	if (rep.magic != GUEST_REPORT_MAGIC) {
 		pr_err("guest report at %#x has a bad magic: ignored", v);

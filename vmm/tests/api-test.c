@@ -24,10 +24,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ram/record.h"
@@ -225,6 +228,42 @@ static void *pusher_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * kvm-exit: a thread that reads a missing page without ensuring it first
+ * dies of SIGBUS, and the guard says why (a child reads it: the VM's
+ * RAM is MADV_USERFAULT there too, and the handler is inherited).
+ */
+static void check_sigbus_guard(struct vm *vm)
+{
+	struct rlimit no_core = { 0, 0 };
+	char msg[600] = "";
+	int pfd[2], status = 0;
+	size_t got = 0;
+	ssize_t n;
+	pid_t pid;
+
+	CHECK(pipe(pfd) == 0, "pipe");
+	pid = fork();
+	if (pid == 0) {
+		setrlimit(RLIMIT_CORE, &no_core);
+		dup2(pfd[1], 2);
+		(void)*(volatile uint8_t *)(ram_host(vm_ram(vm)) + MEM - PAGE_SIZE);
+		_exit(0); /* it read the page: no guard */
+	}
+	close(pfd[1]);
+	while (got < sizeof(msg) - 1 && (n = read(pfd[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+		got += (size_t)n;
+	close(pfd[0]);
+	waitpid(pid, &status, 0);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
+	      "a read of a missing page did not end in SIGBUS (status %#x)", status);
+	CHECK(strstr(msg,
+		     "vmm: SIGBUS: a VMM thread touched guest RAM at offset 0x0000000000fff000 "
+		     "whose page has not arrived") != NULL,
+	      "the SIGBUS guard said: '%s'", msg);
+	printf("SIGBUS guard: %s", msg);
+}
+
 /* ---- blob checks ---- */
 
 static void check_blob(struct vm *vm, uint8_t *blob, size_t len)
@@ -323,6 +362,8 @@ int main(int argc, char **argv)
 	as.image = image;
 	server.ram = pusher.ram = vm_ram(b);
 	CHECK(vm_state_load(b, blob, (size_t)len, NULL, 0) == 0, "state load into B");
+	if (ops->own_thread_faults)
+		check_sigbus_guard(b);
 	CHECK(ram_start_faults(vm_ram(b), &as.src, false) == 0, "fault thread");
 	if (pthread_create(&ts, NULL, server_thread, &server)) {
 		fprintf(stderr, "FAIL: cannot start the page server thread\n");
