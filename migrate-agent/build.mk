@@ -16,7 +16,7 @@ MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c 
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
 	migrate-agent/source-push.c migrate-agent/source-prepage.c migrate-agent/source-recover.c migrate-agent/source-report.c \
 	migrate-agent/channels.c migrate-agent/source-channels.c migrate-agent/dest-channels.c \
-	migrate-agent/dest.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
+	migrate-agent/dest.c migrate-agent/dest-phase.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 $(eval $(call library,migrate,$(MIG_LIB_SRCS)))
 MIG_OWN := migrate ram common

@@ -528,7 +528,7 @@ static void start_handshake(struct mig_dest *d, int fd, uint64_t t0)
 	}
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	reap_handshakes(d);
-	while (d->admission.handshakes >= MAX_HANDSHAKE_THREADS && !d->stop) {
+	while (d->admission.handshakes >= MAX_HANDSHAKE_THREADS && !dest_stopping(d)) {
 		struct timespec ts = dest_mono_in_ms(100);
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 		reap_handshakes(d);
@@ -690,7 +690,7 @@ static void *acceptor_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	struct quiet_set set = { .n = 0 }, *q = &set;
-	while (!__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+	while (!dest_stopping(d)) {
 		q->pfd[0] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
 		if (poll(q->pfd, (nfds_t)(1 + q->n), 100) < 0)
 			continue;
@@ -785,6 +785,7 @@ static void fix_session(struct mig_dest *d, struct dest_claim *k, struct mig_con
 	d->admission.session_fixed = 1;
 	d->admission.pend = (struct dest_pending){ 0 };
 	drop_claims(d, drop);
+	dest_phase_enter(d, DEST_PRECOPY);
 }
 
 /*
@@ -801,7 +802,7 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_links *l,
 	struct dest_pending *p;
 	int r = 0;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (!(p = complete_set(d, &from)) && !d->stop && !d->failed) {
+	while (!(p = complete_set(d, &from)) && !dest_stopping(d) && d->phase != DEST_FAILED) {
 		if (!deadline) {
 			pthread_cond_wait(&d->cond, &d->lock);
 			continue;
@@ -815,13 +816,13 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_links *l,
 		*p = (struct dest_pending){ 0 };
 		if (from)
 			fix_session(d, from, drop);
-	} else if (d->failed) {
+	} else if (d->phase == DEST_FAILED) {
 		snprintf(err, errlen, "%s", d->why);
 		r = -ECANCELED;
 	} else {
-		snprintf(err, errlen,
-			 d->stop ? "stopped" : "no source connected within the deadline");
-		r = d->stop ? -ECANCELED : -ETIMEDOUT;
+		bool stop = dest_stopping(d);
+		snprintf(err, errlen, stop ? "stopped" : "no source connected within the deadline");
+		r = stop ? -ECANCELED : -ETIMEDOUT;
 	}
 	mig_unlock(&d->lock);
 	dest_free_conns(drop, DROP_ALL);

@@ -39,11 +39,12 @@ struct rx_arg {
 static int wait_switch_over(struct mig_dest *d)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (!d->phase0_done && !d->broken && !d->failed && !d->stop) {
+	while (!dest_done0(d) && !dest_phase_broken(d->phase) && d->phase != DEST_FAILED &&
+	       !dest_stopping(d)) {
 		struct timespec ts = dest_mono_in_ms(100);
 		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
 	}
-	int go = d->phase0_done && !d->failed && !d->stop;
+	int go = dest_done0(d) && d->phase != DEST_FAILED && !dest_stopping(d);
 	mig_unlock(&d->lock);
 	return go;
 }

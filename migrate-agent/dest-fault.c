@@ -94,7 +94,7 @@ static int source_reply_fd(struct ram_source *src)
 	struct mig_dest *d = s->d;
 	int fd = -1;
 	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
-	if (d->loop_conn && !d->failed && !d->stop)
+	if (d->loop_conn && dest_phase(d) != DEST_FAILED && !dest_stopping(d))
 		fd = d->loop_conn->fd;
 	mig_unlock(&d->loop_lock);
 	if (fd >= 0 && !s->urgent) {

@@ -149,14 +149,17 @@ static int receive_switch_over(struct mig_dest *d, const uint8_t **p, uint32_t *
 static int wait_bulk_done(struct mig_dest *d, char *err, size_t errlen)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->state_rx = 1;
-	while (!d->phase0_done && !d->failed && !d->broken)
+	/* A bulk channel that broke before STATE is recovered after it now. */
+	if (d->phase != DEST_FAILED)
+		dest_phase_enter(d, d->phase == DEST_PRECOPY_BROKEN ? DEST_SWITCHING_BROKEN
+								    : DEST_SWITCHING);
+	while (!dest_done0(d) && d->phase == DEST_SWITCHING)
 		pthread_cond_wait(&d->cond, &d->lock);
-	if (!d->phase0_done && d->broken) {
+	if (!dest_done0(d) && d->phase == DEST_SWITCHING_BROKEN) {
 		dest_forget_staged(d);
-		d->phase0_done = 1;
+		dest_set_done0(d, true);
 	}
-	int failed = d->failed;
+	int failed = d->phase == DEST_FAILED;
 	if (failed)
 		snprintf(err, errlen, "%s", d->why);
 	mig_unlock(&d->lock);
@@ -198,7 +201,8 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		r = receive_switch_over(d, &p, &code, err, errlen);
 		if (!r)
 			break;
-		if ((mig_link_error(r) || d->broken) && !d->failed) {
+		enum dest_phase ph = dest_phase(d);
+		if ((mig_link_error(r) || ph == DEST_PRECOPY_BROKEN) && ph != DEST_FAILED) {
 			/*
 			 * The link broke before STATE arrived; the source may
 			 * already have paused its VM and sent it.  Wait for it to
@@ -211,7 +215,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		}
 		/* The bulk channel may have failed first: report the cause. */
 		mig_lock(&d->lock, MIG_RANK_DEST);
-		if (d->failed)
+		if (d->phase == DEST_FAILED)
 			snprintf(err, errlen, "%s", d->why);
 		mig_unlock(&d->lock);
 		dest_send_error(d->links.urg, code, err);
@@ -227,7 +231,7 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 	if (!r)
 		return 0;
 fail:
-	d->stop = 1;
+	dest_request_stop(d);
 	dest_kick_links(d);
 	dest_join_receivers(d);
 	return r;

@@ -28,34 +28,43 @@ uint64_t dest_pages_owed(struct mig_dest *d)
 	return dest_count_state(d, RAM_PAGE_MISSING) + dest_count_state(d, RAM_PAGE_REQUESTED);
 }
 
-/* Whether COMPLETE may still go out: a live link, and not sent yet (before any scan). */
+/* Whether COMPLETE may still go out: a live link in postcopy, not sent yet (before any scan). */
 static int complete_wanted(struct mig_dest *d)
 {
+	if (dest_phase(d) != DEST_POSTCOPY)
+		return 0;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	int wanted = d->link_ok && !d->complete_sent;
+	int wanted = d->link_ok;
 	mig_unlock(&d->req_lock);
 	return wanted;
 }
 
-/* Send m as COMPLETE unless another thread did first; then wake the waiters. */
+/*
+ * Send m as COMPLETE unless another thread did first; then wake the
+ * waiters.  COMPLETING is claimed before the send: the source may close
+ * the link as soon as it has COMPLETE, and the receivers must take that
+ * end for the end, not for a break.  A break during the send is kept
+ * (COMPLETING_BROKEN) for the case the send fails.
+ */
 static void send_complete(struct mig_dest *d, const struct mig_complete *m)
 {
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	bool mine = d->phase == DEST_POSTCOPY && dest_phase_enter(d, DEST_COMPLETING);
+	mig_unlock(&d->lock);
+	if (!mine)
+		return;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	int sent = 0;
-	if (d->link_ok && !d->complete_sent) {
-		/* Set first: the source may close the link as soon as it has it. */
-		__atomic_store_n(&d->complete_sent, 1, __ATOMIC_RELEASE);
-		sent = mig_conn_send(d->links.urg, MIG_MSG_COMPLETE, m, sizeof(*m), NULL, 0) == 0;
-		if (!sent)
-			__atomic_store_n(&d->complete_sent, 0, __ATOMIC_RELEASE);
-	}
+	int sent = d->link_ok &&
+		   mig_conn_send(d->links.urg, MIG_MSG_COMPLETE, m, sizeof(*m), NULL, 0) == 0;
 	mig_unlock(&d->req_lock);
-	if (sent) {
-		mig_lock(&d->lock, MIG_RANK_DEST);
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	if (sent)
 		d->times.t_done = now_ns();
-		pthread_cond_broadcast(&d->cond);
-		mig_unlock(&d->lock);
-	}
+	if (d->phase != DEST_FAILED) /* a failure during the send stays the outcome */
+		dest_phase_enter(d, sent				 ? DEST_COMPLETE
+				    : d->phase == DEST_COMPLETING_BROKEN ? DEST_RECOVERING
+									 : DEST_POSTCOPY);
+	mig_unlock(&d->lock);
 }
 
 /*
@@ -165,7 +174,7 @@ static void release_stage(struct mig_dest *d, uint64_t first, uint64_t n)
 {
 	for (uint64_t i = first; i < first + n; i++)
 		while (ram_word_state(ram_page_word(d->ram, i)) == RAM_PAGE_INSTALLING &&
-		       !d->failed && !d->stop)
+		       dest_phase(d) != DEST_FAILED && !dest_stopping(d))
 			sched_yield();
 	madvise(d->stage + first * PAGE_SIZE, n * PAGE_SIZE, MADV_DONTNEED);
 }
@@ -198,7 +207,7 @@ static unsigned claim_staged_run(struct mig_dest *d, uint64_t i, uint64_t end, u
 static void install_staged_chunk(struct mig_dest *d, uint64_t first, uint64_t end)
 {
 	uint64_t old[STAGE_RUN];
-	for (uint64_t i = first; i < end && !d->failed && !d->stop;) {
+	for (uint64_t i = first; i < end && dest_phase(d) != DEST_FAILED && !dest_stopping(d);) {
 		unsigned n = claim_staged_run(d, i, end, old);
 		if (!n) {
 			i++;
@@ -217,7 +226,8 @@ static void install_staged_chunk(struct mig_dest *d, uint64_t first, uint64_t en
 void *dest_stager_thread(void *arg)
 {
 	struct mig_dest *d = arg;
-	for (uint64_t c = 0; c < d->nr_pages && !d->failed && !d->stop; c += STAGE_CHUNK) {
+	for (uint64_t c = 0; c < d->nr_pages && dest_phase(d) != DEST_FAILED && !dest_stopping(d);
+	     c += STAGE_CHUNK) {
 		uint64_t n = d->nr_pages - c < STAGE_CHUNK ? d->nr_pages - c : STAGE_CHUNK;
 		install_staged_chunk(d, c, c + n);
 		release_stage(d, c, n);

@@ -180,7 +180,7 @@ static int recover_postcopy(struct mig_dest *d)
 	uint64_t again = repeat_requests(d, l.urg);
 	mig_unlock(&d->req_lock);
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->broken = 0;
+	dest_phase_enter(d, DEST_POSTCOPY); /* unless it failed meanwhile */
 	d->recover_asked = 0; /* a later break is paused until its own migrate-recover */
 	d->counts.recoveries++;
 	d->times.t_broken_ns += now_ns() - t0;
@@ -197,12 +197,10 @@ void *dest_supervisor_thread(void *arg)
 {
 	struct mig_dest *d = arg;
 	for (;;) {
-		mig_lock(&d->lock, MIG_RANK_DEST);
-		int failed = d->failed, done = d->complete_sent, broken = d->broken, stop = d->stop;
-		mig_unlock(&d->lock);
-		if (failed || done || stop)
+		enum dest_phase ph = dest_phase(d);
+		if (dest_phase_over(ph) || dest_stopping(d))
 			return NULL;
-		if (broken) {
+		if (ph == DEST_RECOVERING) {
 			if (recover_postcopy(d))
 				return NULL;
 			continue;
@@ -212,9 +210,8 @@ void *dest_supervisor_thread(void *arg)
 		 * the break: it knows the old link is dead.
 		 */
 		mig_lock(&d->lock, MIG_RANK_DEST);
-		if (dest_pending_complete(d) && !d->broken && !d->failed && !d->complete_sent) {
-			snprintf(d->why, sizeof(d->why), "the source reconnected");
-			d->broken = 1;
+		if (dest_pending_complete(d) && d->phase == DEST_POSTCOPY) {
+			dest_phase_break(d, "the source reconnected");
 		} else {
 			struct timespec ts = dest_mono_in_ms(100);
 			pthread_cond_timedwait(&d->cond, &d->lock, &ts);
@@ -240,8 +237,11 @@ void dest_forget_staged(struct mig_dest *d)
 void dest_reset_before_state(struct mig_dest *d)
 {
 	dest_forget_staged(d);
-	d->phase0_done = 0;
-	d->broken = 0;
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	dest_set_done0(d, false);
+	if (d->phase == DEST_PRECOPY_BROKEN) /* else the incoming thread saw the break first */
+		dest_phase_enter(d, DEST_PRECOPY);
+	mig_unlock(&d->lock);
 }
 
 /*
@@ -255,7 +255,7 @@ int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 	dest_kick_links(d);
 	dest_join_receivers(d);
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	snprintf(cause, sizeof(cause), "%s", d->broken ? d->why : err);
+	snprintf(cause, sizeof(cause), "%s", d->phase == DEST_PRECOPY_BROKEN ? d->why : err);
 	mig_unlock(&d->lock);
 	uint64_t t0 = now_ns(), deadline = recover_deadline(d, t0, 0);
 	pr_mig("link to the source broken before the VM state arrived (%s); waiting up to %llu ms "

@@ -102,7 +102,7 @@ static int rx_page(struct mig_dest *d, struct mig_conn *c, struct run *run, cons
 	const uint8_t *data = p + sizeof(pg);
 	uint64_t i = pg.addr / PAGE_SIZE;
 	int precopy = (pg.flags & MIG_PAGEF_PRECOPY) != 0;
-	if (precopy != !d->phase0_done) {
+	if (precopy != !dest_done0(d)) {
 		snprintf(err, errlen, "%s channel: %s PAGE 0x%llx %s the switch-over", c->name,
 			 precopy ? "precopy" : "postcopy", (unsigned long long)pg.addr,
 			 precopy ? "after" : "before");
@@ -135,7 +135,7 @@ static int rx_run(struct mig_dest *d, struct mig_conn *c, struct run *run, const
 {
 	struct mig_page_run pr;
 	memcpy(&pr, p, sizeof(pr));
-	if (!d->phase0_done || !run->direct) {
+	if (!dest_done0(d) || !run->direct) {
 		snprintf(err, errlen, "%s channel: PAGE_RUN 0x%llx %s", c->name,
 			 (unsigned long long)pr.addr,
 			 run->direct ? "before the switch-over" : "on the urgent channel");
@@ -164,8 +164,7 @@ static void rx_done(struct mig_dest *d, const uint8_t *p)
 	if (dn.phase != 0)
 		return; /* DONE(1) is informative: completion is the page record's */
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->phase0_done = 1;
-	pthread_cond_broadcast(&d->cond);
+	dest_set_done0(d, true);
 	mig_unlock(&d->lock);
 }
 
@@ -216,12 +215,10 @@ static void rx_failed(struct mig_dest *d, struct mig_conn *c, int r, const char 
 	if (mig_link_error(r)) {
 		/* Recoverable: the supervisor (or incoming) takes over. */
 		mig_lock(&d->lock, MIG_RANK_DEST);
-		if (!d->broken)
-			snprintf(d->why, sizeof(d->why), "%s", err);
-		d->broken = 1;
-		pthread_cond_broadcast(&d->cond);
+		dest_phase_break(d, err);
+		int before_state = d->phase == DEST_PRECOPY_BROKEN;
 		mig_unlock(&d->lock);
-		if (!d->state_rx)
+		if (before_state)
 			dest_kick_links(d); /* incoming waits on the urgent channel */
 		return;
 	}
@@ -244,13 +241,14 @@ int dest_rx_ready(struct mig_dest *d, struct mig_conn *c, struct run *run)
 		int r = mig_conn_recv_ready(c, &h, &p, err, sizeof(err));
 		if (r == -EAGAIN)
 			return dest_flush_run(d, run) ? 1 : 0;
-		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
+		if ((r || h.type != MIG_MSG_PAGE) && dest_phase(d) != DEST_FAILED &&
+		    dest_flush_run(d, run))
 			return 1;
-		if (d->failed || d->stop || d->complete_sent)
+		if (dest_phase_over(dest_phase(d)) || dest_stopping(d))
 			return 1;
 		if (!r)
 			r = dest_rx_frame(d, c, run, &h, p, err, sizeof(err));
-		if (r > 0 || d->failed)
+		if (r > 0 || dest_phase(d) == DEST_FAILED)
 			return 1;
 		if (r) {
 			rx_failed(d, c, r, err);
@@ -275,13 +273,14 @@ static void rx_frames(struct mig_dest *d, struct mig_conn *c, struct run *run)
 		const uint8_t *p;
 		int r = mig_conn_recv_pages(c, &h, &p, run->direct, RUN_MAX * PAGE_SIZE, err,
 					    sizeof(err));
-		if ((r || h.type != MIG_MSG_PAGE) && !d->failed && dest_flush_run(d, run))
+		if ((r || h.type != MIG_MSG_PAGE) && dest_phase(d) != DEST_FAILED &&
+		    dest_flush_run(d, run))
 			return;
-		if (d->failed || d->stop || d->complete_sent)
+		if (dest_phase_over(dest_phase(d)) || dest_stopping(d))
 			return;
 		if (!r)
 			r = dest_rx_frame(d, c, run, &h, p, err, sizeof(err));
-		if (r > 0 || d->failed)
+		if (r > 0 || dest_phase(d) == DEST_FAILED)
 			return;
 		if (r) {
 			rx_failed(d, c, r, err);
@@ -305,7 +304,7 @@ void dest_rx_loop(struct mig_dest *d, struct mig_conn *c)
 	run.buf = buf;
 	run.direct = buf + RUN_MAX * PAGE_SIZE;
 	rx_frames(d, c, &run);
-	if (!d->failed)
+	if (dest_phase(d) != DEST_FAILED)
 		dest_flush_run(d, &run);
 	munmap(buf, 2 * RUN_MAX * PAGE_SIZE);
 }

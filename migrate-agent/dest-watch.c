@@ -16,10 +16,8 @@
 static struct mig_conn *hold_link(void *ctx)
 {
 	struct mig_dest *d = ctx;
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	int idle = d->broken || d->stop || d->failed || d->complete_sent;
-	mig_unlock(&d->lock);
-	if (idle)
+	enum dest_phase ph = dest_phase(d);
+	if (dest_phase_broken(ph) || dest_phase_over(ph) || dest_stopping(d))
 		return NULL;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok && d->links.urg && d->links.bulk[0])
@@ -92,12 +90,7 @@ static void release_link(void *ctx, const char *why)
 	if (!why)
 		return;
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	int first = !d->broken && !d->failed;
-	if (first) {
-		snprintf(d->why, sizeof(d->why), "%s", why);
-		d->broken = 1;
-		pthread_cond_broadcast(&d->cond);
-	}
+	bool first = dest_phase_break(d, why);
 	mig_unlock(&d->lock);
 	if (first)
 		dest_kick_links(d);

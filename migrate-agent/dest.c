@@ -26,7 +26,8 @@
  * broken link stays REQUESTED; the supervisor re-sends every REQUESTED page
  * after RESUME, so it cannot be forgotten.
  *
- * The destination's phases (dest_phase(), from the flags under d->lock):
+ * The destination's phases (d->phase, dest-phase.c; every transition and
+ * its maker: enum dest_phase in dest.h):
  *
  *   LISTENING -pair-> PRECOPY -STATE-> SWITCHING -resumed-> POSTCOPY -all PRESENT-> COMPLETE
  *                      |   ^                                  |   ^
@@ -58,12 +59,13 @@ void dest_kick_links(struct mig_dest *d)
 void dest_fail(struct mig_dest *d, const char *fmt, ...)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	if (!d->failed) {
+	/* The first cause stays; after COMPLETE went out nothing can fail. */
+	if (d->phase != DEST_FAILED && d->phase != DEST_COMPLETE) {
 		va_list ap;
 		va_start(ap, fmt);
 		vsnprintf(d->why, sizeof(d->why), fmt, ap);
 		va_end(ap);
-		d->failed = 1;
+		dest_phase_enter(d, DEST_FAILED);
 	}
 	pthread_cond_broadcast(&d->cond);
 	mig_unlock(&d->lock);
@@ -125,7 +127,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 
 /*
  * The postcopy threads, once the vCPUs run: a reply or a break that comes
- * first waits in the socket or in d->broken for a few microseconds.
+ * first waits in the socket or in the phase (RECOVERING) for a few microseconds.
  */
 static void start_postcopy_threads(struct mig_dest *d)
 {
@@ -148,6 +150,12 @@ void mig_dest_resumed(struct mig_dest *d)
 {
 	d->times.resume_rt = mig_realtime_ns();
 	__atomic_store_n(&d->times.t_resumed, now_ns(), __ATOMIC_RELEASE);
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	/* A break while the state loaded is recovered from here. */
+	if (d->phase != DEST_FAILED)
+		dest_phase_enter(d, d->phase == DEST_SWITCHING_BROKEN ? DEST_RECOVERING
+								      : DEST_POSTCOPY);
+	mig_unlock(&d->lock);
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok)
 		dest_send_running(d, d->links.urg);
@@ -159,52 +167,34 @@ void mig_dest_resumed(struct mig_dest *d)
 
 void mig_dest_abort(struct mig_dest *d, const char *why)
 {
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	int done = d->complete_sent || d->failed;
-	mig_unlock(&d->lock);
-	if (done)
+	if (dest_phase_over(dest_phase(d)))
 		return;
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
 	if (d->link_ok && d->links.urg)
 		dest_send_error(d->links.urg, MIG_ERR_INTERNAL, why);
 	mig_unlock(&d->req_lock);
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->stop = 1;
-	mig_unlock(&d->lock);
+	dest_request_stop(d);
 	dest_fail(d, "%s", why);
 }
 
-enum dest_phase {
-	DEST_LISTENING,	 /* no pair of channels taken yet */
-	DEST_PRECOPY,	 /* staging precopy pages, until STATE */
-	DEST_SWITCHING,	 /* STATE came: waiting for DONE(0), loading, until resumed */
-	DEST_POSTCOPY,	 /* the vCPUs run: faults and the push, until every page is here */
-	DEST_RECOVERING, /* postcopy with a broken link: waiting for the source */
-	DEST_COMPLETE,	 /* COMPLETE went out */
-	DEST_FAILED,	 /* d->why says why */
-};
-
-/* Which phase d is in (under d->lock): the diagram at the top. */
-static enum dest_phase dest_phase(struct mig_dest *d)
-{
-	if (d->failed)
-		return DEST_FAILED;
-	if (d->complete_sent)
-		return DEST_COMPLETE;
-	if (__atomic_load_n(&d->times.t_resumed, __ATOMIC_ACQUIRE))
-		return d->broken ? DEST_RECOVERING : DEST_POSTCOPY;
-	if (d->state_rx)
-		return DEST_SWITCHING;
-	return d->admission.session_fixed ? DEST_PRECOPY : DEST_LISTENING;
-}
-
-/* QEMU's status of the incoming migration (d->lock held). */
+/*
+ * QEMU's status of the incoming migration (d->lock held).  A broken link
+ * before the vCPUs run is the phase it broke in (the source runs the VM);
+ * COMPLETE being sent is still postcopy: completed is COMPLETE sent.
+ */
 static enum mig_phase phase_locked(struct mig_dest *d)
 {
-	static const enum mig_phase as_mig[] = {
-		[DEST_LISTENING] = MIG_PHASE_SETUP,	 [DEST_PRECOPY] = MIG_PHASE_PRECOPY,
-		[DEST_SWITCHING] = MIG_PHASE_SWITCHOVER, [DEST_POSTCOPY] = MIG_PHASE_POSTCOPY,
-		[DEST_RECOVERING] = MIG_PHASE_RECOVER,	 [DEST_COMPLETE] = MIG_PHASE_COMPLETED,
+	static const enum mig_phase as_mig[DEST_NR_PHASES] = {
+		[DEST_LISTENING] = MIG_PHASE_SETUP,
+		[DEST_PRECOPY] = MIG_PHASE_PRECOPY,
+		[DEST_PRECOPY_BROKEN] = MIG_PHASE_PRECOPY,
+		[DEST_SWITCHING] = MIG_PHASE_SWITCHOVER,
+		[DEST_SWITCHING_BROKEN] = MIG_PHASE_SWITCHOVER,
+		[DEST_POSTCOPY] = MIG_PHASE_POSTCOPY,
+		[DEST_RECOVERING] = MIG_PHASE_RECOVER,
+		[DEST_COMPLETING] = MIG_PHASE_POSTCOPY,
+		[DEST_COMPLETING_BROKEN] = MIG_PHASE_POSTCOPY,
+		[DEST_COMPLETE] = MIG_PHASE_COMPLETED,
 		[DEST_FAILED] = MIG_PHASE_FAILED,
 	};
 	enum dest_phase ph = dest_phase(d);
@@ -223,10 +213,9 @@ enum mig_phase mig_dest_phase(struct mig_dest *d)
 }
 
 /*
- * Most changes of the records the status derives from broadcast d->cond
- * (the destination's own threads wait on it for them), which ends this
- * wait at once; ms bounds it, so that a change made without a broadcast
- * is seen within ms.
+ * Every change of the phase broadcasts d->cond (dest-phase.c), which ends
+ * this wait at once; ms bounds it, so that a change of the status made
+ * otherwise (recover_asked) is seen within ms.
  */
 enum mig_phase mig_dest_phase_wait(struct mig_dest *d, enum mig_phase last, int ms)
 {
@@ -250,11 +239,8 @@ int mig_dest_pause(struct mig_dest *d)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	int r = dest_phase(d) == DEST_POSTCOPY ? 0 : -EINVAL;
-	if (!r) {
-		snprintf(d->why, sizeof(d->why), "paused by migrate-pause");
-		d->broken = 1;
-		pthread_cond_broadcast(&d->cond);
-	}
+	if (!r)
+		dest_phase_break(d, "paused by migrate-pause");
 	mig_unlock(&d->lock);
 	if (!r)
 		dest_kick_links(d);
@@ -306,9 +292,9 @@ int mig_dest_status(struct mig_dest *d)
 int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen)
 {
 	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (!d->failed && !d->complete_sent)
+	while (d->phase != DEST_FAILED && d->phase != DEST_COMPLETE)
 		pthread_cond_wait(&d->cond, &d->lock);
-	int failed = d->failed;
+	int failed = d->phase == DEST_FAILED;
 	if (failed)
 		snprintf(err, errlen, "%s", d->why);
 	mig_unlock(&d->lock);
@@ -319,10 +305,7 @@ void mig_dest_free(struct mig_dest *d)
 {
 	if (!d)
 		return;
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	d->stop = 1;
-	pthread_cond_broadcast(&d->cond);
-	mig_unlock(&d->lock);
+	dest_request_stop(d);
 	dest_kick_links(d);
 	dest_stop_accepting(d);
 	mig_link_watch_stop(&d->watch);

@@ -5,6 +5,8 @@
  * interface (the API is migrate/migrate.h).  One job per file:
  *   dest.c           the API's lifecycle: listen, resume, abort, wait, free;
  *                    failing the migration, the ERROR frame
+ *   dest-phase.c     the phase (enum dest_phase): its only writer, the
+ *                    transitions allowed, the stop request, DONE(0)
  *   dest-accept.c    listening: one handshake thread per connection (TLS,
  *                    HELLO, AUTH), the session claim, pairs of channels
  *   dest-incoming.c  mig_dest_incoming(): the staging buffer, LAYOUT, the
@@ -27,8 +29,8 @@
  * left held, never the other way; the ranks of lock-rank.h):
  *
  *   d->loop_lock (the urgent channel while the fault thread reads it)
- *     -> d->lock (flags, why, session, claims, handshake slots, pending channels;
- *                 cond; a failure reported from a frame the loop read)
+ *     -> d->lock (the phase's writes, why, session, claims, handshake slots,
+ *                 pending channels; cond; a failure reported from a frame the loop read)
  *       -> a pending connection's TLS lock (closing it, tls.c)
  *     -> d->req_lock (which connections are live: links, link_ok)
  *       -> c->tx_lock (a send, net.c) -> its TLS lock (tls.c)
@@ -151,6 +153,74 @@ struct dest_admission {
 	uint64_t hs_gen, evicted, refused, refused_at_log, refused_logged_ns;
 };
 
+/*
+ * The destination's phase: one record, d->phase.  Who moves it (each
+ * transition under d->lock, through dest_phase_enter() or
+ * dest_phase_break(), which refuse and log any other):
+ *
+ *   LISTENING --first pair (dest-accept.c fix_session())--> PRECOPY
+ *   PRECOPY --STATE (dest-incoming.c wait_bulk_done())--> SWITCHING
+ *   SWITCHING --vCPUs run (dest.c mig_dest_resumed())--> POSTCOPY
+ *   POSTCOPY --every page here (dest-install.c send_complete())--> COMPLETING
+ *   COMPLETING --COMPLETE sent--> COMPLETE;  --the send failed--> POSTCOPY
+ *
+ *   a break (dest_phase_break(): dest-rx.c rx_failed(), dest-watch.c
+ *   release_link(), dest.c mig_dest_pause(), the supervisor when the
+ *   source reconnected) moves the phase to its broken twin:
+ *     PRECOPY -> PRECOPY_BROKEN --new pair (dest_reset_before_state())--> PRECOPY
+ *     SWITCHING -> SWITCHING_BROKEN --vCPUs run--> RECOVERING
+ *     PRECOPY_BROKEN --STATE--> SWITCHING_BROKEN (the urgent channel was whole)
+ *     POSTCOPY -> RECOVERING --reconnected (dest-recover.c)--> POSTCOPY
+ *     COMPLETING -> COMPLETING_BROKEN --sent--> COMPLETE, --not sent--> RECOVERING
+ *   a break in a broken phase, COMPLETE or FAILED changes nothing;
+ *
+ *   any phase but COMPLETE --dest_fail() (an error, mig_dest_abort(), no
+ *   reconnection within recover_ms)--> FAILED
+ *
+ * COMPLETE and FAILED are terminal: a late event (a failure after COMPLETE
+ * went out, the vCPUs resumed after a failure) is ignored, not a bug.
+ * Readers outside d->lock (dest_phase(), an acquire load) may assume:
+ * FAILED and COMPLETE never change; d->why is complete once the phase is
+ * FAILED or broken; a phase past SWITCHING means the vCPUs ran.  Anything
+ * else may change under them: they act on it as a hint, or take d->lock.
+ *
+ * Not phases, kept apart (dest-phase.c writes them too):
+ *   stop   a request to end (mig_dest_abort(), mig_dest_free(), a failed
+ *          mig_dest_incoming()): threads end on it in any phase, and the
+ *          phase still says how the migration ended;
+ *   done0  DONE(0) came on bulk channel 0: the position of one stream,
+ *          not of the migration (it comes before or after STATE, which
+ *          the urgent channel carries); a break before STATE clears it.
+ */
+enum dest_phase {
+	DEST_LISTENING,	       /* no pair of channels taken yet */
+	DEST_PRECOPY,	       /* staging precopy pages, until STATE */
+	DEST_PRECOPY_BROKEN,   /* the link broke before STATE: a new pair asks for it again */
+	DEST_SWITCHING,	       /* STATE came: waiting for DONE(0), loading, until resumed */
+	DEST_SWITCHING_BROKEN, /* the link broke after STATE: recovered once the vCPUs run */
+	DEST_POSTCOPY,	       /* the vCPUs run: faults and the push, until every page is here */
+	DEST_RECOVERING,       /* postcopy with a broken link: waiting for the source */
+	/* From here on the receivers, the watchdog and the supervisor end (dest_phase_over()). */
+	DEST_COMPLETING,	/* every page is here: one thread is sending COMPLETE */
+	DEST_COMPLETING_BROKEN, /* a break while it was being sent */
+	DEST_COMPLETE,		/* COMPLETE went out */
+	DEST_FAILED,		/* d->why says why */
+	DEST_NR_PHASES
+};
+
+/* COMPLETE sent or being sent, or failed: the migration's links are no longer read. */
+static inline bool dest_phase_over(enum dest_phase ph)
+{
+	return ph >= DEST_COMPLETING;
+}
+
+/* A broken link, waiting for the source to reconnect (or for COMPLETE's send). */
+static inline bool dest_phase_broken(enum dest_phase ph)
+{
+	return ph == DEST_PRECOPY_BROKEN || ph == DEST_SWITCHING_BROKEN || ph == DEST_RECOVERING ||
+	       ph == DEST_COMPLETING_BROKEN;
+}
+
 /* When each step of the migration happened here (now_ns()); 0 until it did. */
 struct dest_times {
 	uint64_t t_link_ns; /* when the current link was set up (under req_lock) */
@@ -215,8 +285,14 @@ struct mig_dest {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int phase0_done, state_rx, broken, failed, complete_sent, stop;
-	char why[320];
+	/*
+	 * Written only by dest-phase.c, under lock (each change broadcasts
+	 * cond); read anywhere with dest_phase(), dest_stopping(),
+	 * dest_done0().  The diagram: enum dest_phase.
+	 */
+	enum dest_phase phase;
+	int stop, done0;
+	char why[320]; /* under lock: the break's or the failure's cause */
 
 	struct dest_workers workers;
 	struct mig_link_watch watch; /* link.h, dest-watch.c */
@@ -239,6 +315,16 @@ static inline struct timespec dest_mono_in_ms(unsigned ms)
 void dest_fail(struct mig_dest *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dest_kick_links(struct mig_dest *d);
 void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg);
+
+/* dest-phase.c */
+const char *dest_phase_name(enum dest_phase ph);
+enum dest_phase dest_phase(struct mig_dest *d);
+bool dest_phase_enter(struct mig_dest *d, enum dest_phase to);
+bool dest_phase_break(struct mig_dest *d, const char *why);
+bool dest_stopping(struct mig_dest *d);
+void dest_request_stop(struct mig_dest *d);
+bool dest_done0(struct mig_dest *d);
+void dest_set_done0(struct mig_dest *d, bool done);
 
 /* dest-accept.c */
 void dest_free_conn(struct mig_conn *c);

@@ -221,10 +221,16 @@ static struct mig_dest *fake_dest(struct fake_vm *v, uint8_t mode, int devnull)
 	}
 	d->links = (struct mig_links){ .urg = c[0], .bulk = { c[1] }, .nr_bulk = 1 };
 	d->link_ok = 1;
+	/* The phase as the destination's threads would have moved it (dest.h). */
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	dest_phase_enter(d, DEST_PRECOPY);
 	if (mode & 1) { /* after the switch-over: the vCPUs run */
-		d->phase0_done = d->state_rx = 1;
+		dest_set_done0(d, true);
+		dest_phase_enter(d, DEST_SWITCHING);
+		dest_phase_enter(d, DEST_POSTCOPY);
 		d->times.t_resumed = now_ns();
 	}
+	mig_unlock(&d->lock);
 	return d;
 }
 
@@ -239,7 +245,7 @@ static void check_invariants(struct mig_dest *d)
 	}
 	if (ram_nr_present(d->ram) != present)
 		abort();
-	if (d->complete_sent && present != d->nr_pages)
+	if (dest_phase(d) == DEST_COMPLETE && present != d->nr_pages)
 		abort();
 }
 
@@ -266,11 +272,11 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 {
 	char err[320];
 	size_t off = 0;
-	while (len - off > 1 + sizeof(struct mig_frame_hdr) && !d->failed) {
+	while (len - off > 1 + sizeof(struct mig_frame_hdr) && dest_phase(d) != DEST_FAILED) {
 		struct mig_conn *c = (s[off] & 1) ? d->links.bulk[0] : d->links.urg;
 		struct run *rn = &run[s[off] & 1];
-		if ((s[off] & 2) && !d->state_rx) {
-			for (int k = 0; k < 2 && !d->failed; k++)
+		if ((s[off] & 2) && dest_phase(d) < DEST_SWITCHING) {
+			for (int k = 0; k < 2 && dest_phase(d) != DEST_FAILED; k++)
 				dest_flush_run(d, &run[k]);
 			dest_reset_before_state(d);
 		}
@@ -290,13 +296,13 @@ static void play(struct mig_dest *d, struct run run[2], uint8_t *s, size_t len, 
 			       h.len - sizeof(struct mig_page_run));
 		if (!r)
 			r = dest_rx_frame(d, c, rn, &h, s + off + sizeof(h), err, sizeof(err));
-		if (r < 0 && !d->failed) {
+		if (r < 0 && dest_phase(d) != DEST_FAILED) {
 			if (!err[0])
 				abort(); /* every rejection has a message */
 			dest_fail(d, "%s", err);
 		}
 		if (h.type != MIG_MSG_PAGE || r)
-			for (int k = 0; k < 2 && !d->failed; k++)
+			for (int k = 0; k < 2 && dest_phase(d) != DEST_FAILED; k++)
 				dest_flush_run(d, &run[k]);
 		off += sizeof(h) + h.len;
 	}
@@ -325,9 +331,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	memcpy(copy, data, size);
 	play(d, run, copy + 1, size - 1, (mode & 0x10) != 0);
-	for (int k = 0; k < 2 && !d->failed; k++)
+	for (int k = 0; k < 2 && dest_phase(d) != DEST_FAILED; k++)
 		dest_flush_run(d, &run[k]);
-	if (!d->failed && d->phase0_done)
+	if (dest_phase(d) != DEST_FAILED && dest_done0(d))
 		dest_try_complete(d);
 	check_invariants(d);
 	free(copy);

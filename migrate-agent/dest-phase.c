@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The destination's phase (the diagram: enum dest_phase in dest.h): the
+ * only writer of d->phase, d->stop and d->done0.  Every change is made
+ * under d->lock and broadcast on d->cond, so a thread waiting on d->cond
+ * for a phase cannot miss it; it is stored with release, so a thread
+ * that reads it without the lock (dest_phase()) sees what was written
+ * before it (d->why).
+ */
+#include "dest.h"
+
+#define TO(ph) (1u << (ph))
+
+/* The transitions allowed: the diagram in dest.h, row by row. */
+static const unsigned allowed[DEST_NR_PHASES] = {
+	[DEST_LISTENING] = TO(DEST_PRECOPY) | TO(DEST_FAILED),
+	[DEST_PRECOPY] = TO(DEST_PRECOPY_BROKEN) | TO(DEST_SWITCHING) | TO(DEST_FAILED),
+	[DEST_PRECOPY_BROKEN] = TO(DEST_PRECOPY) | TO(DEST_SWITCHING_BROKEN) | TO(DEST_FAILED),
+	[DEST_SWITCHING] = TO(DEST_SWITCHING_BROKEN) | TO(DEST_POSTCOPY) | TO(DEST_FAILED),
+	[DEST_SWITCHING_BROKEN] = TO(DEST_RECOVERING) | TO(DEST_FAILED),
+	[DEST_POSTCOPY] = TO(DEST_RECOVERING) | TO(DEST_COMPLETING) | TO(DEST_FAILED),
+	[DEST_RECOVERING] = TO(DEST_POSTCOPY) | TO(DEST_FAILED),
+	[DEST_COMPLETING] =
+	    TO(DEST_COMPLETING_BROKEN) | TO(DEST_COMPLETE) | TO(DEST_POSTCOPY) | TO(DEST_FAILED),
+	[DEST_COMPLETING_BROKEN] = TO(DEST_COMPLETE) | TO(DEST_RECOVERING) | TO(DEST_FAILED),
+};
+
+/* Where a break takes each phase: DEST_NR_PHASES, nowhere (already broken, or over). */
+static const enum dest_phase broken_twin[DEST_NR_PHASES] = {
+	[DEST_LISTENING] = DEST_NR_PHASES,
+	[DEST_PRECOPY] = DEST_PRECOPY_BROKEN,
+	[DEST_PRECOPY_BROKEN] = DEST_NR_PHASES,
+	[DEST_SWITCHING] = DEST_SWITCHING_BROKEN,
+	[DEST_SWITCHING_BROKEN] = DEST_NR_PHASES,
+	[DEST_POSTCOPY] = DEST_RECOVERING,
+	[DEST_RECOVERING] = DEST_NR_PHASES,
+	[DEST_COMPLETING] = DEST_COMPLETING_BROKEN,
+	[DEST_COMPLETING_BROKEN] = DEST_NR_PHASES,
+	[DEST_COMPLETE] = DEST_NR_PHASES,
+	[DEST_FAILED] = DEST_NR_PHASES,
+};
+
+const char *dest_phase_name(enum dest_phase ph)
+{
+	static const char *const names[DEST_NR_PHASES] = {
+		[DEST_LISTENING] = "listening",
+		[DEST_PRECOPY] = "precopy",
+		[DEST_PRECOPY_BROKEN] = "precopy-broken",
+		[DEST_SWITCHING] = "switching",
+		[DEST_SWITCHING_BROKEN] = "switching-broken",
+		[DEST_POSTCOPY] = "postcopy",
+		[DEST_RECOVERING] = "recovering",
+		[DEST_COMPLETING] = "completing",
+		[DEST_COMPLETING_BROKEN] = "completing-broken",
+		[DEST_COMPLETE] = "complete",
+		[DEST_FAILED] = "failed",
+	};
+	return (unsigned)ph < DEST_NR_PHASES ? names[ph] : "?";
+}
+
+/* Any thread, any lock: see dest.h for what a reader without d->lock may assume. */
+enum dest_phase dest_phase(struct mig_dest *d)
+{
+	return __atomic_load_n(&d->phase, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Move d to phase to (d->lock held): true if it moved.  From COMPLETE or
+ * FAILED nothing moves, silently: the migration ended while the caller
+ * worked (a late event is no bug).  Any other transition the diagram does
+ * not have is a bug: logged with both names and refused.
+ */
+bool dest_phase_enter(struct mig_dest *d, enum dest_phase to)
+{
+	enum dest_phase from = d->phase;
+
+	if (from == DEST_COMPLETE || from == DEST_FAILED)
+		return false;
+	if ((unsigned)to >= DEST_NR_PHASES || !(allowed[from] & TO(to))) {
+		pr_mig("bug: the destination's phase cannot go from %s to %s: refused\n",
+		       dest_phase_name(from), dest_phase_name(to));
+		return false;
+	}
+	__atomic_store_n(&d->phase, to, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&d->cond);
+	return true;
+}
+
+/*
+ * A break of the link (d->lock held), with its cause: true if it is the
+ * first (the caller kicks the links), false when the link was broken
+ * already, or the migration is over (d->why is then left as it is).
+ * LISTENING has no link to break: a bug.
+ */
+bool dest_phase_break(struct mig_dest *d, const char *why)
+{
+	enum dest_phase to = broken_twin[d->phase];
+
+	if (d->phase == DEST_LISTENING)
+		return dest_phase_enter(d, DEST_PRECOPY_BROKEN); /* logs it */
+	if (to == DEST_NR_PHASES)
+		return false;
+	snprintf(d->why, sizeof(d->why), "%s", why);
+	return dest_phase_enter(d, to);
+}
+
+/* Whether the destination is asked to end (any thread, any lock). */
+bool dest_stopping(struct mig_dest *d)
+{
+	return __atomic_load_n(&d->stop, __ATOMIC_ACQUIRE);
+}
+
+/* Ask every thread of the destination to end (d->lock not held). */
+void dest_request_stop(struct mig_dest *d)
+{
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	__atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&d->cond);
+	mig_unlock(&d->lock);
+}
+
+/*
+ * Whether precopy's pages are over on bulk channel 0 (any thread): its
+ * receiver reads it between frames, other channels wait for it.
+ */
+bool dest_done0(struct mig_dest *d)
+{
+	return __atomic_load_n(&d->done0, __ATOMIC_ACQUIRE);
+}
+
+/* DONE(0) came, or (a break before it) will not: d->lock held. */
+void dest_set_done0(struct mig_dest *d, bool done)
+{
+	__atomic_store_n(&d->done0, done, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&d->cond);
+}
