@@ -139,8 +139,11 @@ static uint64_t repeat_requests(struct mig_dest *d, struct mig_conn *urg)
 static void report_break(struct mig_dest *d)
 {
 	uint64_t n[RAM_PAGE_PRESENT] = { 0 };
-	char wait[100];
+	char wait[100], cause[sizeof(d->why)];
 	wait_text(d, "up to", wait, sizeof(wait));
+	mig_lock(&d->lock, MIG_RANK_DEST); /* a failure may be rewriting it */
+	snprintf(cause, sizeof(cause), "%s", d->why);
+	mig_unlock(&d->lock);
 	for (uint64_t i = 0; i < d->nr_pages; i++) {
 		enum ram_page_state st = ram_word_state(ram_page_word(d->ram, i));
 		if (st < RAM_PAGE_PRESENT)
@@ -149,7 +152,7 @@ static void report_break(struct mig_dest *d)
 	pr_mig("link to the source broken during postcopy (%s); %llu pages missing (%llu "
 	       "to come, %llu requested, %llu staged, %llu being installed), faulting vCPUs "
 	       "wait; waiting %s for the source to reconnect to %s\n",
-	       d->why,
+	       cause,
 	       (unsigned long long)(n[RAM_PAGE_MISSING] + n[RAM_PAGE_REQUESTED] +
 				    n[RAM_PAGE_STAGED] + n[RAM_PAGE_INSTALLING]),
 	       (unsigned long long)n[RAM_PAGE_MISSING], (unsigned long long)n[RAM_PAGE_REQUESTED],

@@ -180,9 +180,11 @@ struct dest_admission {
  * COMPLETE and FAILED are terminal: a late event (a failure after COMPLETE
  * went out, the vCPUs resumed after a failure) is ignored, not a bug.
  * Readers outside d->lock (dest_phase(), an acquire load) may assume:
- * FAILED and COMPLETE never change; d->why is complete once the phase is
- * FAILED or broken; a phase past SWITCHING means the vCPUs ran.  Anything
- * else may change under them: they act on it as a hint, or take d->lock.
+ * FAILED and COMPLETE never change; a phase past SWITCHING_BROKEN means
+ * the vCPUs ran.  Anything else may change under them: they act on it as
+ * a hint (end a loop, skip a scan), or take d->lock.  d->why is written
+ * before the phase it explains, but a failure rewrites a break's cause:
+ * read it under d->lock.
  *
  * Not phases, kept apart (dest-phase.c writes them too):
  *   stop   a request to end (mig_dest_abort(), mig_dest_free(), a failed
