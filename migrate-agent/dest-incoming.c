@@ -198,7 +198,8 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		r = receive_switch_over(d, &p, &code, err, errlen);
 		if (!r)
 			break;
-		if ((mig_link_error(r) || d->broken) && !d->failed) {
+		/* -ECANCELED: the source's ERROR, its verdict even if a channel closed first. */
+		if (r != -ECANCELED && (mig_link_error(r) || d->broken) && !d->failed) {
 			/*
 			 * The link broke before STATE arrived; the source may
 			 * already have paused its VM and sent it.  Wait for it to
