@@ -202,7 +202,9 @@ int mig_dest_incoming(struct mig_dest *d, struct mig_dest_vm *vm, char *err, siz
 		if (!r)
 			break;
 		enum dest_phase ph = dest_phase(d);
-		if ((mig_link_error(r) || ph == DEST_PRECOPY_BROKEN) && ph != DEST_FAILED) {
+		/* -ECANCELED: the source's ERROR, its verdict even if a channel closed first. */
+		if (r != -ECANCELED && (mig_link_error(r) || ph == DEST_PRECOPY_BROKEN) &&
+		    ph != DEST_FAILED) {
 			/*
 			 * The link broke before STATE arrived; the source may
 			 * already have paused its VM and sent it.  Wait for it to

@@ -252,11 +252,34 @@ void dest_reset_before_state(struct mig_dest *d)
  * lost), wait for the source's RECOVER connection and send RESUME with
  * MIG_RESUME_NEED_STATE.  0 with a new d->links.urg and d->links.bulk[], or -errno with err.
  */
+/*
+ * A source that gives up sends ERROR on the urgent channel, then closes
+ * every channel: a bulk channel's close can be seen first, and looks like
+ * a break.  -ECANCELED with the source's reason if its ERROR is already
+ * here (a kicked socket still yields what it had received), else 0.
+ */
+static int source_gave_up(struct mig_dest *d, char *err, size_t errlen)
+{
+	struct mig_conn *urg = d->links.urg;
+	struct mig_frame_hdr h;
+	const uint8_t *p;
+	char why[320];
+
+	while (urg && urg->fd >= 0 && mig_conn_recv_ready(urg, &h, &p, why, sizeof(why)) == 0)
+		if (h.type == MIG_MSG_ERROR) {
+			mig_peer_error(err, errlen, p, "source reported an error");
+			return -ECANCELED;
+		}
+	return 0;
+}
+
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 {
 	char cause[sizeof(d->why)];
 	dest_kick_links(d);
 	dest_join_receivers(d);
+	if (source_gave_up(d, err, errlen))
+		return -ECANCELED;
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	snprintf(cause, sizeof(cause), "%s", d->phase == DEST_PRECOPY_BROKEN ? d->why : err);
 	mig_unlock(&d->lock);

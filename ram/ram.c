@@ -71,6 +71,16 @@ int ram_create(uint64_t size, const struct ram_backend_ops *ops, struct ram **ou
 		r = -ENOMEM;
 		goto fail;
 	}
+	/*
+	 * Not in a child of fork(), as QEMU does with guest RAM: a fork makes
+	 * private memory copy-on-write under the running vCPUs.  In the nested
+	 * nodes that corrupts the guest (a triple fault within some thousand
+	 * forks, docs/vmm.md), and no child of a VMM has a use for guest RAM.
+	 */
+	if (madvise(ram->host, size, MADV_DONTFORK) < 0) {
+		r = -errno;
+		goto fail;
+	}
 	if (!ops) {
 		/* Plain RAM: huge pages make the first touch cheaper. */
 		madvise(ram->host, size, MADV_HUGEPAGE);
