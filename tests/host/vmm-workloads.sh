@@ -40,8 +40,9 @@ run_kvm() { # name vcpus cmdline
 # vCPU stuck re-entering with KVM's pf_guest and insn_emulation counters
 # climbing), on the stock 6.1 kernel as on the patched one, THP on or off
 # (docs/testing.md, "Platform faults of the nested nodes").  There, and only
-# there, a run that ends so is run again, at most twice more, and said.
-# On a host with KVM every run must pass the first time.
+# there, a run that ends so is run again, at most twice more, and said (the
+# node's runner reruns a whole test only once, and only for a triple
+# fault).  On a host with KVM every run must pass the first time.
 run_kvm_many() { # name vcpus cmdline
 	local try rc
 	for try in 1 2 3; do
