@@ -417,29 +417,6 @@ static int handshake_all(struct mig_dest *d, struct hs_arg *a, struct mig_conn *
 	return handshake(d, a, c, res, why, len);
 }
 
-/*
- * Tell a refused connection why (a peer that failed TLS gets no frame,
- * except a plain one: it sent a HELLO in clear) and close it; log it
- * (rate-limited past a burst).
- */
-static void log_refusal(struct mig_dest *d, const char *why);
-
-static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
-{
-	if (!tls_failed)
-		dest_send_error(c,
-				r == -EPROTONOSUPPORT ? MIG_ERR_VERSION
-				: r == -EBUSY	      ? MIG_ERR_BUSY
-						      : MIG_ERR_PROTOCOL,
-				why);
-	else if (r == -EPROTO)
-		dest_send_error(c, MIG_ERR_PROTOCOL,
-				"this destination speaks TLS only (give both ends --tls-creds or "
-				"--tls-psk)");
-	dest_free_conn(c);
-	log_refusal(d, why);
-}
-
 /* Count a refused connection and say why, rate-limited (REFUSE_LOG_*). */
 static void log_refusal(struct mig_dest *d, const char *why)
 {
@@ -457,6 +434,27 @@ static void log_refusal(struct mig_dest *d, const char *why)
 		       (unsigned long long)more);
 	else if (log)
 		pr_mig("refused a connection: %s\n", why);
+}
+
+/*
+ * Tell a refused connection why (a peer that failed TLS gets no frame,
+ * except a plain one: it sent a HELLO in clear) and close it; log it
+ * (rate-limited past a burst).
+ */
+static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed, const char *why)
+{
+	if (!tls_failed)
+		dest_send_error(c,
+				r == -EPROTONOSUPPORT ? MIG_ERR_VERSION
+				: r == -EBUSY	      ? MIG_ERR_BUSY
+						      : MIG_ERR_PROTOCOL,
+				why);
+	else if (r == -EPROTO)
+		dest_send_error(c, MIG_ERR_PROTOCOL,
+				"this destination speaks TLS only (give both ends --tls-creds or "
+				"--tls-psk)");
+	dest_free_conn(c);
+	log_refusal(d, why);
 }
 
 static void *handshake_thread(void *arg)
@@ -684,12 +682,13 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 		int spoke = q->pfd[k].revents ? quiet_spoke(d, &q->pfd[k]) : -1;
 		if (spoke >= 0) {
 			quiet_remove(q, k);
-			if (spoke == 1)
+			if (spoke == 1) {
 				start_handshake(d, fd, t0);
-			else
+			} else {
 				close(fd);
-			if (spoke == 2)
-				log_refusal(d, stranger_why(d));
+				if (spoke == 2)
+					log_refusal(d, stranger_why(d));
+			}
 		} else if (now - t0 > HANDSHAKE_MS * 1000000ull) {
 			quiet_remove(q, k);
 			close(fd);

@@ -28,11 +28,15 @@ checked_sum() { # name
 	echo "$s"
 }
 
+# The run's checksum if its VMM exited 0 (rc), else the test fails.
+checked_run() { # name rc
+	[ "$2" -eq 0 ] || { cat "$tmp/$1.out" "$tmp/$1.err" >&2; fail "$1: vmm exited $2"; }
+	checked_sum "$1"
+}
+
 run_kvm() { # name vcpus cmdline
 	run_vmm "$@"
-	local rc=$?
-	[ $rc -eq 0 ] || { cat "$tmp/$1.out" "$tmp/$1.err" >&2; fail "$1: vmm exited $rc"; }
-	checked_sum "$1"
+	checked_run "$1" $?
 }
 
 # 32 vCPUs on the node's two TCG CPUs, nested KVM: 1 run in 100 to 250 ends
@@ -48,7 +52,7 @@ run_kvm_many() { # name vcpus cmdline
 	for try in 1 2 3; do
 		run_vmm "$@"
 		rc=$?
-		[ "$POSTCOPY_WHERE" = node ] && [ $try -lt 3 ] || break
+		[ $rc -ne 0 ] && [ "$POSTCOPY_WHERE" = node ] && [ $try -lt 3 ] || break
 		if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 			echo "note: $1: nested-node platform fault (the run stalled), run again" >&2
 		elif [ $rc -eq 70 ] && grep -q 'guest shut down (triple fault)' "$tmp/$1.err"; then
@@ -57,8 +61,7 @@ run_kvm_many() { # name vcpus cmdline
 			break
 		fi
 	done
-	[ $rc -eq 0 ] || { cat "$tmp/$1.out" "$tmp/$1.err" >&2; fail "$1: vmm exited $rc"; }
-	checked_sum "$1"
+	checked_run "$1" "$rc"
 }
 
 for wl in seq random hotset idle; do
