@@ -417,6 +417,25 @@ static int handshake_all(struct mig_dest *d, struct hs_arg *a, struct mig_conn *
 	return handshake(d, a, c, res, why, len);
 }
 
+/* Count a refused connection and say why, rate-limited (REFUSE_LOG_*). */
+static void log_refusal(struct mig_dest *d, const char *why)
+{
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	uint64_t now = now_ns(), n = ++d->admission.refused;
+	int log = n <= REFUSE_LOG_BURST || now - d->admission.refused_logged_ns >= REFUSE_LOG_NS;
+	uint64_t more = n - d->admission.refused_at_log - 1;
+	if (log) {
+		d->admission.refused_logged_ns = now;
+		d->admission.refused_at_log = n;
+	}
+	mig_unlock(&d->lock);
+	if (log && more)
+		pr_mig("refused a connection: %s (and %llu more since the last message)\n", why,
+		       (unsigned long long)more);
+	else if (log)
+		pr_mig("refused a connection: %s\n", why);
+}
+
 /*
  * Tell a refused connection why (a peer that failed TLS gets no frame,
  * except a plain one: it sent a HELLO in clear) and close it; log it
@@ -435,20 +454,7 @@ static void refuse(struct mig_dest *d, struct mig_conn *c, int r, int tls_failed
 				"this destination speaks TLS only (give both ends --tls-creds or "
 				"--tls-psk)");
 	dest_free_conn(c);
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	uint64_t now = now_ns(), n = ++d->admission.refused;
-	int log = n <= REFUSE_LOG_BURST || now - d->admission.refused_logged_ns >= REFUSE_LOG_NS;
-	uint64_t more = n - d->admission.refused_at_log - 1;
-	if (log) {
-		d->admission.refused_logged_ns = now;
-		d->admission.refused_at_log = n;
-	}
-	mig_unlock(&d->lock);
-	if (log && more)
-		pr_mig("refused a connection: %s (and %llu more since the last message)\n", why,
-		       (unsigned long long)more);
-	else if (log)
-		pr_mig("refused a connection: %s\n", why);
+	log_refusal(d, why);
 }
 
 static void *handshake_thread(void *arg)
@@ -602,9 +608,40 @@ static size_t first_message_len(const struct mig_dest *d, const uint8_t *hdr, si
 }
 
 /*
+ * First bytes that are neither a TLS handshake record nor a frame of this
+ * protocol (its magic): no source of any kind, a stranger's garbage.  It is
+ * refused by the acceptor itself.  A handshake thread for each cost the
+ * flood test its source: 32 connections that churn 64 random bytes kept
+ * the handshake threads at their cap under ASan on a loaded host, the
+ * acceptor waited for a thread, the listen queue filled and dropped the
+ * real source's SYNs for its whole 10 s (CI: "cannot connect ...:
+ * Connection timed out").  A plain source at a TLS destination (or a TLS
+ * one at a plain destination) still gets a thread, which tells it why.
+ */
+static bool is_stranger(const uint8_t *hdr, size_t n)
+{
+	uint32_t magic;
+
+	if (n < sizeof(magic) || hdr[0] == 0x16)
+		return false;
+	memcpy(&magic, hdr + offsetof(struct mig_frame_hdr, magic), sizeof(magic));
+	return magic != MIG_MAGIC;
+}
+
+/* Why a stranger's garbage was refused, in the words its handshake would have had. */
+static const char *stranger_why(const struct mig_dest *d)
+{
+	if (d->tls)
+		return "TLS: the peer does not speak TLS (nor this protocol: a stranger, refused "
+		       "unheard)";
+	return "bad magic: not this protocol (a stranger, refused unheard)";
+}
+
+/*
  * Whether a quiet connection that poll() flagged has sent its whole first
  * message (a TLS ClientHello record, or a HELLO frame; a real source sends
  * it at once): 1, its receive low-water mark back at 1 for its handshake.
+ * 2 when its first bytes are neither TLS nor this protocol (is_stranger());
  * 0 when it hung up or was reset first (closed here: no thread for it);
  * -1 when it must wait on: poll() wakes it only once the rest has come
  * (SO_RCVLOWAT), so that a stranger who sends a byte and stalls costs a
@@ -619,6 +656,8 @@ static int quiet_spoke(const struct mig_dest *d, struct pollfd *p)
 		return -1;
 	if (r <= 0)
 		return 0;
+	if (is_stranger(hdr, (size_t)r))
+		return 2;
 	size_t need = first_message_len(d, hdr, (size_t)r);
 	if (ioctl(p->fd, FIONREAD, &avail) < 0)
 		return 0;
@@ -643,10 +682,13 @@ static void quiet_poll(struct mig_dest *d, struct quiet_set *q)
 		int spoke = q->pfd[k].revents ? quiet_spoke(d, &q->pfd[k]) : -1;
 		if (spoke >= 0) {
 			quiet_remove(q, k);
-			if (spoke)
+			if (spoke == 1) {
 				start_handshake(d, fd, t0);
-			else
+			} else {
 				close(fd);
+				if (spoke == 2)
+					log_refusal(d, stranger_why(d));
+			}
 		} else if (now - t0 > HANDSHAKE_MS * 1000000ull) {
 			quiet_remove(q, k);
 			close(fd);

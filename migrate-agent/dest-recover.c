@@ -248,11 +248,6 @@ void dest_reset_before_state(struct mig_dest *d)
 }
 
 /*
- * A break before STATE: drop what precopy staged (its dirty bitmap may be
- * lost), wait for the source's RECOVER connection and send RESUME with
- * MIG_RESUME_NEED_STATE.  0 with a new d->links.urg and d->links.bulk[], or -errno with err.
- */
-/*
  * A source that gives up sends ERROR on the urgent channel, then closes
  * every channel: a bulk channel's close can be seen first, and looks like
  * a break.  -ECANCELED with the source's reason if its ERROR is already
@@ -273,6 +268,11 @@ static int source_gave_up(struct mig_dest *d, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * A break before STATE: drop what precopy staged (its dirty bitmap may be
+ * lost), wait for the source's RECOVER connection and send RESUME with
+ * MIG_RESUME_NEED_STATE.  0 with a new d->links.urg and d->links.bulk[], or -errno with err.
+ */
 int dest_incoming_reconnect(struct mig_dest *d, char *err, size_t errlen)
 {
 	char cause[sizeof(d->why)];
