@@ -12,11 +12,11 @@ BASE_CFLAGS += -Imigrate-agent/include
 # system libraries MIG_LIBS after them.
 MIG_LIB_SRCS := migrate-agent/params.c migrate-agent/wire.c migrate-agent/net.c migrate-agent/addr.c migrate-agent/util.c migrate-agent/lock-rank.c migrate-agent/tls-creds.c migrate-agent/tls.c \
 	migrate-agent/auth.c migrate-agent/stamps.c migrate-agent/metrics.c migrate-agent/link.c \
-	migrate-agent/session.c migrate-agent/source.c migrate-agent/source-session.c migrate-agent/source-watch.c \
+	migrate-agent/session.c migrate-agent/source.c migrate-agent/source-api.c migrate-agent/source-session.c migrate-agent/source-watch.c \
 	migrate-agent/source-precopy.c migrate-agent/source-switch.c migrate-agent/source-urgent.c \
 	migrate-agent/source-push.c migrate-agent/source-prepage.c migrate-agent/source-recover.c migrate-agent/source-report.c \
 	migrate-agent/channels.c migrate-agent/source-channels.c migrate-agent/dest-channels.c \
-	migrate-agent/dest.c migrate-agent/dest-phase.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
+	migrate-agent/dest.c migrate-agent/dest-api.c migrate-agent/dest-phase.c migrate-agent/dest-accept.c migrate-agent/dest-incoming.c migrate-agent/dest-rx.c \
 	migrate-agent/dest-install.c migrate-agent/dest-fault.c migrate-agent/dest-recover.c migrate-agent/dest-watch.c migrate-agent/dest-report.c
 $(eval $(call library,migrate,$(MIG_LIB_SRCS)))
 MIG_OWN := migrate ram common

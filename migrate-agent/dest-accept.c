@@ -81,14 +81,6 @@ static struct mig_conn *new_conn(struct mig_dest *d, int fd, const char *name)
 	return c;
 }
 
-void dest_free_conn(struct mig_conn *c)
-{
-	if (!c)
-		return;
-	mig_conn_close(c);
-	free(c);
-}
-
 /* Every channel of p into drop[MIG_MAX_CHANNELS + 1], none left (under d->lock). */
 static void take_pending(struct dest_pending *p, struct mig_conn **drop)
 {

@@ -12,23 +12,6 @@
 
 #include "dest.h"
 
-void dest_free_conns(struct mig_conn **c, unsigned n)
-{
-	for (unsigned k = 0; k < n; k++) {
-		dest_free_conn(c[k]);
-		c[k] = NULL;
-	}
-}
-
-/* The link's bytes into the totals, then its channels closed (under req_lock, receivers joined). */
-void dest_links_free(struct mig_dest *d)
-{
-	d->counts.bytes_rx_prev += mig_links_rx_bytes(&d->links);
-	dest_free_conn(d->links.urg);
-	d->links.urg = NULL;
-	dest_free_conns(d->links.bulk, MIG_MAX_CHANNELS);
-}
-
 struct rx_arg {
 	struct mig_dest *d;
 	struct mig_conn *c;

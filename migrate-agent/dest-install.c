@@ -90,7 +90,7 @@ void dest_try_complete(struct mig_dest *d)
  * present or being installed (a duplicate, counted here and only here),
  * or, for the stager, no longer staged.
  */
-bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old)
+bool dest_claim_page(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old)
 {
 	unsigned from = RAM_FROM(RAM_PAGE_STAGED);
 	if (by != RAM_BY_PRECOPY)
@@ -156,7 +156,7 @@ int dest_install_run(struct mig_dest *d, uint64_t first, unsigned n, void *data,
 int dest_install_staged(struct mig_dest *d, uint64_t i)
 {
 	uint64_t old;
-	if (!dest_claim(d, i, RAM_BY_PRECOPY, &old))
+	if (!dest_claim_page(d, i, RAM_BY_PRECOPY, &old))
 		return 0;
 	void *copy = ram_word_zero(old) ? NULL : d->stage + i * PAGE_SIZE;
 	return dest_install_run(d, i, 1, copy, RAM_BY_PRECOPY, &old);
@@ -196,7 +196,7 @@ static unsigned claim_staged_run(struct mig_dest *d, uint64_t i, uint64_t end, u
 	while (n < STAGE_RUN && i + n < end) {
 		uint64_t w = ram_page_word(d->ram, i + n);
 		if (ram_word_state(w) != RAM_PAGE_STAGED || ram_word_zero(w) != zero ||
-		    !dest_claim(d, i + n, RAM_BY_PRECOPY, &old[n]))
+		    !dest_claim_page(d, i + n, RAM_BY_PRECOPY, &old[n]))
 			break;
 		n++;
 	}

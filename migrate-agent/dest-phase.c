@@ -7,6 +7,8 @@
  * that reads it without the lock (dest_phase()) sees what was written
  * before it (d->why).
  */
+#include <stdarg.h>
+
 #include "dest.h"
 
 #define TO(ph) (1u << (ph))
@@ -133,4 +135,25 @@ void dest_set_done0(struct mig_dest *d, bool done)
 {
 	__atomic_store_n(&d->done0, done, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&d->cond);
+}
+
+/*
+ * The migration fails (any thread, d->lock not held): the first cause is
+ * kept, the phase becomes FAILED and the links are kicked, so every thread
+ * blocked on them returns and ends.
+ */
+void dest_fail(struct mig_dest *d, const char *fmt, ...)
+{
+	mig_lock(&d->lock, MIG_RANK_DEST);
+	/* The first cause stays; after COMPLETE went out nothing can fail. */
+	if (d->phase != DEST_FAILED && d->phase != DEST_COMPLETE) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(d->why, sizeof(d->why), fmt, ap);
+		va_end(ap);
+		dest_phase_enter(d, DEST_FAILED);
+	}
+	pthread_cond_broadcast(&d->cond);
+	mig_unlock(&d->lock);
+	dest_kick_links(d);
 }

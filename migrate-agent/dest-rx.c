@@ -39,7 +39,7 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 			return r;
 	}
 	uint64_t old;
-	if (!dest_claim(d, i, by, &old))
+	if (!dest_claim_page(d, i, by, &old))
 		return 0;
 	uint8_t *slot = run->buf + (size_t)run->n * PAGE_SIZE;
 	if (zero) {
@@ -146,7 +146,7 @@ static int rx_run(struct mig_dest *d, struct mig_conn *c, struct run *run, const
 	uint64_t first = pr.addr / PAGE_SIZE;
 	int r = dest_flush_run(d, run); /* its old[] is ours next */
 	for (unsigned k = 0, a = 0; !r && k <= pr.count; k++) {
-		if (k < pr.count && dest_claim(d, first + k, RAM_BY_PUSH, &run->old[k - a]))
+		if (k < pr.count && dest_claim_page(d, first + k, RAM_BY_PUSH, &run->old[k - a]))
 			continue;
 		if (k > a)
 			r = dest_install_run(d, first + a, k - a,

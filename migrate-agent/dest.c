@@ -1,54 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The destination side of postcopy (its files and locking order: dest.h).
- * mig_dest_incoming() accepts the two channels, stages precopy pages, loads
- * the STATE; the VMM then starts the vCPUs with every other page missing;
- * the RAM's fault thread runs the demand path (dest-fault.c).  Threads:
- *   fault       (the RAM's) faults -> PAGE_REQUEST; the urgent channel's
- *               replies (PAGE with MIG_PAGEF_DEMAND) -> install;
- *   acceptor    accepts connections, one handshake thread each (short-lived);
- *   rx-bulk     pushed pages -> install;
- *   stager      installs the pages precopy left in the staging buffer;
- *   supervisor  on a break it waits (up to recover_ms) for the source to
- *               reconnect, sends RESUME with the bitmap of pages received
- *               and repeats outstanding requests;
- *   watch       heartbeats out; silence or no progress in is a break.
- *
- * Each page has one word in the RAM's page record (ram/record.h), changed
- * only by compare-and-swap:
- *   MISSING -> REQUESTED (fault) -> INSTALLING -> PRESENT
- *   MISSING/STAGED -------------------> INSTALLING -> PRESENT
- * The INSTALLING claim makes "install" happen once per page whatever the
- * channel; a second arrival is a duplicate and is counted, never written.
- * Ordering hazard handled: a fault read from the kernel after its page was
- * installed (the install already woke the vCPU) finds PRESENT: woken only.
- * Deliberately ignored: a REQUESTED page whose request was lost with a
- * broken link stays REQUESTED; the supervisor re-sends every REQUESTED page
- * after RESUME, so it cannot be forgotten.
- *
- * The destination's phases (d->phase, dest-phase.c; every transition and
- * its maker: enum dest_phase in dest.h):
- *
- *   LISTENING -pair-> PRECOPY -STATE-> SWITCHING -resumed-> POSTCOPY -all PRESENT-> COMPLETE
- *                      |   ^                                  |   ^
- *                break v   | RESUME(NEED_STATE)         break v   | RESUME
- *                   (a new pair)                         RECOVERING
- *
- *   any phase --an error, mig_dest_abort(), no reconnection within recover_ms--> FAILED
- *
- * A break in PRECOPY forgets the staged pages (dest_reset_before_state())
- * and asks for the STATE again; a break in SWITCHING before DONE(0) forgets
- * them too and is recovered once the vCPUs run, in RECOVERING.
+ * The bottom of the destination (its files, their order and the locking
+ * order: dest.h): the small operations on its links that every other file
+ * uses, and that use nothing of the destination above them.
  */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "dest.h"
 
+/* Shut every channel of the live link down, so its readers and writers return (req_lock not held). */
 void dest_kick_links(struct mig_dest *d)
 {
 	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
@@ -56,22 +17,7 @@ void dest_kick_links(struct mig_dest *d)
 	mig_unlock(&d->req_lock);
 }
 
-void dest_fail(struct mig_dest *d, const char *fmt, ...)
-{
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	/* The first cause stays; after COMPLETE went out nothing can fail. */
-	if (d->phase != DEST_FAILED && d->phase != DEST_COMPLETE) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(d->why, sizeof(d->why), fmt, ap);
-		va_end(ap);
-		dest_phase_enter(d, DEST_FAILED);
-	}
-	pthread_cond_broadcast(&d->cond);
-	mig_unlock(&d->lock);
-	dest_kick_links(d);
-}
-
+/* An ERROR frame with code and msg (cut to MIG_MAX_ERROR_MSG) on c; a failed send is a broken link. */
 void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg)
 {
 	struct mig_error e = { .code = code, .msg_len = (uint32_t)strlen(msg) };
@@ -80,249 +26,27 @@ void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg)
 	mig_conn_send(c, MIG_MSG_ERROR, &e, sizeof(e), msg, e.msg_len);
 }
 
-struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t errlen)
+void dest_free_conn(struct mig_conn *c)
 {
-	struct mig_dest *d = calloc(1, sizeof(*d));
-	if (!d) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	d->o = *o;
-	mig_opts_defaults(&d->o);
-	d->times.t_start = now_ns();
-	d->features = MIG_FEAT_KNOWN & ~d->o.features_off;
-	pthread_mutex_init(&d->req_lock, NULL);
-	pthread_mutex_init(&d->lock, NULL);
-	pthread_mutex_init(&d->lat_lock, NULL);
-	pthread_mutex_init(&d->loop_lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are now_ns() */
-	pthread_cond_init(&d->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if (mig_random_bytes(d->admission.secret, sizeof(d->admission.secret), err, errlen)) {
-		free(d);
-		return NULL;
-	}
-	if (mig_addr_parse(o->addr, &d->sa, err, errlen) < 0) {
-		free(d);
-		return NULL;
-	}
-	/* Credentials are checked before anything listens. */
-	if (mig_opts_tls(o) && mig_tls_ctx_new(&o->tls, true, &d->tls, err, errlen)) {
-		free(d);
-		return NULL;
-	}
-	d->lfd = mig_listen(&d->sa, err, errlen);
-	if (d->lfd < 0) {
-		mig_tls_ctx_free(d->tls);
-		free(d);
-		return NULL;
-	}
-	/* Accepted sockets inherit it: keeps the bulk queue (and its delay) short. */
-	int rb = 256 << 10;
-	setsockopt(d->lfd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb));
-	return d;
-}
-
-/*
- * The postcopy threads, once the vCPUs run: a reply or a break that comes
- * first waits in the socket or in the phase (RECOVERING) for a few microseconds.
- */
-static void start_postcopy_threads(struct mig_dest *d)
-{
-	dest_loop_attach(d, d->links.urg);
-	if (dest_count_state(d, RAM_PAGE_STAGED)) {
-		d->workers.stager_on =
-		    pthread_create(&d->workers.stager, NULL, dest_stager_thread, d) == 0;
-		if (!d->workers.stager_on)
-			dest_fail(d, "cannot start the stager thread");
-	} else {
-		/* Nothing staged is valid (or there was no precopy): all of it goes. */
-		madvise(d->stage, ram_bytes(d->ram), MADV_DONTNEED);
-	}
-	d->workers.sup_on = pthread_create(&d->workers.sup, NULL, dest_supervisor_thread, d) == 0;
-	if (!d->workers.sup_on)
-		dest_fail(d, "cannot start the supervisor thread");
-}
-
-void mig_dest_resumed(struct mig_dest *d)
-{
-	d->times.resume_rt = mig_realtime_ns();
-	__atomic_store_n(&d->times.t_resumed, now_ns(), __ATOMIC_RELEASE);
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	/* A break while the state loaded is recovered from here. */
-	if (d->phase != DEST_FAILED)
-		dest_phase_enter(d, d->phase == DEST_SWITCHING_BROKEN ? DEST_RECOVERING
-								      : DEST_POSTCOPY);
-	mig_unlock(&d->lock);
-	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	if (d->link_ok)
-		dest_send_running(d, d->links.urg);
-	mig_unlock(&d->req_lock);
-	start_postcopy_threads(d);
-	/* Every page may have arrived already (a small or idle guest). */
-	dest_try_complete(d);
-}
-
-void mig_dest_abort(struct mig_dest *d, const char *why)
-{
-	if (dest_phase_over(dest_phase(d)))
+	if (!c)
 		return;
-	mig_lock(&d->req_lock, MIG_RANK_DEST_REQ);
-	if (d->link_ok && d->links.urg)
-		dest_send_error(d->links.urg, MIG_ERR_INTERNAL, why);
-	mig_unlock(&d->req_lock);
-	dest_request_stop(d);
-	dest_fail(d, "%s", why);
+	mig_conn_close(c);
+	free(c);
 }
 
-/*
- * QEMU's status of the incoming migration (d->lock held).  A broken link
- * before the vCPUs run is the phase it broke in (the source runs the VM);
- * COMPLETE being sent is still postcopy: completed is COMPLETE sent.
- */
-static enum mig_phase phase_locked(struct mig_dest *d)
+void dest_free_conns(struct mig_conn **c, unsigned n)
 {
-	static const enum mig_phase as_mig[DEST_NR_PHASES] = {
-		[DEST_LISTENING] = MIG_PHASE_SETUP,
-		[DEST_PRECOPY] = MIG_PHASE_PRECOPY,
-		[DEST_PRECOPY_BROKEN] = MIG_PHASE_PRECOPY,
-		[DEST_SWITCHING] = MIG_PHASE_SWITCHOVER,
-		[DEST_SWITCHING_BROKEN] = MIG_PHASE_SWITCHOVER,
-		[DEST_POSTCOPY] = MIG_PHASE_POSTCOPY,
-		[DEST_RECOVERING] = MIG_PHASE_RECOVER,
-		[DEST_COMPLETING] = MIG_PHASE_POSTCOPY,
-		[DEST_COMPLETING_BROKEN] = MIG_PHASE_POSTCOPY,
-		[DEST_COMPLETE] = MIG_PHASE_COMPLETED,
-		[DEST_FAILED] = MIG_PHASE_FAILED,
-	};
-	enum dest_phase ph = dest_phase(d);
-
-	if (ph == DEST_RECOVERING && d->recover_asked)
-		return MIG_PHASE_RECOVER_SETUP;
-	return as_mig[ph];
-}
-
-enum mig_phase mig_dest_phase(struct mig_dest *d)
-{
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	enum mig_phase p = phase_locked(d);
-	mig_unlock(&d->lock);
-	return p;
-}
-
-/*
- * Every change of the phase broadcasts d->cond (dest-phase.c), which ends
- * this wait at once; ms bounds it, so that a change of the status made
- * otherwise (recover_asked) is seen within ms.
- */
-enum mig_phase mig_dest_phase_wait(struct mig_dest *d, enum mig_phase last, int ms)
-{
-	struct timespec ts = mig_mono_ts(now_ns() + (uint64_t)ms * 1000000ull);
-
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	enum mig_phase p = phase_locked(d);
-	while (p == last && pthread_cond_timedwait(&d->cond, &d->lock, &ts) != ETIMEDOUT)
-		p = phase_locked(d);
-	p = phase_locked(d);
-	mig_unlock(&d->lock);
-	return p;
-}
-
-/*
- * migrate-pause here: the link is broken as the watchdog breaks it, so the
- * usual recovery follows (dest-recover.c).  Only in postcopy: before the
- * switch-over a break fails the migration, and the VM runs on at the source.
- */
-int mig_dest_pause(struct mig_dest *d)
-{
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	int r = dest_phase(d) == DEST_POSTCOPY ? 0 : -EINVAL;
-	if (!r)
-		dest_phase_break(d, "paused by migrate-pause");
-	mig_unlock(&d->lock);
-	if (!r)
-		dest_kick_links(d);
-	return r;
-}
-
-/*
- * migrate-recover: listen at addr too, for the source's reconnection.
- * Only while the link is broken after the switch-over (postcopy-paused).
- */
-int mig_dest_listen_more(struct mig_dest *d, const char *addr, char *err, size_t errlen)
-{
-	struct mig_addr a;
-	int r = mig_addr_parse(addr, &a, err, errlen);
-	if (r < 0)
-		return r;
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	if (dest_phase(d) != DEST_RECOVERING) {
-		snprintf(err, errlen, "Migrate recover can only be run when postcopy is paused.");
-		r = -EINVAL;
-	} else if (d->nr_more == DEST_MAX_LISTENERS) {
-		snprintf(err, errlen, "already listening at %d recovery addresses",
-			 DEST_MAX_LISTENERS);
-		r = -ENOSPC;
-	} else {
-		int fd = mig_listen(&a, err, errlen);
-		if (fd < 0) {
-			r = fd;
-		} else {
-			d->lfd_more[d->nr_more] = fd;
-			__atomic_store_n(&d->nr_more, d->nr_more + 1, __ATOMIC_RELEASE);
-			d->recover_asked = 1;
-		}
+	for (unsigned k = 0; k < n; k++) {
+		dest_free_conn(c[k]);
+		c[k] = NULL;
 	}
-	mig_unlock(&d->lock);
-	if (!r)
-		pr_mig("listening for the source's recovery at %s too\n", a.text);
-	return r;
 }
 
-int mig_dest_status(struct mig_dest *d)
+/* The link's bytes into the totals, then its channels closed (under req_lock, receivers joined). */
+void dest_links_free(struct mig_dest *d)
 {
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	enum dest_phase ph = dest_phase(d);
-	mig_unlock(&d->lock);
-	return ph == DEST_FAILED ? -1 : ph == DEST_COMPLETE ? 1 : 0;
-}
-
-int mig_dest_wait(struct mig_dest *d, char *err, size_t errlen)
-{
-	mig_lock(&d->lock, MIG_RANK_DEST);
-	while (d->phase != DEST_FAILED && d->phase != DEST_COMPLETE)
-		pthread_cond_wait(&d->cond, &d->lock);
-	int failed = d->phase == DEST_FAILED;
-	if (failed)
-		snprintf(err, errlen, "%s", d->why);
-	mig_unlock(&d->lock);
-	return failed ? -EIO : 0;
-}
-
-void mig_dest_free(struct mig_dest *d)
-{
-	if (!d)
-		return;
-	dest_request_stop(d);
-	dest_kick_links(d);
-	dest_stop_accepting(d);
-	mig_link_watch_stop(&d->watch);
-	if (d->workers.sup_on)
-		pthread_join(d->workers.sup, NULL);
-	dest_loop_detach(d);
-	dest_join_receivers(d);
-	if (d->workers.stager_on)
-		pthread_join(d->workers.stager, NULL);
-	dest_links_free(d);
-	if (d->lfd >= 0)
-		close(d->lfd);
-	for (int k = 0; k < d->nr_more; k++)
-		close(d->lfd_more[k]);
-	mig_tls_ctx_free(d->tls);
-	dest_incoming_free(d);
-	free(d->lat.ns);
-	mig_auth_wipe(d->admission.secret, sizeof(d->admission.secret));
-	free(d);
+	d->counts.bytes_rx_prev += mig_links_rx_bytes(&d->links);
+	dest_free_conn(d->links.urg);
+	d->links.urg = NULL;
+	dest_free_conns(d->links.bulk, MIG_MAX_CHANNELS);
 }

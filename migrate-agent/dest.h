@@ -2,28 +2,32 @@
 /*
  * The destination side of postcopy, inside the library: struct mig_dest and
  * the functions its files call in each other (prefixed dest_); not an
- * interface (the API is migrate/migrate.h).  One job per file:
- *   dest.c           the API's lifecycle: listen, resume, abort, wait, free;
- *                    failing the migration, the ERROR frame
- *   dest-phase.c     the phase (enum dest_phase): its only writer, the
- *                    transitions allowed, the stop request, DONE(0)
- *   dest-accept.c    listening: one handshake thread per connection (TLS,
- *                    HELLO, AUTH), the session claim, pairs of channels
+ * interface (the API is migrate/migrate.h).  One job per file, in layers:
+ * a file calls only into files below it (tests/host/arch-map.sh checks
+ * the order of docs/architecture.md), so no two call each other.
+ *
+ *   dest-api.c       the API's lifecycle: listen, resume, pause, abort,
+ *                    status, wait, free
  *   dest-incoming.c  mig_dest_incoming(): the staging buffer, LAYOUT, the
  *                    precopy's end, STATE
+ *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
+ *   dest-accept.c    listening: one handshake thread per connection (TLS,
+ *                    HELLO, AUTH), the session claim, pairs of channels
  *   dest-channels.c  the link d->links (channels.h, the source's --channels):
- *                    a receiver thread per bulk channel, freed with its totals
+ *                    a receiver thread per bulk channel
+ *   dest-fault.c     the demand path on the RAM's fault thread: requests
+ *                    out, replies in and installed (the page source)
+ *   dest-watch.c     liveness: the destination's hooks for the link watchdog
+ *                    (link.c), and what counts as no progress
  *   dest-rx.c        frames from the source: the bulk receiver thread, and
  *                    the urgent channel's frames on the fault thread;
  *                    precopy pages staged, postcopy pages batched into runs
- *   dest-fault.c     the demand path on the RAM's fault thread: requests
- *                    out, replies in and installed (the page source)
  *   dest-install.c   the page record's use (it is the RAM's, ram/record.h):
  *                    claims, the stager, completion
- *   dest-recover.c   link breaks: RESUME, repeated requests, the supervisor
- *   dest-watch.c     liveness: the destination's hooks for the link watchdog
- *                    (link.c), and what counts as no progress
  *   dest-report.c    COMPLETE's counters, the arrival timeline, the metrics
+ *   dest-phase.c     the phase (enum dest_phase): its only writer, the
+ *                    transitions allowed, failing, the stop request, DONE(0)
+ *   dest.c           the links' small operations: kick, ERROR, free
  *
  * Locking order (a lock on the right is only taken with the ones to its
  * left held, never the other way; the ranks of lock-rank.h):
@@ -160,12 +164,12 @@ struct dest_admission {
  *
  *   LISTENING --first pair (dest-accept.c fix_session())--> PRECOPY
  *   PRECOPY --STATE (dest-incoming.c wait_bulk_done())--> SWITCHING
- *   SWITCHING --vCPUs run (dest.c mig_dest_resumed())--> POSTCOPY
+ *   SWITCHING --vCPUs run (dest-api.c mig_dest_resumed())--> POSTCOPY
  *   POSTCOPY --every page here (dest-install.c send_complete())--> COMPLETING
  *   COMPLETING --COMPLETE sent--> COMPLETE;  --the send failed--> POSTCOPY
  *
  *   a break (dest_phase_break(): dest-rx.c rx_failed(), dest-watch.c
- *   release_link(), dest.c mig_dest_pause(), the supervisor when the
+ *   release_link(), dest-api.c mig_dest_pause(), the supervisor when the
  *   source reconnected) moves the phase to its broken twin:
  *     PRECOPY -> PRECOPY_BROKEN --new pair (dest_reset_before_state())--> PRECOPY
  *     SWITCHING -> SWITCHING_BROKEN --vCPUs run--> RECOVERING
@@ -314,9 +318,11 @@ static inline struct timespec dest_mono_in_ms(unsigned ms)
 }
 
 /* dest.c */
-void dest_fail(struct mig_dest *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dest_kick_links(struct mig_dest *d);
 void dest_send_error(struct mig_conn *c, uint32_t code, const char *msg);
+void dest_free_conn(struct mig_conn *c);
+void dest_free_conns(struct mig_conn **c, unsigned n);
+void dest_links_free(struct mig_dest *d);
 
 /* dest-phase.c */
 const char *dest_phase_name(enum dest_phase ph);
@@ -327,9 +333,9 @@ bool dest_stopping(struct mig_dest *d);
 void dest_request_stop(struct mig_dest *d);
 bool dest_done0(struct mig_dest *d);
 void dest_set_done0(struct mig_dest *d, bool done);
+void dest_fail(struct mig_dest *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* dest-accept.c */
-void dest_free_conn(struct mig_conn *c);
 int dest_start_accepting(struct mig_dest *d, char *err, size_t errlen);
 void dest_stop_accepting(struct mig_dest *d);
 int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_links *l, char *err,
@@ -337,8 +343,6 @@ int dest_accept_pair(struct mig_dest *d, uint64_t deadline, struct mig_links *l,
 int dest_pending_complete(const struct mig_dest *d);
 
 /* dest-channels.c */
-void dest_free_conns(struct mig_conn **c, unsigned n);
-void dest_links_free(struct mig_dest *d);
 void dest_start_receivers(struct mig_dest *d);
 void dest_join_receivers(struct mig_dest *d);
 
@@ -357,7 +361,7 @@ void dest_rx_loop(struct mig_dest *d, struct mig_conn *c);
 uint64_t dest_count_state(struct mig_dest *d, enum ram_page_state st);
 uint64_t dest_pages_owed(struct mig_dest *d);
 void dest_try_complete(struct mig_dest *d);
-bool dest_claim(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
+bool dest_claim_page(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64_t *old);
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
 void dest_after_installs(struct mig_dest *d);
 int dest_install_run(struct mig_dest *d, uint64_t first, unsigned n, void *data,

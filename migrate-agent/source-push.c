@@ -515,7 +515,7 @@ static int push_share(struct pusher *ps)
  * yet (and the pre-paging after faults in its share), then DONE(1) on its
  * channel, until COMPLETE, a break, or a send that failed (a break then).
  */
-void src_push_channel(struct src *s, unsigned k)
+static void push_channel(struct src *s, unsigned k)
 {
 	struct pusher ps;
 	if (src_pusher_init(&ps, s)) {
@@ -547,4 +547,37 @@ void src_push_channel(struct src *s, unsigned k)
 		src_set_break(s, 0, "bulk channel: send failed (connection lost)");
 	src_pusher_free(&ps);
 	__atomic_fetch_add(&s->counts.push_cpu_ns, mig_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
+}
+
+struct push_arg {
+	struct src *s;
+	unsigned k;
+};
+
+static void *push_thread(void *arg)
+{
+	struct push_arg *a = arg;
+	push_channel(a->s, a->k);
+	free(a);
+	return NULL;
+}
+
+/*
+ * One push thread per bulk channel, into t[]: how many started.  A thread
+ * that cannot start breaks the link (the recovery starts them again).
+ */
+unsigned src_start_push(struct src *s, pthread_t *t)
+{
+	unsigned k;
+	for (k = 0; k < s->links.nr_bulk; k++) {
+		struct push_arg *a = malloc(sizeof(*a));
+		if (a)
+			*a = (struct push_arg){ .s = s, .k = k };
+		if (!a || pthread_create(&t[k], NULL, push_thread, a)) {
+			free(a);
+			src_set_break(s, 0, "cannot start a push thread");
+			break;
+		}
+	}
+	return k;
 }

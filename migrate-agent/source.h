@@ -9,28 +9,32 @@
  * channel while the bulk channel pushes every other page, until the
  * destination says COMPLETE.  A broken link after the switch-over is
  * retried until the recovery deadline (the destination keeps listening).
- * One job per file:
- *   source.c          the API's lifecycle: mig_source_run(), src_new(),
- *                     src_free(), the postcopy loop; breaking the link,
- *                     cancelling, giving up, failing
+ * One job per file, in layers: a file calls only into files below it
+ * (tests/host/arch-map.sh checks the order of docs/architecture.md).
+ *   source-api.c      the API's lifecycle: mig_source_run(), src_new(),
+ *                     src_free(), the postcopy loop, an early failure
+ *   source-urgent.c   the urgent thread: PAGE_REQUEST answered, RUNNING,
+ *                     COMPLETE believed or not, hints for the pusher
+ *   source-recover.c  a link broken after the switch-over: reconnect, RESUME,
+ *                     resend what the destination lacks
+ *   source-switch.c   the switch-over: LAYOUT, DONE(0), the pause, STATE,
+ *                     and everything before it
+ *   source-precopy.c  precopy rounds: the dirty log, convergence, the dirty
+ *                     pages carried into PRECOPY_DIRTY
  *   source-session.c  connections: the TLS client, connect, HELLO, AUTH,
  *                     both channels of a pair
  *   source-watch.c    liveness: the source's hooks for the link watchdog
  *                     (link.c: heartbeats out, silence in)
- *   source-precopy.c  precopy rounds: the dirty log, convergence, the dirty
- *                     pages carried into PRECOPY_DIRTY
- *   source-switch.c   the switch-over: LAYOUT, DONE(0), the pause, STATE,
- *                     and everything before it
- *   source-urgent.c   the urgent thread: PAGE_REQUEST answered, RUNNING,
- *                     COMPLETE believed or not, hints for the pusher
  *   source-push.c     the pusher: page encoding, batches, io_uring, pacing,
- *                     which page next (hints first, then in order)
+ *                     which page next (hints first, then in order); one
+ *                     push thread per bulk channel
+ *   source-prepage.c  adaptive pre-paging: the window a fault opens
  *   source-channels.c the bulk channels (--channels, s->links: channels.h):
- *                     each one's share of RAM and push thread
- *   source-recover.c  a link broken after the switch-over: reconnect, RESUME,
- *                     resend what the destination lacks
+ *                     each one's share of RAM
  *   source-report.c   progress out: struct mig_ctl's figures and phase, the
  *                     progress line, the downtime, the metrics
+ *   source.c          breaking the link, stopping, cancelling, giving up;
+ *                     the control requests of struct mig_ctl
  *
  * Threads after the switch-over:
  *   urgent  reads PAGE_REQUEST, answers each page not sent yet on the same
@@ -237,8 +241,10 @@ static inline void src_ctl_put(uint64_t *field, uint64_t v)
 	__atomic_store_n(field, v, __ATOMIC_RELAXED);
 }
 
-/* source.c */
+/* source-api.c (the fuzzer builds its sources with src_init()) */
 int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o);
+
+/* source.c */
 void src_set_break(struct src *s, int fatal, const char *why);
 int src_stopped(struct src *s);
 void src_link_cause(struct src *s, char *err, size_t errlen);
@@ -289,12 +295,11 @@ int src_pusher_init(struct pusher *ps, struct src *s);
 void src_pusher_free(struct pusher *ps);
 int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags);
 int src_drain(struct pusher *ps);
-void src_push_channel(struct src *s, unsigned k);
+unsigned src_start_push(struct src *s, pthread_t *t);
 
 /* source-channels.c */
 void src_share(const struct src *s, unsigned k, uint64_t *lo, uint64_t *hi);
 unsigned src_owner(const struct src *s, uint64_t i);
-unsigned src_start_push(struct src *s, pthread_t *t);
 
 /* source-recover.c */
 int src_recover_link(struct src *s, char *err, size_t errlen);

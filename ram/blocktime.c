@@ -113,7 +113,7 @@ static void blocktime_begin(struct ram *ram, struct ram_blocktime *bt, struct bt
 	atomic_store(&v->page, pg + 1);
 	atomic_thread_fence(memory_order_seq_cst);
 	/* A late fault, or an install that looked at the waits before this one. */
-	if (ram_word_state(ram_page_word(ram, pg)) == RAM_PAGE_PRESENT)
+	if (ram_word_state(ram_word_load(ram, pg)) == RAM_PAGE_PRESENT)
 		unblock(bt, v, pg + 1);
 }
 

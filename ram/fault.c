@@ -147,3 +147,49 @@ void ram_stop_faults(struct ram *ram)
 	pthread_join(ram->thread, NULL);
 	ram->thread_started = false;
 }
+
+/*
+ * Faults served on the faulting thread: the kvm-exit back end reports no
+ * fault to the fault thread, so the thread that met the missing page (a
+ * vCPU back from KVM_RUN, a VMM thread about to read guest RAM) serves it
+ * itself with the fault thread's serve step, then waits (wait.c).
+ */
+int ram_fault_wait(struct ram *ram, uint64_t pg, uint32_t tid)
+{
+	int r;
+
+	if (!ram->pages)
+		return 0; /* plain RAM: every page is there */
+	if (pg >= ram->nr_pages)
+		return -EINVAL;
+	if (ram_word_state(ram_page_word(ram, pg)) == RAM_PAGE_PRESENT)
+		return 0;
+	if (atomic_load(&ram->waits_cancelled) || !ram->ops)
+		return -ECANCELED;
+	if (!ram->source)
+		return -ENXIO; /* ram_start_faults() not called: nothing could bring it */
+	atomic_fetch_add(&ram->st.own_thread, 1);
+	r = ram_serve_fault(ram, pg << PAGE_SHIFT, tid);
+	if (r < 0) {
+		ram_set_error(ram, r);
+		return r;
+	}
+	return ram_wait_present(ram, pg);
+}
+
+int ram_ensure(struct ram *ram, uint64_t pg, uint64_t n, uint32_t tid)
+{
+	const struct ram_backend_ops *ops = ram->ops;
+
+	if (!ops || !ops->own_thread_faults)
+		return 0;
+	if (pg > ram->nr_pages || n > ram->nr_pages - pg)
+		return -EINVAL;
+	for (uint64_t i = 0; i < n; i++) {
+		int r = ram_fault_wait(ram, pg + i, tid);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

@@ -62,7 +62,7 @@ struct ram {
 	/* The remap back ends' source of zero pages (userfault.c: ram_rap_zero()). */
 	pthread_mutex_t zero_lock;
 	uint8_t *zero_src; /* RAM_ZERO_SRC_BYTES, mapped at first use */
-	/* Faults served on the faulting thread (wait.c): its waiters, and ram_cancel_waits(). */
+	/* Faults served on the faulting thread (fault.c, wait.c): its waiters, and ram_cancel_waits(). */
 	_Atomic unsigned nr_waiting;
 	atomic_bool waits_cancelled;
 	struct ram_waiter waiters[RAM_WAIT_SLOTS];
@@ -72,6 +72,16 @@ struct ram {
 	} st;
 };
 
+/*
+ * Page pg's word of the record (pg < nr_pages), as ram_page_word() reads
+ * it: for the files below record.c (blocktime.c, wait.c), which record.c
+ * calls after each install and so must not call back into it.
+ */
+static inline uint64_t ram_word_load(const struct ram *ram, uint64_t pg)
+{
+	return atomic_load_explicit(&ram->pages[pg], memory_order_acquire);
+}
+
 /* blocktime.c: a fault of thread tid (0: unknown) on page pg; pages made PRESENT. */
 void ram_blocktime_begin(struct ram *ram, uint64_t pg, uint32_t tid);
 void ram_blocktime_end(struct ram *ram, uint64_t pg, uint64_t n);
@@ -79,6 +89,8 @@ void ram_blocktime_free(struct ram *ram);
 
 /* wait.c: pages pg .. pg + n - 1 were just marked PRESENT: wake who waits on them. */
 void ram_waiters_end(struct ram *ram, uint64_t pg, uint64_t n);
+/* wait.c: sleep until page pg is PRESENT (0) or the waits are cancelled (-ECANCELED). */
+int ram_wait_present(struct ram *ram, uint64_t pg);
 /* fault.c: a fault of thread tid (0: unknown) at offset off: claim, ask or wake. */
 int ram_serve_fault(struct ram *ram, uint64_t off, uint32_t tid);
 /* fault.c: the first fatal error of lazy RAM, reported once (on_error). */

@@ -11,7 +11,7 @@
 
 uint64_t ram_page_word(const struct ram *ram, uint64_t pg)
 {
-	return atomic_load_explicit(&ram->pages[pg], memory_order_acquire);
+	return ram_word_load(ram, pg);
 }
 
 uint64_t ram_word_time_ns(const struct ram *ram, uint64_t w)

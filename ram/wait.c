@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Faults served on the faulting thread (ram_fault_wait(), ram_ensure()):
- * the kvm-exit back end reports no fault to the fault thread, so the
- * thread that met the missing page (a vCPU back from KVM_RUN, a VMM
- * thread about to read guest RAM) serves it itself, with the fault
- * thread's own serve step (fault.c), and then sleeps on the page record
- * until the page is PRESENT, whichever thread installs it (the fault
- * thread with a demand reply, a bulk receiver with the push, the stager).
+ * The waits of faults served on the faulting thread (ram_fault_wait() in
+ * fault.c: the kvm-exit back end): once it has asked for its page, the
+ * thread that met the missing page sleeps on the page record until the
+ * page is PRESENT, whichever thread installs it (the fault thread with a
+ * demand reply, a bulk receiver with the push, the stager).
  *
  * The wait is a futex per waiting thread, not a poll: a waiter takes a
  * slot (the page + 1) and sleeps on the slot's sequence word; every
@@ -60,7 +58,7 @@ static struct ram_waiter *take_slot(struct ram *ram, uint64_t pg)
  * (-ECANCELED).  More threads waiting at once than there are slots (never
  * expected: 32 vCPUs at most) look every 100 us instead of sleeping.
  */
-static int wait_present(struct ram *ram, uint64_t pg)
+int ram_wait_present(struct ram *ram, uint64_t pg)
 {
 	static const struct timespec tick = { .tv_nsec = 100000 };
 	struct ram_waiter *w = take_slot(ram, pg);
@@ -71,7 +69,7 @@ static int wait_present(struct ram *ram, uint64_t pg)
 	for (;;) {
 		uint32_t seq = w ? atomic_load(&w->seq) : 0;
 
-		if (ram_word_state(ram_page_word(ram, pg)) == RAM_PAGE_PRESENT)
+		if (ram_word_state(ram_word_load(ram, pg)) == RAM_PAGE_PRESENT)
 			break;
 		if (atomic_load(&ram->waits_cancelled)) {
 			r = -ECANCELED;
@@ -86,46 +84,6 @@ static int wait_present(struct ram *ram, uint64_t pg)
 	if (w)
 		atomic_store(&w->page, 0);
 	return r;
-}
-
-int ram_fault_wait(struct ram *ram, uint64_t pg, uint32_t tid)
-{
-	int r;
-
-	if (!ram->pages)
-		return 0; /* plain RAM: every page is there */
-	if (pg >= ram->nr_pages)
-		return -EINVAL;
-	if (ram_word_state(ram_page_word(ram, pg)) == RAM_PAGE_PRESENT)
-		return 0;
-	if (atomic_load(&ram->waits_cancelled) || !ram->ops)
-		return -ECANCELED;
-	if (!ram->source)
-		return -ENXIO; /* ram_start_faults() not called: nothing could bring it */
-	atomic_fetch_add(&ram->st.own_thread, 1);
-	r = ram_serve_fault(ram, pg << PAGE_SHIFT, tid);
-	if (r < 0) {
-		ram_set_error(ram, r);
-		return r;
-	}
-	return wait_present(ram, pg);
-}
-
-int ram_ensure(struct ram *ram, uint64_t pg, uint64_t n, uint32_t tid)
-{
-	const struct ram_backend_ops *ops = ram->ops;
-
-	if (!ops || !ops->own_thread_faults)
-		return 0;
-	if (pg > ram->nr_pages || n > ram->nr_pages - pg)
-		return -EINVAL;
-	for (uint64_t i = 0; i < n; i++) {
-		int r = ram_fault_wait(ram, pg + i, tid);
-
-		if (r < 0)
-			return r;
-	}
-	return 0;
 }
 
 void ram_waiters_end(struct ram *ram, uint64_t pg, uint64_t n)

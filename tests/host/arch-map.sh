@@ -10,7 +10,9 @@
 #   - every `#include "..."` runs the stated direction: the header it names
 #     (looked up as the compiler does: beside the file, then the -I
 #     folders) lies under a prefix that the "Include direction" table
-#     allows for the file's folder (the row of the longest prefix).
+#     allows for the file's folder (the row of the longest prefix);
+#   - inside each part of "Layers inside a part" calls run downwards only
+#     (tests/host/lib/layers.py): no circle of files inside a part.
 set -uo pipefail
 map=docs/architecture.md
 [ -f "$map" ] || { echo "FAIL: $map missing"; exit 1; }
@@ -109,4 +111,5 @@ done
 [ "$missing" = 0 ] || { echo "FAIL: $missing C files have no row in $map (one row each: path and job)"; exit 1; }
 [ "$stale" = 0 ] || { echo "FAIL: $stale paths in $map do not exist"; exit 1; }
 [ "$against" = 0 ] || { echo "FAIL: $against includes against the direction in $map"; exit 1; }
+python3 tests/host/lib/layers.py "$map" || exit 1
 echo "${#files[@]} C files on the map, their includes in the stated direction"
