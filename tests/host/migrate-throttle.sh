@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# migrate-throttle: slowness never reads as death.  A migration whose
+# migrate-throttle: slowness never reads as death.  A destination stopped
+# right after its accept still takes the source's HELLO.  A migration whose
 # source or destination is starved (SIGSTOP/SIGCONT from
 # tests/host/lib/throttle.py: a few percent of the CPU in short slices,
 # then stops of several seconds, as an overloaded host or a preempted vCPU
@@ -48,6 +49,19 @@ throttled_pair() {
 	[ -n "$stops" ] || fail "$name: the throttle did not report"
 	echo "$name: $stops; checksum ok, every page once, no recovery"
 }
+
+# A destination stopped for 4 s between its accept and the source's HELLO
+# (longer than the 3 s a handshake once had, shorter than the 10 s of
+# silence that means death) answers the HELLO when it runs again; it used
+# to refuse the source, "peer silent", for its own stop.  Deterministic:
+# the stop is placed there, not left to the throttle's timing.
+start_memtest_dest stalled --mem 4M
+python3 tests/host/lib/stalled-accept.py 127.0.0.1 "$dport" "$dpid" --ram $((4 << 20)) \
+	--stop-ms 4000 > "$work/stalled.out" 2>&1 ||
+	{ cat "$work/stalled.out" "$work/stalled-d.err" >&2; fail "stalled: the destination refused a source for its own stop"; }
+cat "$work/stalled.out"
+kill "$dpid" 2> /dev/null
+wait "$dpid" 2> /dev/null
 
 # The destination's "vCPU" reads every page once in random order and works
 # 250 us on each: about a second of its CPU, so the throttle bites.
