@@ -91,8 +91,8 @@ struct qmp_client {
 #define QMP_SLOTS (QMP_MAX_CLIENTS + QMP_MAX_PENDING)
 
 struct qmp_server {
-	const struct qmp_command *cmds;
-	void *ctx;
+	struct qmp_commands sets[QMP_MAX_OWNERS];
+	size_t nsets;
 	int fd;
 	dev_t dev; /* the socket we bound: removed at the end only if still ours */
 	ino_t ino;
@@ -311,20 +311,25 @@ static const struct qmp_command builtins[] = {
 };
 
 /*
- * The i-th command dispatched: the built-ins, then the table given to
- * qmp_listen(); NULL past the end.  *own: a built-in.  The one list that
- * both dispatch() and query-commands read.
+ * The i-th command dispatched: the built-ins, then each table given to
+ * qmp_listen() in order; NULL past the end.  *ctx: what its handler gets
+ * (the client, for a built-in).  The one list that both dispatch() and
+ * query-commands read.
  */
-static const struct qmp_command *command_at(struct qmp_server *q, size_t i, int *own)
+static const struct qmp_command *command_at(struct qmp_client *c, size_t i, void **ctx)
 {
 	size_t n = sizeof(builtins) / sizeof(builtins[0]) - 1;
 
-	*own = i < n;
+	*ctx = c;
 	if (i < n)
 		return &builtins[i];
-	for (const struct qmp_command *cmd = q->cmds; cmd->name; cmd++)
-		if (i-- == n)
-			return cmd;
+	i -= n;
+	for (size_t k = 0; k < c->q->nsets; k++) {
+		*ctx = c->q->sets[k].ctx;
+		for (const struct qmp_command *cmd = c->q->sets[k].cmds; cmd->name; cmd++)
+			if (!i--)
+				return cmd;
+	}
 	return NULL;
 }
 
@@ -333,10 +338,10 @@ static void cmd_query_commands(void *ctx, struct json_object *args, struct qmp_r
 	struct qmp_client *c = ctx;
 	struct json_object *a = json_object_new_array();
 	const struct qmp_command *cmd;
-	int own;
+	void *owner;
 
 	(void)args;
-	for (size_t i = 0; (cmd = command_at(c->q, i, &own)); i++) {
+	for (size_t i = 0; (cmd = command_at(c, i, &owner)); i++) {
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "name", json_object_new_string(cmd->name));
 		json_object_array_add(a, o);
@@ -349,14 +354,14 @@ static void dispatch(struct qmp_client *c, const char *name, struct json_object 
 		     struct qmp_reply *reply)
 {
 	const struct qmp_command *cmd;
-	int own = 0;
+	void *owner = NULL;
 
 	if (c->mode == QMP_GREETED && strcmp(name, "qmp_capabilities")) {
 		qmp_fail(reply, "Expecting capabilities negotiation with 'qmp_capabilities'");
 		reply->error_class = QMP_ERROR_NOCMD;
 		return;
 	}
-	for (size_t i = 0; (cmd = command_at(c->q, i, &own)); i++)
+	for (size_t i = 0; (cmd = command_at(c, i, &owner)); i++)
 		if (!strcmp(cmd->name, name))
 			break;
 	if (!cmd) {
@@ -364,7 +369,7 @@ static void dispatch(struct qmp_client *c, const char *name, struct json_object 
 		reply->error_class = QMP_ERROR_NOCMD;
 		return;
 	}
-	cmd->run(own ? (void *)c : c->q->ctx, args, reply);
+	cmd->run(owner, args, reply);
 }
 
 /* Events from now on: the reply that admitted the client is queued. */
@@ -925,12 +930,16 @@ static int bind_private(struct qmp_server *q, const struct sockaddr_un *sa, char
 	return r;
 }
 
-struct qmp_server *qmp_listen(const char *path, const struct qmp_command *cmds, void *ctx,
+struct qmp_server *qmp_listen(const char *path, const struct qmp_commands *sets, size_t n,
 			      char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct qmp_server *q;
 
+	if (n > QMP_MAX_OWNERS) {
+		snprintf(err, errlen, "%zu command tables: at most %d", n, QMP_MAX_OWNERS);
+		return NULL;
+	}
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		snprintf(err, errlen, "control socket path too long: %s", path);
 		return NULL;
@@ -942,8 +951,8 @@ struct qmp_server *qmp_listen(const char *path, const struct qmp_command *cmds, 
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	q->cmds = cmds;
-	q->ctx = ctx;
+	memcpy(q->sets, sets, n * sizeof(*sets));
+	q->nsets = n;
 	q->fd = -1;
 	pthread_mutex_init(&q->lock, NULL);
 	if (clear_stale(path, &sa, err, errlen) || bind_private(q, &sa, err, errlen) ||

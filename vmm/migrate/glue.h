@@ -17,12 +17,15 @@
  *   qmp-caps.c      QEMU's migration capabilities (QMP set/query), kept
  *                   with the parameters
  *   qmp-figures.c   query-migrate's figures, MIGRATION_PASS
- *   qmp-runstate.c  query-status (QEMU's run states), quit
+ *   qmp-runstate.c  the migration's say on the VM's run state (QEMU's
+ *                   inmigrate, finish-migrate, postmigrate) for the VM's
+ *                   own commands (vmm/vm-control.c)
  *   qmp-objects.c   object-add/object-del of TLS credentials objects
- *   qmp-commands.c  the other QMP commands, and the control socket
+ *   qmp-commands.c  the other migration commands, and the control socket
  *
  * Locking: gl->lock (with gl->cond) guards finishing, params, run_params,
- * mig_opts, uri, mig_on and user_paused, and the start of a migration
+ * mig_opts, uri, mig_on and the VM's run state (vmc, whose lock it is),
+ * and the start of a migration
  * (ctl is reset under it; the library then updates ctl atomically).  No
  * QMP event is sent with gl->lock held, and the QMP server runs handlers
  * with none of its own locks held: gl->lock and the server's locks never
@@ -42,6 +45,7 @@
 #include "migrate/params.h"
 #include "vmm/migrate.h"
 #include "vmm/qmp.h"
+#include "vmm/vm-control.h"
 
 struct vm;
 struct incoming_signals;
@@ -127,8 +131,8 @@ struct migrate_glue {
 	struct mig_ctl ctl;
 	char uri[256];
 	struct glue_tls_obj tls_objs[GLUE_TLS_OBJS]; /* object-add's */
-	int mig_on;	 /* a migration thread was started (join it), by anyone */
-	int user_paused; /* stopped by the QMP command stop */
+	int mig_on;	       /* a migration thread was started (join it), by anyone */
+	struct vm_control vmc; /* the VM's own commands: its run state (stop, cont) */
 	/* The destination (--incoming), under gl->lock: incoming.c. */
 	int inmigrate;		      /* the state has not arrived: QEMU's "inmigrate" */
 	int incoming_done;	      /* every page arrived */
@@ -262,8 +266,8 @@ int glue_vm_lost(struct migrate_glue *gl);
  * lost), or NULL: the one reason stop, cont and migrate give (gl->lock held).
  */
 const char *glue_migrated_away(struct migrate_glue *gl);
-void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply);
-void glue_qmp_quit(void *ctx, struct json_object *args, struct qmp_reply *reply);
+/* The migration's say on the VM's run state (vmm/vm-control.h), with gl as its arg. */
+extern const struct vm_run_hooks glue_run_hooks;
 
 /* ---- qmp-commands.c ---- */
 

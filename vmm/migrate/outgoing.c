@@ -172,10 +172,11 @@ int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct 
 			 char *err, size_t errlen)
 {
 	const char *away = glue_migrated_away(gl);
+	bool paused = vm_control_paused(&gl->vmc);
 
-	if (glue_mig_active(gl) || gl->user_paused || gl->finishing || away) {
+	if (glue_mig_active(gl) || paused || gl->finishing || away) {
 		snprintf(err, errlen, "%s",
-			 gl->user_paused ? "the VM is stopped: 'cont' it first"
+			 paused		 ? "the VM is stopped: 'cont' it first"
 			 : gl->finishing ? "the VM is ending"
 			 : away		 ? away
 					 : "There's a migration process in progress");

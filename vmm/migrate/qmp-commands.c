@@ -5,16 +5,16 @@
  * by `migrate` or by --migrate-after's timer (glue_start_migration()),
  * runs on its own thread (outgoing.c); gl->ctl is the live link to it
  * (requests in, progress and the phase out), gl->params the options of the
- * next one (qmp-params.c).  stop and cont are the VM's run state, as
- * QEMU's; query-migrate is in qmp-figures.c, query-status and quit in
- * qmp-runstate.c.
+ * next one (qmp-params.c).  The VM's own commands (stop, cont,
+ * query-status, quit) are vmm/vm-control.c's, with the migration's say on
+ * the run state from qmp-runstate.c; query-migrate is in qmp-figures.c.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "glue.h"
-#include "vmm/vm.h"
+#include "vmm/vm-control.h"
 
 /* The arguments a command knows; anything else is refused, as QEMU does. */
 static int args_known(struct json_object *args, const char *const *known, struct qmp_reply *reply)
@@ -159,58 +159,6 @@ static void qmp_continue(void *ctx, struct json_object *args, struct qmp_reply *
 	pthread_mutex_unlock(&gl->lock);
 }
 
-/* The VM's run state: stop and cont, as QEMU's; not while a migration runs. */
-static void qmp_stop_cont(struct migrate_glue *gl, int stop, struct qmp_reply *reply)
-{
-	const char *away;
-	int r = 0;
-
-	pthread_mutex_lock(&gl->lock);
-	away = glue_migrated_away(gl);
-	if (glue_mig_active(gl)) {
-		qmp_fail(reply, "a migration is in progress: it stops and resumes the VM itself");
-	} else if (away) {
-		/* QEMU's stop there changes nothing; its cont would run stale RAM. */
-		if (!stop)
-			qmp_fail(reply, "%s ('quit' ends this VMM)", away);
-		pthread_mutex_unlock(&gl->lock);
-		return;
-	} else if (gl->inmigrate) {
-		qmp_fail(reply, "the VM is waiting for its incoming migration (inmigrate): it "
-				"runs when its state has arrived");
-	} else if (stop != gl->user_paused) {
-		r = stop ? vm_pause(gl->vm) : vm_resume(gl->vm);
-		if (r)
-			qmp_fail(reply, "cannot %s the VM: %s", stop ? "stop" : "resume",
-				 strerror(-r));
-		else
-			gl->user_paused = stop;
-	}
-	pthread_mutex_unlock(&gl->lock);
-	if (!reply->error_class && gl->qmp)
-		qmp_event(gl->qmp, stop ? "STOP" : "RESUME", NULL);
-}
-
-static void qmp_stop(void *ctx, struct json_object *args, struct qmp_reply *reply)
-{
-	(void)args;
-	qmp_stop_cont(ctx, 1, reply);
-}
-
-static void qmp_cont(void *ctx, struct json_object *args, struct qmp_reply *reply)
-{
-	(void)args;
-	qmp_stop_cont(ctx, 0, reply);
-}
-
-/* QEMU's answer for a VM without block devices, which is every VM of this VMM. */
-static void qmp_query_block(void *ctx, struct json_object *args, struct qmp_reply *reply)
-{
-	(void)ctx;
-	(void)args;
-	reply->ret = json_object_new_array();
-}
-
 static const struct qmp_command qmp_commands[] = {
 	{ "migrate", qmp_migrate },
 	{ "query-migrate", glue_qmp_query_migrate },
@@ -220,12 +168,7 @@ static const struct qmp_command qmp_commands[] = {
 	{ "migrate-start-postcopy", qmp_start_postcopy },
 	{ "migrate-set-capabilities", glue_qmp_set_capabilities },
 	{ "query-migrate-capabilities", glue_qmp_query_capabilities },
-	{ "stop", qmp_stop },
-	{ "cont", qmp_cont },
 	{ "migrate-continue", qmp_continue },
-	{ "query-block", qmp_query_block },
-	{ "query-status", glue_qmp_query_status },
-	{ "quit", glue_qmp_quit },
 	{ "migrate-incoming", glue_qmp_migrate_incoming },
 	{ "migrate-pause", glue_qmp_migrate_pause },
 	{ "migrate-recover", glue_qmp_migrate_recover },
@@ -234,14 +177,28 @@ static const struct qmp_command qmp_commands[] = {
 	{ NULL, NULL },
 };
 
+/*
+ * The control socket: the VM's own commands (vmm/vm-control.h, with this
+ * glue's say on the run state: qmp-runstate.c) and the migration's.
+ */
 int glue_start_control(struct migrate_glue *gl)
 {
 	char err[400] = "";
 
-	gl->qmp = qmp_listen(gl->o->control, qmp_commands, gl, err, sizeof(err));
+	gl->vmc = (struct vm_control){
+		.vm = gl->vm, .lock = &gl->lock, .hooks = &glue_run_hooks, .arg = gl
+	};
+	const struct qmp_commands sets[] = {
+		{ vm_control_commands, &gl->vmc },
+		{ qmp_commands, gl },
+	};
+	gl->qmp = qmp_listen(gl->o->control, sets, 2, err, sizeof(err));
 	if (!gl->qmp) {
 		pr_vmm("--control: %s\n", err);
 		return -EINVAL;
 	}
+	pthread_mutex_lock(&gl->lock);
+	gl->vmc.qmp = gl->qmp;
+	pthread_mutex_unlock(&gl->lock);
 	return 0;
 }

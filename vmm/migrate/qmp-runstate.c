@@ -1,18 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The VM's run state as QEMU's RunState names it (query-status), and quit.
- * At the source, QEMU's runstate is finish-migrate from the pause of the
- * switch-over until the migration ends (its postcopy_start() stops the VM
- * into it and nothing changes it before completion), then postmigrate
- * until quit: the VMM stays, answering query-migrate with the figures of
+ * What a migration says of the VM's run state (the hooks of
+ * vmm/vm-control.h, whose commands stop, cont, query-status and quit
+ * ask them), and the two facts behind them.  At the source, QEMU's
+ * runstate is finish-migrate from the pause of the switch-over until the
+ * migration ends (its postcopy_start() stops the VM into it and nothing
+ * changes it before completion), then postmigrate until quit: the VMM stays, answering query-migrate with the figures of
  * the migration, while the VM runs at the destination.
  */
-#include <errno.h>
-#include <pthread.h>
-#include <string.h>
+#include <stdio.h>
 
 #include "glue.h"
-#include "vmm/vm.h"
+#include "vmm/vm-control.h"
 
 int glue_postmigrate(struct migrate_glue *gl)
 {
@@ -38,9 +37,10 @@ const char *glue_migrated_away(struct migrate_glue *gl)
 	return NULL;
 }
 
-/* QEMU's RunState for this VM (gl->lock held). */
-static const char *run_state(struct migrate_glue *gl)
+/* QEMU's RunState while a migration decides it, else NULL: the VM's own (gl->lock held). */
+static const char *run_state(void *arg)
 {
+	struct migrate_glue *gl = arg;
 	int phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
 
 	if (gl->inmigrate)
@@ -55,43 +55,43 @@ static const char *run_state(struct migrate_glue *gl)
 	if (glue_vm_lost(gl) ||
 	    (gl->mig_on && phase >= MIG_PHASE_PRE_SWITCHOVER && phase < MIG_PHASE_COMPLETED))
 		return "finish-migrate";
-	return gl->user_paused ? "paused" : "running";
+	return NULL;
 }
 
-void glue_qmp_query_status(void *ctx, struct json_object *args, struct qmp_reply *reply)
+/* Why stop or cont cannot run while a migration has the VM (gl->lock held). */
+static const char *refuse(void *arg, bool stop, bool *noop, char *buf, size_t len)
 {
-	struct migrate_glue *gl = ctx;
-	struct json_object *o = json_object_new_object();
-	const char *state;
+	struct migrate_glue *gl = arg;
+	const char *away = glue_migrated_away(gl);
 
-	(void)args;
-	pthread_mutex_lock(&gl->lock);
-	state = run_state(gl);
-	pthread_mutex_unlock(&gl->lock);
-	json_object_object_add(o, "running", json_object_new_boolean(!strcmp(state, "running")));
-	json_object_object_add(o, "singlestep", json_object_new_boolean(0));
-	json_object_object_add(o, "status", json_object_new_string(state));
-	reply->ret = o;
+	if (glue_mig_active(gl))
+		return "a migration is in progress: it stops and resumes the VM itself";
+	if (away) {
+		/* QEMU's stop there changes nothing; its cont would run stale RAM. */
+		*noop = stop;
+		if (stop)
+			return NULL;
+		snprintf(buf, len, "%s ('quit' ends this VMM)", away);
+		return buf;
+	}
+	if (gl->inmigrate)
+		return "the VM is waiting for its incoming migration (inmigrate): it runs when "
+		       "its state has arrived";
+	return NULL;
 }
 
 /*
- * QEMU's quit: the VMM ends, exit status 0 (a stop that is not the
- * guest's exit, as --save-after's), or VMM_EXIT_ERROR when the VM was lost
- * by a migration that failed after the switch-over.  The reply is queued by
- * the client's own thread before it can see the server close, so it goes out
- * (vmm/qmp.c flushes a closing client's queue).  A migration under way
- * is given up before the switch-over, as when the guest ends
- * (migrate_finish()).
+ * quit of a lost VM ends with VMM_EXIT_ERROR (gl->lock held).  A
+ * migration under way is given up before the switch-over when the VM
+ * stops, as when the guest ends (migrate_finish()).
  */
-void glue_qmp_quit(void *ctx, struct json_object *args, struct qmp_reply *reply)
+static bool lost(void *arg)
 {
-	struct migrate_glue *gl = ctx;
-	int lost;
-
-	(void)args;
-	(void)reply;
-	pthread_mutex_lock(&gl->lock);
-	lost = glue_vm_lost(gl);
-	pthread_mutex_unlock(&gl->lock);
-	vm_stop(gl->vm, lost ? -EIO : -EINTR);
+	return glue_vm_lost(arg);
 }
+
+const struct vm_run_hooks glue_run_hooks = {
+	.state = run_state,
+	.refuse = refuse,
+	.lost = lost,
+};

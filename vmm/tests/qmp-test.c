@@ -6,7 +6,10 @@
  *
  *   vmm-qmp-test SOCKET
  *
- * Serves x-echo (returns its arguments) and x-quit, which ends the server
+ * Serves two tables, as the VMM serves the VM's commands and the
+ * migration's: x-echo (returns its arguments) and x-owner (returns the
+ * name of its table's owner, "second": each table's handlers get their
+ * own ctx) in the second, and x-quit, which ends the server
  * as the VMM's quit does: another thread closes it (qmp_close(), as the
  * VMM's main thread does once the VM stopped) while the command is still
  * being answered, which waits 500 ms after the close began so that its
@@ -67,9 +70,22 @@ static void quit(void *ctx, struct json_object *args, struct qmp_reply *reply)
 	nanosleep(&(struct timespec){ .tv_nsec = 500000000 }, NULL);
 }
 
+/* ctx: the owner's name, a string. */
+static void owner(void *ctx, struct json_object *args, struct qmp_reply *reply)
+{
+	(void)args;
+	reply->ret = json_object_new_object();
+	json_object_object_add(reply->ret, "owner", json_object_new_string(ctx));
+}
+
 static const struct qmp_command cmds[] = {
-	{ "x-echo", echo },
 	{ "x-quit", quit },
+	{ NULL, NULL },
+};
+
+static const struct qmp_command second_cmds[] = {
+	{ "x-echo", echo },
+	{ "x-owner", owner },
 	{ NULL, NULL },
 };
 
@@ -144,7 +160,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: vmm-qmp-test SOCKET\n");
 		return 2;
 	}
-	q = qmp_listen(argv[1], cmds, &cl, err, sizeof(err));
+	const struct qmp_commands sets[] = { { cmds, &cl }, { second_cmds, "second" } };
+	q = qmp_listen(argv[1], sets, 2, err, sizeof(err));
 	if (!q) {
 		fprintf(stderr, "vmm-qmp-test: %s\n", err);
 		return 1;

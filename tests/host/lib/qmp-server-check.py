@@ -18,8 +18,9 @@ Cases (each on a fresh server):
              first line after the greeting is always {"return": {}}
   version    query-version in QEMU's shape, the numbers of the VERSION
              file; the greeting's version is the same object
-  commands   query-commands lists exactly what is dispatched: each name
-             listed runs, a name not listed is CommandNotFound
+  commands   query-commands lists exactly what is dispatched, from both
+             tables: each name listed runs (a command of the second table
+             with its own ctx), a name not listed is CommandNotFound
   quit       x-quit ends the server from another thread while it is being
              answered: its reply still goes out, then the connection ends
              (the VMM's quit lost its reply that way)
@@ -258,8 +259,10 @@ def case_commands(srv):
     q = QMP(srv.path, timeout=GUARD)
     names = [c["name"] for c in q.command("query-commands")]
     check(sorted(names) == sorted(["qmp_capabilities", "query-commands", "query-version", "x-echo",
-                                   "x-quit"]),
+                                   "x-owner", "x-quit"]),
           f"query-commands: {names}")
+    check(q.command("x-owner") == {"owner": "second"},
+          "a command of the second table runs with that table's ctx")
     for name in [n for n in names if n != "x-quit"]:  # it ends the server (case quit)
         err = q.execute(name).get("error", {})
         check(err.get("class") != "CommandNotFound" or "already complete" in err.get("desc"),

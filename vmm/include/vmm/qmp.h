@@ -65,12 +65,20 @@ struct qmp_command {
 	qmp_handler run;
 };
 
+/* A table of commands (ended by a {NULL}) and the ctx its handlers get: one owner's. */
+struct qmp_commands {
+	const struct qmp_command *cmds;
+	void *ctx;
+};
+#define QMP_MAX_OWNERS 4
+
 /*
- * Listen at path, serving cmds (ended by a {NULL}) with ctx.  A stale
- * socket at path is replaced; a live one or any other file is an error.
- * NULL with a message in err.
+ * Listen at path, serving the n tables of sets (at most QMP_MAX_OWNERS:
+ * the VM's commands, a migration's, ...; a name is looked up in that
+ * order).  A stale socket at path is replaced; a live one or any other
+ * file is an error.  NULL with a message in err.
  */
-struct qmp_server *qmp_listen(const char *path, const struct qmp_command *cmds, void *ctx,
+struct qmp_server *qmp_listen(const char *path, const struct qmp_commands *sets, size_t n,
 			      char *err, size_t errlen);
 
 /* Send an event to every negotiated client; takes data (may be NULL). */
