@@ -15,7 +15,7 @@ VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c 
 VMM_MIGRATE_SRCS := vmm/migrate/glue.c vmm/migrate/options.c vmm/migrate/incoming.c \
 	vmm/migrate/signals.c vmm/migrate/outgoing.c vmm/migrate/qmp-params.c vmm/migrate/qmp-caps.c \
 	vmm/migrate/qmp-commands.c vmm/migrate/qmp-figures.c vmm/migrate/qmp-runstate.c \
-	vmm/migrate/qmp-recover.c vmm/migrate/qmp-objects.c vmm/migrate/incoming-events.c vmm/qmp.c vmm/qmp-frame.c \
+	vmm/migrate/qmp-recover.c vmm/migrate/qmp-args.c vmm/migrate/qmp-objects.c vmm/migrate/incoming-events.c vmm/qmp.c vmm/qmp-frame.c \
 	vmm/vm-control.c
 
 BASE_CFLAGS += -Ivmm/include

@@ -16,17 +16,6 @@
 #include "glue.h"
 #include "vmm/vm.h"
 
-unsigned glue_regions(struct vm *vm, struct mig_region *out)
-{
-	struct vm_ram_region r[VM_MAX_RAM_REGIONS];
-	unsigned n = vm_ram_regions(vm, r);
-
-	_Static_assert(VM_MAX_RAM_REGIONS <= MIG_MAX_REGIONS, "LAYOUT holds every region");
-	for (unsigned i = 0; i < n; i++)
-		out[i] = (struct mig_region){ .gpa = r[i].gpa, .size = r[i].size };
-	return n;
-}
-
 int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 {
 	if (glue_check_opts(o))
@@ -39,7 +28,20 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 	pthread_cond_init(&gl->cond, NULL);
 	glue_params_init(&gl->params, o);
 	o->glue = gl;
-	return o->incoming ? glue_prepare_incoming(gl) : 0;
+	if (!o->incoming)
+		return 0;
+	/*
+	 * QEMU's destination is a QMP object from the start: its VM is
+	 * "inmigrate" until the state is loaded, and a deferred one takes its
+	 * address by migrate-incoming.
+	 */
+	gl->inmigrate = 1;
+	if (o->control) {
+		int r = glue_start_control(gl);
+		if (r)
+			return r;
+	}
+	return glue_prepare_incoming(gl);
 }
 
 int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)

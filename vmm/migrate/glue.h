@@ -2,31 +2,38 @@
 /*
  * The migration glue's own header (vmm/migrate/ only): the migration
  * library (its public migrate/ headers) bound to the VM through the
- * public calls of vmm/vm.h and ram/ram.h, one job per file:
+ * public calls of vmm/vm.h and ram/ram.h, one job per file, in layers: a
+ * file calls only into files below it (docs/architecture.md, "Layers
+ * inside a part", checked by tests/host/arch-map.sh).
  *
  *   glue.c          the hooks `vmm run` calls (vmm/migrate.h): prepare,
  *                   started, finish
- *   options.c       vmm run's migration flags, the library's options
- *   incoming.c      the destination: page source, state load, watch
- *   signals.c       SIGINT/SIGTERM while the destination waits for its state
+ *   qmp-commands.c  the migration's commands, and the control socket (with
+ *                   the VM's own commands, vmm/vm-control.c)
  *   outgoing.c      the source: the VM's callbacks, the VM's one migration
- *                   out on its thread, started by QMP migrate or by the
- *                   timer of --migrate-after
+ *                   out on its thread (its control block, gl->ctl),
+ *                   started by QMP migrate or by the timer of --migrate-after
+ *   qmp-figures.c   query-migrate's figures, MIGRATION_PASS
+ *   qmp-recover.c   migrate-pause, migrate-recover, migrate resume
+ *   incoming.c      the destination: page source, state load, watch
+ *   incoming-events.c  the destination's MIGRATION events
+ *   signals.c       SIGINT/SIGTERM while the destination waits for its state
  *   qmp-params.c    the next migration's parameters (QMP set/query), frozen
  *                   when one starts
  *   qmp-caps.c      QEMU's migration capabilities (QMP set/query), kept
  *                   with the parameters
- *   qmp-figures.c   query-migrate's figures, MIGRATION_PASS
- *   qmp-runstate.c  the migration's say on the VM's run state (QEMU's
- *                   inmigrate, finish-migrate, postmigrate) for the VM's
- *                   own commands (vmm/vm-control.c)
  *   qmp-objects.c   object-add/object-del of TLS credentials objects
- *   qmp-commands.c  the other migration commands, and the control socket
+ *   qmp-runstate.c  whether a migration is active or over, and its say on
+ *                   the VM's run state (QEMU's inmigrate, finish-migrate,
+ *                   postmigrate) for the VM's own commands
+ *   qmp-args.c      QMP arguments: a string, a listen URI
+ *   options.c       vmm run's migration flags, the library's options, the
+ *                   VM's regions as LAYOUT has them
  *
  * Locking: gl->lock (with gl->cond) guards finishing, params, run_params,
  * mig_opts, uri, mig_on and the VM's run state (vmc, whose lock it is),
- * and the start of a migration
- * (ctl is reset under it; the library then updates ctl atomically).  No
+ * and the start of a migration (ctl is reset under it; the library then
+ * updates ctl atomically).  No
  * QMP event is sent with gl->lock held, and the QMP server runs handlers
  * with none of its own locks held: gl->lock and the server's locks never
  * nest.  The VM's lock nests inside gl->lock (stop and cont pause and
@@ -156,8 +163,6 @@ int glue_check_opts(const struct migrate_vmm_opts *o);
 /* The library's options from the flags, for a migration to or from addr. */
 struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr);
 
-/* ---- The VM, both sides (glue.c) ---- */
-
 /* The VM's RAM regions as LAYOUT carries them (RAM offsets follow in order). */
 unsigned glue_regions(struct vm *vm, struct mig_region *out);
 
@@ -205,8 +210,6 @@ int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct 
 void *glue_migration_thread(void *arg);
 /* The thread of --migrate-after: waits, then starts the migration to --migrate-to. */
 void *glue_timer_thread(void *arg);
-/* A migration thread was started and its phase is not final (gl->lock held). */
-int glue_mig_active(struct migrate_glue *gl);
 /* mig_ctl.phase_changed: a MIGRATION event to the QMP clients (any thread). */
 void glue_phase_changed(void *arg, enum mig_phase phase);
 
@@ -214,16 +217,8 @@ void glue_phase_changed(void *arg, enum mig_phase phase);
 
 /* The next migration's parameters: the flags' values. */
 void glue_params_init(struct glue_params *p, const struct migrate_vmm_opts *o);
-/* gl->run_params, gl->mig_opts and gl->ctl from p (gl->lock held). */
+/* gl->run_params and gl->mig_opts from p (gl->lock held). */
 void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *p);
-/* A string argument into buf (left alone when absent): 0, or -1 with reply set. */
-int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
-		 struct qmp_reply *reply);
-/*
- * The "uri" argument of migrate-incoming and migrate-recover: present and
- * an address this VMM can listen at.  0, or -1 with reply set.
- */
-int glue_arg_listen_uri(struct json_object *args, char *uri, size_t len, struct qmp_reply *reply);
 void glue_qmp_set_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
 void glue_qmp_query_parameters(void *ctx, struct json_object *args, struct qmp_reply *reply);
 
@@ -266,8 +261,21 @@ int glue_vm_lost(struct migrate_glue *gl);
  * lost), or NULL: the one reason stop, cont and migrate give (gl->lock held).
  */
 const char *glue_migrated_away(struct migrate_glue *gl);
+/* A migration thread was started and its phase is not final (gl->lock held). */
+int glue_mig_active(struct migrate_glue *gl);
 /* The migration's say on the VM's run state (vmm/vm-control.h), with gl as its arg. */
 extern const struct vm_run_hooks glue_run_hooks;
+
+/* ---- qmp-args.c ---- */
+
+/* A string argument into buf (left alone when absent): 0, or -1 with reply set. */
+int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
+		 struct qmp_reply *reply);
+/*
+ * The "uri" argument of migrate-incoming and migrate-recover: present and
+ * an address this VMM can listen at.  0, or -1 with reply set.
+ */
+int glue_arg_listen_uri(struct json_object *args, char *uri, size_t len, struct qmp_reply *reply);
 
 /* ---- qmp-commands.c ---- */
 

@@ -173,21 +173,11 @@ static int park_vcpus(struct migrate_glue *gl)
 	return r;
 }
 
-/*
- * The control socket (QEMU's destination is a QMP object too: the VM is
- * "inmigrate" until its state is loaded), the signal watch, and the URI.
- */
+/* The signal watch, and the URI (with --incoming defer: migrate-incoming's). */
 static int incoming_setup(struct migrate_glue *gl)
 {
-	int r;
+	int r = glue_watch_signals(gl);
 
-	gl->inmigrate = 1;
-	if (gl->o->control) {
-		r = glue_start_control(gl);
-		if (r)
-			return r;
-	}
-	r = glue_watch_signals(gl);
 	if (!r)
 		r = incoming_uri(gl);
 	return r;

@@ -12,6 +12,7 @@
 #include "common/parse.h"
 #include "glue.h"
 #include "migrate/net.h"
+#include "vmm/vm.h"
 
 /* A number flag: 0, or -1 after a message naming the flag and its range. */
 static int parse_num(const char *opt, const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -189,4 +190,15 @@ struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr)
 			 .hostname = gl->o->tls_hostname },
 	};
 	return m;
+}
+
+unsigned glue_regions(struct vm *vm, struct mig_region *out)
+{
+	struct vm_ram_region r[VM_MAX_RAM_REGIONS];
+	unsigned n = vm_ram_regions(vm, r);
+
+	_Static_assert(VM_MAX_RAM_REGIONS <= MIG_MAX_REGIONS, "LAYOUT holds every region");
+	for (unsigned i = 0; i < n; i++)
+		out[i] = (struct mig_region){ .gpa = r[i].gpa, .size = r[i].size };
+	return n;
 }

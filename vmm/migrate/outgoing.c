@@ -137,12 +137,6 @@ int glue_migrate_out(struct migrate_glue *gl, const char *to, const struct mig_o
 	return r;
 }
 
-int glue_mig_active(struct migrate_glue *gl)
-{
-	int phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
-	return gl->mig_on && phase < MIG_PHASE_COMPLETED;
-}
-
 void glue_phase_changed(void *arg, enum mig_phase phase)
 {
 	struct migrate_glue *gl = arg;
@@ -160,6 +154,24 @@ void glue_phase_changed(void *arg, enum mig_phase phase)
 		qmp_event(gl->qmp, "MIGRATION", data);
 	else
 		json_object_put(data);
+}
+
+/* A fresh control block for the migration about to start, from gl->run_params (gl->lock held). */
+static void new_ctl(struct migrate_glue *gl)
+{
+	const struct glue_params *p = &gl->run_params;
+
+	gl->ctl = (struct mig_ctl){
+		.max_bandwidth = p->param[MIG_P_MAX_BANDWIDTH],
+		.max_postcopy_bandwidth = p->max_postcopy_bandwidth,
+		.manual_postcopy = (int)p->param[MIG_P_POSTCOPY_MANUAL],
+		.pause_before_switchover =
+		    !!(p->caps & GLUE_CAP_BIT(GLUE_CAP_PAUSE_BEFORE_SWITCHOVER)),
+		.phase = MIG_PHASE_SETUP,
+		.phase_changed = glue_phase_changed,
+		.pass_started = glue_pass_started,
+		.arg = gl,
+	};
 }
 
 /*
@@ -189,6 +201,7 @@ int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct 
 	gl->mig_on = 0;
 	snprintf(gl->uri, sizeof(gl->uri), "%s", uri);
 	glue_freeze_params(gl, p);
+	new_ctl(gl);
 	if (pthread_create(&gl->mig_thread, NULL, glue_migration_thread, gl)) {
 		snprintf(err, errlen, "cannot start the migration thread");
 		return -1;

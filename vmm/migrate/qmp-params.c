@@ -65,41 +65,6 @@ static int check_tls_floor(const struct migrate_vmm_opts *o, const struct glue_p
 	return 0;
 }
 
-int glue_arg_str(struct json_object *args, const char *key, char *buf, size_t len,
-		 struct qmp_reply *reply)
-{
-	struct json_object *v;
-
-	if (!args || !json_object_object_get_ex(args, key, &v))
-		return 0;
-	if (!json_object_is_type(v, json_type_string) ||
-	    (size_t)json_object_get_string_len(v) >= len ||
-	    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v)) {
-		qmp_fail(reply, "Parameter '%s' expects a string of under %zu bytes", key, len);
-		return -1;
-	}
-	memcpy(buf, json_object_get_string(v), (size_t)json_object_get_string_len(v) + 1);
-	return 0;
-}
-
-int glue_arg_listen_uri(struct json_object *args, char *uri, size_t len, struct qmp_reply *reply)
-{
-	char err[sizeof(reply->desc)];
-
-	uri[0] = '\0';
-	if (glue_arg_str(args, "uri", uri, len, reply))
-		return -1;
-	if (!uri[0]) {
-		qmp_fail(reply, "Parameter 'uri' is missing");
-		return -1;
-	}
-	if (glue_check_uri(uri, true, err, sizeof(err))) {
-		qmp_fail(reply, "%s", err);
-		return -1;
-	}
-	return 0;
-}
-
 /* One numeric parameter from QMP (a bool too for is_bool ones) into p: 0, or -1 with reply set. */
 static int set_num_param(struct glue_params *p, int i, const char *key, struct json_object *v,
 			 struct qmp_reply *reply)
@@ -269,15 +234,4 @@ void glue_freeze_params(struct migrate_glue *gl, const struct glue_params *param
 		.hostname = p->tls_hostname[0] ? p->tls_hostname : NULL,
 	};
 	gl->mig_opts.ctl = &gl->ctl;
-	gl->ctl = (struct mig_ctl){
-		.max_bandwidth = p->param[MIG_P_MAX_BANDWIDTH],
-		.max_postcopy_bandwidth = p->max_postcopy_bandwidth,
-		.manual_postcopy = (int)p->param[MIG_P_POSTCOPY_MANUAL],
-		.pause_before_switchover =
-		    !!(p->caps & GLUE_CAP_BIT(GLUE_CAP_PAUSE_BEFORE_SWITCHOVER)),
-		.phase = MIG_PHASE_SETUP,
-		.phase_changed = glue_phase_changed,
-		.pass_started = glue_pass_started,
-		.arg = gl,
-	};
 }

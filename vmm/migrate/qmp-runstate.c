@@ -37,6 +37,13 @@ const char *glue_migrated_away(struct migrate_glue *gl)
 	return NULL;
 }
 
+/* A migration thread was started and its phase is not final (gl->lock held). */
+int glue_mig_active(struct migrate_glue *gl)
+{
+	int phase = __atomic_load_n(&gl->ctl.phase, __ATOMIC_ACQUIRE);
+	return gl->mig_on && phase < MIG_PHASE_COMPLETED;
+}
+
 /* QEMU's RunState while a migration decides it, else NULL: the VM's own (gl->lock held). */
 static const char *run_state(void *arg)
 {
