@@ -3,7 +3,7 @@
 # vmm-api-test links it alone, with guest RAM (VMM_OWN: libram.a, ram/build.mk).
 VMM_OWN := ram common
 
-VMM_LIB_SRCS := vmm/vm.c vmm/vm-report.c vmm/memfault.c vmm/state.c vmm/snapshot.c \
+VMM_LIB_SRCS := vmm/vm.c vmm/vm-report.c vmm/memfault.c vmm/state.c vmm/vm-state.c vmm/snapshot.c \
 	vmm/arch/x86/boot.c vmm/arch/x86/cpu.c vmm/arch/x86/cpuid.c vmm/arch/x86/tsc.c \
 	vmm/hw/serial.c vmm/hw/guest-port.c vmm/util.c
 VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c \
@@ -12,7 +12,7 @@ VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c 
 # the QMP server of --control: the vmm binary only.  They call libmigrate.a
 # (MIG_OWN, MIG_LIBS: migrate-agent/build.mk, included before this file)
 # and json-c.
-VMM_MIGRATE_SRCS := vmm/migrate/glue.c vmm/migrate/options.c vmm/migrate/incoming.c \
+VMM_MIGRATE_SRCS := vmm/migrate/migrate.c vmm/migrate/options.c vmm/migrate/incoming.c \
 	vmm/migrate/signals.c vmm/migrate/outgoing.c vmm/migrate/qmp-params.c vmm/migrate/qmp-caps.c \
 	vmm/migrate/qmp-commands.c vmm/migrate/qmp-figures.c vmm/migrate/qmp-runstate.c \
 	vmm/migrate/qmp-recover.c vmm/migrate/qmp-args.c vmm/migrate/qmp-objects.c vmm/migrate/incoming-events.c vmm/qmp.c vmm/qmp-frame.c \

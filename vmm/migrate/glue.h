@@ -6,7 +6,7 @@
  * file calls only into files below it (docs/architecture.md, "Layers
  * inside a part", checked by tests/host/arch-map.sh).
  *
- *   glue.c          the hooks `vmm run` calls (vmm/migrate.h): prepare,
+ *   migrate.c       the hooks `vmm run` calls (vmm/migrate.h): prepare,
  *                   started, finish
  *   qmp-commands.c  the migration's commands, and the control socket (with
  *                   the VM's own commands, vmm/vm-control.c)
