@@ -743,16 +743,16 @@ static void *acceptor_thread(void *arg)
 	struct mig_dest *d = arg;
 	struct quiet_set set = { .n = 0 }, *q = &set;
 	while (!dest_stopping(d)) {
-		q->pfd[0] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
+		q->pfd[0] = (struct pollfd){ .fd = d->listen.fd, .events = POLLIN };
 		if (poll(q->pfd, (nfds_t)(1 + q->n), 100) < 0)
 			continue;
 		quiet_poll(d, q);
 		if (q->pfd[0].revents)
-			quiet_accept(d, q, d->lfd);
+			quiet_accept(d, q, d->listen.fd);
 		/* migrate-recover's listeners: looked at each round (100 ms at most). */
-		int more = __atomic_load_n(&d->nr_more, __ATOMIC_ACQUIRE);
+		int more = __atomic_load_n(&d->listen.nr_more, __ATOMIC_ACQUIRE);
 		for (int k = 0; k < more; k++)
-			quiet_accept(d, q, d->lfd_more[k]);
+			quiet_accept(d, q, d->listen.more[k]);
 	}
 	for (int k = 1; k <= q->n; k++)
 		close(q->pfd[k].fd);

@@ -63,7 +63,7 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->lat_lock, NULL);
-	pthread_mutex_init(&d->loop_lock, NULL);
+	pthread_mutex_init(&d->loop.lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are now_ns() */
@@ -82,15 +82,15 @@ struct mig_dest *mig_dest_listen(const struct mig_opts *o, char *err, size_t err
 		free(d);
 		return NULL;
 	}
-	d->lfd = mig_listen(&d->sa, err, errlen);
-	if (d->lfd < 0) {
+	d->listen.fd = mig_listen(&d->sa, err, errlen);
+	if (d->listen.fd < 0) {
 		mig_tls_ctx_free(d->tls);
 		free(d);
 		return NULL;
 	}
 	/* Accepted sockets inherit it: keeps the bulk queue (and its delay) short. */
 	int rb = 256 << 10;
-	setsockopt(d->lfd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb));
+	setsockopt(d->listen.fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof(rb));
 	return d;
 }
 
@@ -168,7 +168,7 @@ static enum mig_phase phase_locked(struct mig_dest *d)
 	};
 	enum dest_phase ph = dest_phase(d);
 
-	if (ph == DEST_RECOVERING && d->recover_asked)
+	if (ph == DEST_RECOVERING && d->listen.recover_asked)
 		return MIG_PHASE_RECOVER_SETUP;
 	return as_mig[ph];
 }
@@ -184,7 +184,7 @@ enum mig_phase mig_dest_phase(struct mig_dest *d)
 /*
  * Every change of the phase broadcasts d->cond (dest-phase.c), which ends
  * this wait at once; ms bounds it, so that a change of the status made
- * otherwise (recover_asked) is seen within ms.
+ * otherwise (listen.recover_asked) is seen within ms.
  */
 enum mig_phase mig_dest_phase_wait(struct mig_dest *d, enum mig_phase last, int ms)
 {
@@ -230,7 +230,7 @@ int mig_dest_listen_more(struct mig_dest *d, const char *addr, char *err, size_t
 	if (dest_phase(d) != DEST_RECOVERING) {
 		snprintf(err, errlen, "Migrate recover can only be run when postcopy is paused.");
 		r = -EINVAL;
-	} else if (d->nr_more == DEST_MAX_LISTENERS) {
+	} else if (d->listen.nr_more == DEST_MAX_LISTENERS) {
 		snprintf(err, errlen, "already listening at %d recovery addresses",
 			 DEST_MAX_LISTENERS);
 		r = -ENOSPC;
@@ -239,9 +239,10 @@ int mig_dest_listen_more(struct mig_dest *d, const char *addr, char *err, size_t
 		if (fd < 0) {
 			r = fd;
 		} else {
-			d->lfd_more[d->nr_more] = fd;
-			__atomic_store_n(&d->nr_more, d->nr_more + 1, __ATOMIC_RELEASE);
-			d->recover_asked = 1;
+			d->listen.more[d->listen.nr_more] = fd;
+			__atomic_store_n(&d->listen.nr_more, d->listen.nr_more + 1,
+					 __ATOMIC_RELEASE);
+			d->listen.recover_asked = 1;
 		}
 	}
 	mig_unlock(&d->lock);
@@ -285,10 +286,10 @@ void mig_dest_free(struct mig_dest *d)
 	if (d->workers.stager_on)
 		pthread_join(d->workers.stager, NULL);
 	dest_links_free(d);
-	if (d->lfd >= 0)
-		close(d->lfd);
-	for (int k = 0; k < d->nr_more; k++)
-		close(d->lfd_more[k]);
+	if (d->listen.fd >= 0)
+		close(d->listen.fd);
+	for (int k = 0; k < d->listen.nr_more; k++)
+		close(d->listen.more[k]);
 	mig_tls_ctx_free(d->tls);
 	dest_incoming_free(d);
 	free(d->lat.ns);

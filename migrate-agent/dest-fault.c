@@ -13,8 +13,8 @@
  * req_lock (one request in flight per vCPU), and the replies are still
  * read and installed here, which wakes the vCPU through the page record.
  *
- * The urgent channel is the fault thread's while attached (loop_conn,
- * under loop_lock): from the resume until the link breaks or the
+ * The urgent channel is the fault thread's while attached (d->loop.conn,
+ * under d->loop.lock): from the resume until the link breaks or the
  * migration ends, and again on each recovered link.  Whoever frees the
  * channel detaches it first; a receive blocked inside a frame ends when
  * the link is kicked (dest_kick_links()), so the detach waits microseconds.
@@ -54,9 +54,9 @@ static int fault_requested(struct mig_dest *d, uint64_t i)
 
 void dest_loop_attach(struct mig_dest *d, struct mig_conn *urg)
 {
-	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
-	d->loop_conn = urg;
-	mig_unlock(&d->loop_lock);
+	mig_lock(&d->loop.lock, MIG_RANK_DEST_LOOP);
+	d->loop.conn = urg;
+	mig_unlock(&d->loop.lock);
 	ram_kick_faults(d->ram); /* to poll it from now */
 }
 
@@ -64,9 +64,9 @@ void dest_loop_detach(struct mig_dest *d)
 {
 	if (!d->ram)
 		return;
-	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
-	d->loop_conn = NULL;
-	mig_unlock(&d->loop_lock);
+	mig_lock(&d->loop.lock, MIG_RANK_DEST_LOOP);
+	d->loop.conn = NULL;
+	mig_unlock(&d->loop.lock);
 	ram_kick_faults(d->ram); /* to poll its descriptor no more */
 }
 
@@ -93,10 +93,10 @@ static int source_reply_fd(struct ram_source *src)
 	struct dest_source *s = (struct dest_source *)src;
 	struct mig_dest *d = s->d;
 	int fd = -1;
-	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
-	if (d->loop_conn && dest_phase(d) != DEST_FAILED && !dest_stopping(d))
-		fd = d->loop_conn->fd;
-	mig_unlock(&d->loop_lock);
+	mig_lock(&d->loop.lock, MIG_RANK_DEST_LOOP);
+	if (d->loop.conn && dest_phase(d) != DEST_FAILED && !dest_stopping(d))
+		fd = d->loop.conn->fd;
+	mig_unlock(&d->loop.lock);
 	if (fd >= 0 && !s->urgent) {
 		mig_thread_urgent(); /* it does what the urgent receiver did */
 		s->urgent = 1;
@@ -108,10 +108,10 @@ static int source_reply_fd(struct ram_source *src)
 static int source_replies(struct ram_source *src, struct ram *ram)
 {
 	struct mig_dest *d = ((struct dest_source *)src)->d;
-	mig_lock(&d->loop_lock, MIG_RANK_DEST_LOOP);
-	if (d->loop_conn && dest_rx_ready(d, d->loop_conn, &d->loop_run))
-		d->loop_conn = NULL; /* broken, failed or done: not read again */
-	mig_unlock(&d->loop_lock);
+	mig_lock(&d->loop.lock, MIG_RANK_DEST_LOOP);
+	if (d->loop.conn && dest_rx_ready(d, d->loop.conn, &d->loop.run))
+		d->loop.conn = NULL; /* broken, failed or done: not read again */
+	mig_unlock(&d->loop.lock);
 	return 0;
 }
 

@@ -69,11 +69,11 @@ int dest_incoming_alloc(struct mig_dest *d, struct mig_dest_vm *vm, char *err, s
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (d->stage == MAP_FAILED)
 		d->stage = NULL; /* what dest_incoming_free() unmaps */
-	d->loop_run.buf = mmap(NULL, RUN_MAX * PAGE_SIZE, PROT_READ | PROT_WRITE,
+	d->loop.run.buf = mmap(NULL, RUN_MAX * PAGE_SIZE, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (d->loop_run.buf == MAP_FAILED)
-		d->loop_run.buf = NULL;
-	if (!d->stage || !d->loop_run.buf) {
+	if (d->loop.run.buf == MAP_FAILED)
+		d->loop.run.buf = NULL;
+	if (!d->stage || !d->loop.run.buf) {
 		snprintf(err, errlen, "out of memory for %llu pages",
 			 (unsigned long long)d->nr_pages);
 		return -ENOMEM;
@@ -86,8 +86,8 @@ void dest_incoming_free(struct mig_dest *d)
 {
 	if (d->stage)
 		munmap(d->stage, ram_bytes(d->ram));
-	if (d->loop_run.buf)
-		munmap(d->loop_run.buf, RUN_MAX * PAGE_SIZE);
+	if (d->loop.run.buf)
+		munmap(d->loop.run.buf, RUN_MAX * PAGE_SIZE);
 	mig_stamps_free(d->stamps);
 }
 

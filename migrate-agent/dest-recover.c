@@ -184,7 +184,7 @@ static int recover_postcopy(struct mig_dest *d)
 	mig_unlock(&d->req_lock);
 	mig_lock(&d->lock, MIG_RANK_DEST);
 	dest_phase_enter(d, DEST_POSTCOPY); /* unless it failed meanwhile */
-	d->recover_asked = 0; /* a later break is paused until its own migrate-recover */
+	d->listen.recover_asked = 0; /* a later break is paused until its own migrate-recover */
 	d->counts.recoveries++;
 	d->times.t_broken_ns += now_ns() - t0;
 	mig_unlock(&d->lock);

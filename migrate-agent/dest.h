@@ -32,7 +32,7 @@
  * Locking order (a lock on the right is only taken with the ones to its
  * left held, never the other way; the ranks of lock-rank.h):
  *
- *   d->loop_lock (the urgent channel while the fault thread reads it)
+ *   d->loop.lock (the urgent channel while the fault thread reads it)
  *     -> d->lock (the phase's writes, why, session, claims, handshake slots,
  *                 pending channels; cond; a failure reported from a frame the loop read)
  *       -> a pending connection's TLS lock (closing it, tls.c)
@@ -241,18 +241,34 @@ struct dest_counts {
 	uint64_t bulk_rx_cpu_ns; /* atomic: the bulk receivers' CPU time, over recoveries */
 };
 
+/*
+ * Where the destination listens: the address it was given (lfd), and the
+ * listeners migrate-recover added (mig_dest_listen_more()), polled by the
+ * acceptor beside it: written under d->lock before nr_more is raised
+ * (release), closed only by mig_dest_free().
+ */
+struct dest_listeners {
+	int fd;
+	int more[DEST_MAX_LISTENERS];
+	int nr_more;
+	int recover_asked; /* a listener was added since the last break (under d->lock) */
+};
+
+/*
+ * The urgent channel as the RAM's fault thread reads it (dest-fault.c):
+ * conn NULL while it must not (before the resume, a broken link), under
+ * lock.  Its own run of pages being gathered.
+ */
+struct dest_loop {
+	pthread_mutex_t lock;
+	struct mig_conn *conn;
+	struct run run;
+};
+
 struct mig_dest {
 	struct mig_opts o;
 	struct mig_addr sa;
-	int lfd;
-	/*
-	 * Listeners migrate-recover added (mig_dest_listen_more()), polled by
-	 * the acceptor beside lfd: written under lock before nr_more is
-	 * raised (release), closed only by mig_dest_free().
-	 */
-	int lfd_more[DEST_MAX_LISTENERS];
-	int nr_more;
-	int recover_asked;	 /* a listener was added since the last break (under lock) */
+	struct dest_listeners listen;
 	struct mig_tls_ctx *tls; /* NULL: plain TCP */
 	struct mig_dest_vm *vm;
 	/*
@@ -271,14 +287,7 @@ struct mig_dest {
 	uint8_t *stage;
 	struct mig_stamps *stamps; /* per-fault steps (bench) */
 
-	/*
-	 * The urgent channel as the RAM's fault thread reads it (dest-fault.c):
-	 * NULL while it must not (before the resume, a broken link).  Its own
-	 * run of pages being gathered.
-	 */
-	pthread_mutex_t loop_lock;
-	struct mig_conn *loop_conn;
-	struct run loop_run;
+	struct dest_loop loop;
 
 	/*
 	 * req_lock guards which connections are live (links, link_ok).

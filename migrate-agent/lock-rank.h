@@ -21,12 +21,12 @@
 #include <pthread.h>
 
 enum mig_lock_rank {
-	MIG_RANK_DEST_LOOP = 1, /* d->loop_lock: the urgent channel on the fault thread */
+	MIG_RANK_DEST_LOOP = 1, /* d->loop.lock: the urgent channel on the fault thread */
 	MIG_RANK_DEST,		/* d->lock: flags, why, session, handshakes */
 	MIG_RANK_DEST_REQ,	/* d->req_lock: which connections are live */
-	MIG_RANK_SRC_LINK,	/* s->link_lock: the source's watchdog */
+	MIG_RANK_SRC_LINK,	/* s->live.lock: the source's watchdog */
 	MIG_RANK_SRC,		/* s->lock: the source's flags and why */
-	MIG_RANK_SRC_HINT,	/* s->hint_lock: faults' hints for the push */
+	MIG_RANK_SRC_HINT,	/* s->hint.lock: faults' hints for the push */
 	MIG_RANK_CONN_TX,	/* c->tx_lock: one send at a time on a connection */
 	MIG_RANK_TLS_SESSION,	/* t->lock: a TLS session's OpenSSL calls */
 	MIG_RANK_TLS_KTLS,	/* a TLS context's kTLS report */

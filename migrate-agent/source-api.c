@@ -79,9 +79,9 @@ int src_init(struct src *s, struct mig_source_vm *vm, const struct mig_opts *o)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are now_ns() */
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&s->link_lock, NULL);
-	pthread_mutex_init(&s->hint_lock, NULL);
-	src_prepage_init(&s->pp, o->prepage, !o->prepage_fixed);
+	pthread_mutex_init(&s->live.lock, NULL);
+	pthread_mutex_init(&s->hint.lock, NULL);
+	src_prepage_init(&s->hint.pp, o->prepage, !o->prepage_fixed);
 	return 0;
 }
 
@@ -113,7 +113,7 @@ static struct src *src_new(struct mig_source_vm *vm, const struct mig_opts *o, c
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (mig_random_bytes(&s->session, sizeof(s->session), err, errlen) ||
+	if (mig_random_bytes(&s->sess.id, sizeof(s->sess.id), err, errlen) ||
 	    mig_addr_parse(o->addr, &s->sa, err, errlen) || src_tls_client(s, err, errlen)) {
 		mig_tls_ctx_free(s->tls);
 		mig_stamps_free(s->stamps);
@@ -133,8 +133,8 @@ static void src_free(struct src *s)
 	src_stop_watch(s);
 	mig_links_free(&s->links);
 	mig_tls_ctx_free(s->tls);
-	mig_auth_wipe(s->secret, sizeof(s->secret));
-	free(s->blob);
+	mig_auth_wipe(s->sess.secret, sizeof(s->sess.secret));
+	free(s->state.blob);
 	free(s->precopy.precopy_carry);
 	free(s->sent);
 	mig_stamps_free(s->stamps);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Pre-paging windows from the fault history (source-prepage.h says the
- * policy).  Pure arithmetic on the history: the caller holds s->hint_lock.
+ * policy).  Pure arithmetic on the history: the caller holds s->hint.lock.
  */
 #include "source-prepage.h"
 

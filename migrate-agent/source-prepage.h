@@ -2,7 +2,7 @@
 /*
  * Pre-paging after a demand fault (source side): which pages the pusher
  * sends next, from the history of the faults.  The urgent thread feeds
- * every requested page in (src_prepage_fault(), under s->hint_lock); the
+ * every requested page in (src_prepage_fault(), under s->hint.lock); the
  * window it returns rides with the hint to the pusher, which walks it.
  *
  * Fixed policy (mig_opts.prepage_fixed): the `prepage` pages after the

@@ -385,7 +385,8 @@ static int64_t next_page(struct pusher *ps)
 			 * window goes first, the vCPU has moved on.  A racy peek:
 			 * the hint is taken under the lock below.
 			 */
-			if (s->pp.adaptive && __atomic_load_n(&s->nhints[ps->k], __ATOMIC_RELAXED))
+			if (s->hint.pp.adaptive &&
+			    __atomic_load_n(&s->hint.n[ps->k], __ATOMIC_RELAXED))
 				break;
 			uint64_t i = ps->pre_next;
 			ps->pre_next += (uint64_t)ps->pre_step;
@@ -399,16 +400,16 @@ static int64_t next_page(struct pusher *ps)
 				return (int64_t)i;
 			}
 		}
-		mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
-		if (s->nhints[ps->k]) {
-			struct src_window w = s->hints[ps->k][--s->nhints[ps->k]];
-			mig_unlock(&s->hint_lock);
+		mig_lock(&s->hint.lock, MIG_RANK_SRC_HINT);
+		if (s->hint.n[ps->k]) {
+			struct src_window w = s->hint.win[ps->k][--s->hint.n[ps->k]];
+			mig_unlock(&s->hint.lock);
 			ps->pre_next = w.start;
 			ps->pre_step = w.step;
 			ps->pre_left = w.count;
 			continue;
 		}
-		mig_unlock(&s->hint_lock);
+		mig_unlock(&s->hint.lock);
 		while (ps->cursor < ps->hi) {
 			uint64_t w = ~__atomic_load_n(&s->sent[ps->cursor / 64], __ATOMIC_ACQUIRE);
 			w &= ~0ull << (ps->cursor % 64);
@@ -445,7 +446,7 @@ void src_wait_running(struct src *s)
 	struct timespec ts = mig_mono_ts(now_ns() + RUNNING_WAIT_MS * 1000000ull);
 
 	mig_lock(&s->lock, MIG_RANK_SRC);
-	while (!s->running_seen && !s->broken && !s->fatal && !s->complete)
+	while (!s->heard.running_seen && !s->broken && !s->fatal && !s->complete)
 		if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
 			break;
 	mig_unlock(&s->lock);

@@ -98,14 +98,14 @@ static int resend_state(struct src *s, char *err, size_t errlen)
 {
 	struct mig_layout l;
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->times.pause_rt,
-				    .blob_len = s->blob_len };
+				    .blob_len = s->state.len };
 	src_layout(s, &l);
 	int r = mig_conn_send(s->links.urg, MIG_MSG_LAYOUT, &l, sizeof(l), NULL, 0);
 	if (!r)
 		r = src_send_done0(s);
 	if (!r)
-		r = mig_conn_send(s->links.urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob,
-				  s->blob_len);
+		r = mig_conn_send(s->links.urg, MIG_MSG_STATE, &sh, sizeof(sh), s->state.blob,
+				  s->state.len);
 	if (r) {
 		snprintf(err, errlen, "recovery: cannot send the state again: %s", strerror(-r));
 		return r;
@@ -220,13 +220,13 @@ int src_recover_link(struct src *s, char *err, size_t errlen)
 	struct mig_resume rs;
 	memcpy(&rs, p, sizeof(rs));
 	uint64_t have = forget_lost(s, p + sizeof(struct mig_resume));
-	memset(s->nhints, 0, sizeof(s->nhints));
+	memset(s->hint.n, 0, sizeof(s->hint.n));
 	if (rs.flags & MIG_RESUME_NEED_STATE) {
 		r = resend_state(s, err, errlen);
 		if (r)
 			return r;
 	}
-	if (!s->running_seen)
+	if (!s->heard.running_seen)
 		s->counts.recoveries_before_running = 1;
 	/* Under s->lock like every write of it (source.h); no other lock is held here. */
 	mig_lock(&s->lock, MIG_RANK_SRC);

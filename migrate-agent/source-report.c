@@ -23,8 +23,8 @@ static double per_s(uint64_t pages, double secs)
 static double downtime_ns(struct src *s)
 {
 	int64_t down_src = (int64_t)(s->times.t_running - s->times.t_pause);
-	int64_t down_dst = s->running.dest_downtime_ns;
-	if (!s->running_seen)
+	int64_t down_dst = s->heard.running.dest_downtime_ns;
+	if (!s->heard.running_seen)
 		return -1;
 	if (s->counts.recoveries_before_running)
 		return (double)down_dst;
@@ -67,7 +67,7 @@ void src_publish(struct src *s)
 	src_ctl_put(&c->pages_normal, __atomic_load_n(&s->counts.pages_normal, __ATOMIC_RELAXED));
 	src_ctl_put(&c->pages_zero, __atomic_load_n(&s->counts.pages_zero, __ATOMIC_RELAXED));
 	src_ctl_put(&c->precopy_rounds, (uint64_t)s->precopy.precopy_rounds_done);
-	if (__atomic_load_n(&s->running_seen, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&s->heard.running_seen, __ATOMIC_ACQUIRE))
 		src_ctl_put(&c->downtime_us, downtime_us(s));
 }
 
@@ -131,12 +131,13 @@ static void report(struct src *s, FILE *f)
 {
 	uint64_t tx =
 	    s->counts.bytes_total_prev + s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
-	int64_t down_src = s->running_seen ? (int64_t)(s->times.t_running - s->times.t_pause) : -1;
-	int64_t down_dst = s->running_seen ? s->running.dest_downtime_ns : -1;
+	int64_t down_src =
+	    s->heard.running_seen ? (int64_t)(s->times.t_running - s->times.t_pause) : -1;
+	int64_t down_dst = s->heard.running_seen ? s->heard.running.dest_downtime_ns : -1;
 	double push_s = s->times.t_push_end > s->times.t_push_start
 			    ? (double)(s->times.t_push_end - s->times.t_push_start) / 1e9
 			    : 0;
-	double down = s->running_seen ? downtime_ns(s) / 1000.0 : NAN;
+	double down = s->heard.running_seen ? downtime_ns(s) / 1000.0 : NAN;
 	struct mig_source_metrics m = {
 		.ram_bytes = s->vm->ram_size,
 		.pages = s->nr_pages,
@@ -164,7 +165,7 @@ static void report(struct src *s, FILE *f)
 		.requests_in_flight = s->counts.req_in_flight,
 		.pages_resent = s->counts.pages_resent,
 		.recoveries = s->counts.recoveries,
-		.dest = &s->dest,
+		.dest = &s->heard.complete,
 		.push_MiB_per_s = per_s(s->counts.pages_pushed, push_s),
 		.push_nonzero_MiB_per_s =
 		    per_s(s->counts.pages_pushed - s->counts.pages_pushed_zero, push_s),
@@ -177,7 +178,7 @@ static void report(struct src *s, FILE *f)
 				    { "state_saved", s->times.t_saved },
 				    { "state_sent", s->times.t_state_sent } } },
 		.tls = s->tls,
-		.prepage = &s->pp,
+		.prepage = &s->hint.pp,
 		.prepage_pages = s->counts.prepage_pages,
 	};
 	int r = mig_metrics_write_source(&m, f);

@@ -27,7 +27,7 @@
 static int authenticate(struct src *s, const struct mig_hs *hs, char *err, size_t errlen)
 {
 	struct mig_auth a;
-	if (s->have_secret)
+	if (s->sess.have_secret)
 		return mig_hs_mutual(hs, err, errlen);
 	if (hs->channel != MIG_CHAN_URGENT) {
 		snprintf(err, errlen, "%sno session secret yet (the urgent channel brings it)",
@@ -37,9 +37,9 @@ static int authenticate(struct src *s, const struct mig_hs *hs, char *err, size_
 	int r = mig_hs_recv_auth(hs, MIG_AUTH_SECRET, &a, err, errlen);
 	if (r)
 		return r;
-	memcpy(s->secret, a.data, sizeof(s->secret));
+	memcpy(s->sess.secret, a.data, sizeof(s->sess.secret));
 	mig_auth_wipe(&a, sizeof(a));
-	s->have_secret = 1;
+	s->sess.have_secret = 1;
 	return 0;
 }
 
@@ -54,20 +54,20 @@ static int hello(struct src *s, struct mig_conn *c, int channel, unsigned index,
 	struct mig_hs hs = { .c = c,
 			     .role = MIG_ROLE_SOURCE,
 			     .channel = (uint16_t)channel,
-			     .session = s->session,
+			     .session = s->sess.id,
 			     .nr_bulk = (uint16_t)s->links.nr_bulk,
 			     .bulk_index = (uint16_t)index,
-			     .secret = s->secret,
+			     .secret = s->sess.secret,
 			     .tag = tag };
 	struct mig_hello back;
 	snprintf(tag, sizeof(tag), "%s channel: ", c->name);
 	int r = mig_hs_send_hello(&hs, recover ? MIG_HELLO_RECOVER : 0, s->vm->ram_size,
-				  s->features, s->attempt, err, errlen);
+				  s->features, s->sess.attempt, err, errlen);
 	if (!r)
 		r = mig_hs_recv_hello(&hs, &back, err, errlen);
 	if (r)
 		return r;
-	if (back.session_id != s->session || back.channel != channel ||
+	if (back.session_id != s->sess.id || back.channel != channel ||
 	    back.nr_bulk != s->links.nr_bulk || back.bulk_index != index) {
 		snprintf(err, errlen, "%sdestination answered for another session", tag);
 		return -EPROTO;
@@ -173,8 +173,8 @@ static int open_all(struct src *s, int recover, uint64_t deadline, int *reached,
 		    size_t errlen)
 {
 	if (!recover) {
-		mig_auth_wipe(s->secret, sizeof(s->secret));
-		s->have_secret = 0;
+		mig_auth_wipe(s->sess.secret, sizeof(s->sess.secret));
+		s->sess.have_secret = 0;
 	}
 	int r = open_channel(s, s->links.urg, MIG_CHAN_URGENT, 0, recover, deadline, reached, err,
 			     errlen);
@@ -203,7 +203,7 @@ static int open_all(struct src *s, int recover, uint64_t deadline, int *reached,
 int src_connect_pair(struct src *s, int recover, uint64_t deadline, char *err, size_t errlen)
 {
 	for (;;) {
-		s->attempt++; /* every channel of this attempt carries it */
+		s->sess.attempt++; /* every channel of this attempt carries it */
 		int reached = 0;
 		int r = open_all(s, recover, deadline, &reached, err, errlen);
 		if (!r)

@@ -131,7 +131,7 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 			return r;
 		}
 	}
-	r = vm->save_state(vm->ctx, &s->blob, &s->blob_len);
+	r = vm->save_state(vm->ctx, &s->state.blob, &s->state.len);
 	s->times.t_saved = now_ns();
 	if (r) {
 		snprintf(err, errlen, "cannot save the VM state: %s", strerror(-r));
@@ -143,16 +143,16 @@ int src_switch_over(struct src *s, char *err, size_t errlen)
 	if (!r && s->o->precopy_rounds)
 		r = src_send_done0(s);
 	struct mig_state_hdr sh = { .pause_realtime_ns = s->times.pause_rt,
-				    .blob_len = s->blob_len };
+				    .blob_len = s->state.len };
 	if (!r)
-		r = mig_conn_send(s->links.urg, MIG_MSG_STATE, &sh, sizeof(sh), s->blob,
-				  s->blob_len);
+		r = mig_conn_send(s->links.urg, MIG_MSG_STATE, &sh, sizeof(sh), s->state.blob,
+				  s->state.len);
 	s->times.t_state_sent = now_ns();
 	/* Off the downtime path: turning the log off rewrites the memslot. */
 	if (s->precopy.dirty_on)
 		vm->dirty_stop(vm->ctx);
 	s->precopy.dirty_on = 0;
-	s->counts.bytes_state = sizeof(sh) + s->blob_len;
+	s->counts.bytes_state = sizeof(sh) + s->state.len;
 	if (r) {
 		if (!err[0])
 			snprintf(err, errlen, "cannot send the VM state: %s", strerror(-r));

@@ -19,17 +19,17 @@
 static void add_hint(struct src *s, uint64_t page, int sent)
 {
 	unsigned k = src_owner(s, page); /* the push thread whose share holds it */
-	mig_lock(&s->hint_lock, MIG_RANK_SRC_HINT);
-	struct src_window w = src_prepage_fault(&s->pp, page, sent, s->nr_pages);
+	mig_lock(&s->hint.lock, MIG_RANK_SRC_HINT);
+	struct src_window w = src_prepage_fault(&s->hint.pp, page, sent, s->nr_pages);
 	if (!sent && w.count) {
-		if (s->nhints[k] == NHINTS) {
-			memmove(s->hints[k], s->hints[k] + 1,
-				(NHINTS - 1) * sizeof(s->hints[k][0]));
-			s->nhints[k]--;
+		if (s->hint.n[k] == NHINTS) {
+			memmove(s->hint.win[k], s->hint.win[k] + 1,
+				(NHINTS - 1) * sizeof(s->hint.win[k][0]));
+			s->hint.n[k]--;
 		}
-		s->hints[k][s->nhints[k]++] = w;
+		s->hint.win[k][s->hint.n[k]++] = w;
 	}
-	mig_unlock(&s->hint_lock);
+	mig_unlock(&s->hint.lock);
 }
 
 /*
@@ -100,12 +100,12 @@ static int take_complete(struct src *s, const uint8_t *p)
 		src_set_break(s, 1, err);
 		return -1;
 	}
-	memcpy(&s->dest, p, sizeof(s->dest));
+	memcpy(&s->heard.complete, p, sizeof(s->heard.complete));
 	s->times.t_complete = now_ns();
 	if (s->o->ctl) {
-		src_ctl_put(&s->o->ctl->faults, s->dest.faults);
-		src_ctl_put(&s->o->ctl->fault_lat_p50_ns, s->dest.fault_lat_p50_ns);
-		src_ctl_put(&s->o->ctl->fault_lat_p99_ns, s->dest.fault_lat_p99_ns);
+		src_ctl_put(&s->o->ctl->faults, s->heard.complete.faults);
+		src_ctl_put(&s->o->ctl->fault_lat_p50_ns, s->heard.complete.fault_lat_p50_ns);
+		src_ctl_put(&s->o->ctl->fault_lat_p99_ns, s->heard.complete.fault_lat_p99_ns);
 	}
 	mig_lock(&s->lock, MIG_RANK_SRC);
 	s->complete = 1;
@@ -124,11 +124,11 @@ int src_urgent_frame(struct src *s, const struct mig_frame_hdr *h, const uint8_t
 		return serve_request(s, p, buf) ? 1 : 0;
 	case MIG_MSG_RUNNING:
 		/* Repeated after a recovery: the first one counts. */
-		if (!s->running_seen) {
-			memcpy(&s->running, p, sizeof(s->running));
+		if (!s->heard.running_seen) {
+			memcpy(&s->heard.running, p, sizeof(s->heard.running));
 			s->times.t_running = now_ns();
 			mig_lock(&s->lock, MIG_RANK_SRC);
-			__atomic_store_n(&s->running_seen, 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&s->heard.running_seen, 1, __ATOMIC_RELEASE);
 			pthread_cond_broadcast(&s->cond);
 			mig_unlock(&s->lock);
 			src_publish(s);

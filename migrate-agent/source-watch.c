@@ -12,19 +12,19 @@
  */
 void src_set_link_up(struct src *s, int up)
 {
-	mig_lock(&s->link_lock, MIG_RANK_SRC_LINK);
-	s->link_up = up;
-	mig_unlock(&s->link_lock);
+	mig_lock(&s->live.lock, MIG_RANK_SRC_LINK);
+	s->live.up = up;
+	mig_unlock(&s->live.lock);
 }
 
 /* The urgent channel, with link_lock held, while the link is up. */
 static struct mig_conn *hold_link(void *ctx)
 {
 	struct src *s = ctx;
-	mig_lock(&s->link_lock, MIG_RANK_SRC_LINK);
-	if (s->link_up)
+	mig_lock(&s->live.lock, MIG_RANK_SRC_LINK);
+	if (s->live.up)
 		return s->links.urg;
-	mig_unlock(&s->link_lock);
+	mig_unlock(&s->live.lock);
 	return NULL;
 }
 
@@ -54,10 +54,10 @@ static void release_link(void *ctx, const char *why)
 {
 	struct src *s = ctx;
 	if (why) {
-		s->link_up = 0;
+		s->live.up = 0;
 		src_set_break(s, 0, why);
 	}
-	mig_unlock(&s->link_lock);
+	mig_unlock(&s->live.lock);
 }
 
 /*
@@ -118,11 +118,11 @@ static const struct mig_link_ops src_link_ops = {
 void src_start_watch(struct src *s)
 {
 	src_set_link_up(s, 1);
-	mig_link_watch_start(&s->watch, &src_link_ops, s, "destination", s->o->idle_ms);
+	mig_link_watch_start(&s->live.watch, &src_link_ops, s, "destination", s->o->idle_ms);
 }
 
 /* Stop and join the watchdog (src_free()). */
 void src_stop_watch(struct src *s)
 {
-	mig_link_watch_stop(&s->watch);
+	mig_link_watch_stop(&s->live.watch);
 }

@@ -75,12 +75,12 @@
  * left held, never the other way; the ranks of lock-rank.h, checked in
  * the sanitizer build):
  *
- *   s->link_lock (link_up)
+ *   s->live.lock (link_up)
  *     -> s->lock (broken, fatal, complete, why)
  *     -> s->links.urg->tx_lock (a send, net.c) -> its TLS lock (tls.c)
  *   s->links.urg->tx_lock, a bulk channel's tx_lock (a send) -> its TLS lock
  *   s->lock: a leaf (src_set_break() kicks the connections after dropping it)
- *   s->hint_lock (the hints): a leaf
+ *   s->hint.lock (the hints): a leaf
  *
  * Only the watchdog nests: it holds link_lock while it sends a PING and
  * breaks the link (src_set_break()), so that src_set_link_up(s, 0), taken
@@ -88,8 +88,8 @@
  * progress instead of racing it.  That send may wait for the socket, at
  * most idle_ms (mig_conn_set_liveness()).  The watchdog's own lock
  * (link.h) is a leaf, never held while it looks.  Everything else takes
- * one lock at a time, and sends with none of s->lock, s->hint_lock,
- * s->link_lock held.  The bulk channel has one writer at a time (the main thread until
+ * one lock at a time, and sends with none of s->lock, s->hint.lock,
+ * s->live.lock held.  The bulk channel has one writer at a time (the main thread until
  * the switch-over and during a recovery, the push thread in postcopy): the
  * pusher's batched writes (mig_conn_write(), io_uring) skip its tx_lock.
  */
@@ -159,16 +159,54 @@ struct src_rate {
 	uint64_t rate_t, rate_bytes0, rate_pages0;
 };
 
-struct src {
-	struct mig_source_vm *vm;
-	const struct mig_opts *o;
-	struct mig_addr sa;
-	uint64_t session, nr_pages;
-	uint32_t features;
+/* The session this source migrates in (source-session.c). */
+struct src_session {
+	uint64_t id;
 	/* Learnt on the session's first urgent connection; proves every later one. */
 	uint8_t secret[MIG_SECRET_LEN];
 	int have_secret;
 	uint32_t attempt; /* connection attempts so far (HELLO.attempt) */
+};
+
+/* The faults' hints for the push (source-urgent.c writes, source-push.c reads), under lock. */
+struct src_hints {
+	pthread_mutex_t lock;
+	/* per bulk channel: the windows of the last faults in its share */
+	struct src_window win[MIG_MAX_CHANNELS][NHINTS];
+	unsigned n[MIG_MAX_CHANNELS];
+	struct src_prepage pp; /* the fault history */
+};
+
+/* What the destination said after the switch-over (source-urgent.c). */
+struct src_heard {
+	struct mig_complete complete;
+	struct mig_running running;
+	int running_seen;
+};
+
+/* The VM's state, kept in case the link breaks before it arrived (source-switch.c). */
+struct src_state_blob {
+	void *blob;
+	size_t len;
+};
+
+/*
+ * The watchdog (link.h, source-watch.c).  lock guards up and the
+ * connections' set-up: the watchdog touches s->links only while up.
+ */
+struct src_liveness {
+	pthread_mutex_t lock;
+	int up;
+	struct mig_link_watch watch;
+};
+
+struct src {
+	struct mig_source_vm *vm;
+	const struct mig_opts *o;
+	struct mig_addr sa;
+	uint64_t nr_pages;
+	uint32_t features;
+	struct src_session sess;
 	uint64_t *sent;
 	struct mig_links links;	 /* o->channels bulk channels; the source's own for the whole run */
 	struct mig_tls_ctx *tls; /* NULL: plain TCP */
@@ -180,33 +218,17 @@ struct src {
 	char why[320];
 	pthread_cond_t cond; /* with lock: RUNNING came, or the link broke */
 
-	pthread_mutex_t hint_lock;
-	/* per bulk channel: the windows of the last faults in its share */
-	struct src_window hints[MIG_MAX_CHANNELS][NHINTS];
-	unsigned nhints[MIG_MAX_CHANNELS];
-	struct src_prepage pp; /* the fault history (hint_lock) */
-
-	struct mig_complete dest;
-	struct mig_running running;
-	int running_seen;
-
+	struct src_hints hint;
+	struct src_heard heard;
 	struct src_times times;
 	struct src_counts counts;
 	struct src_precopy precopy;
 	struct src_rate rate;
 	uint32_t push_features;	   /* agreed on the bulk channel when the push began */
 	struct mig_stamps *stamps; /* per-request steps (bench) */
-	void *blob;		   /* the state, kept in case the link breaks before it arrived */
-	size_t blob_len;
+	struct src_state_blob state;
 	int flush_now; /* a request hit a page waiting in the push buffer */
-
-	/*
-	 * The watchdog (link.h, source-watch.c).  link_lock guards link_up and
-	 * the connections' set-up: the watchdog touches s->links only while up.
-	 */
-	pthread_mutex_t link_lock;
-	int link_up;
-	struct mig_link_watch watch;
+	struct src_liveness live;
 };
 
 /*

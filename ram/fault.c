@@ -164,7 +164,7 @@ int ram_fault_wait(struct ram *ram, uint64_t pg, uint32_t tid)
 		return -EINVAL;
 	if (ram_word_state(ram_page_word(ram, pg)) == RAM_PAGE_PRESENT)
 		return 0;
-	if (atomic_load(&ram->waits_cancelled) || !ram->ops)
+	if (atomic_load(&ram->waits.cancelled) || !ram->ops)
 		return -ECANCELED;
 	if (!ram->source)
 		return -ENXIO; /* ram_start_faults() not called: nothing could bring it */

@@ -60,12 +60,16 @@ struct ram {
 	/* Blocked vCPU time (blocktime.c): NULL until ram_blocktime_start(). */
 	struct ram_blocktime *_Atomic bt;
 	/* The remap back ends' source of zero pages (userfault.c: ram_rap_zero()). */
-	pthread_mutex_t zero_lock;
-	uint8_t *zero_src; /* RAM_ZERO_SRC_BYTES, mapped at first use */
+	struct {
+		pthread_mutex_t lock;
+		uint8_t *src; /* RAM_ZERO_SRC_BYTES, mapped at first use */
+	} zero;
 	/* Faults served on the faulting thread (fault.c, wait.c): its waiters, and ram_cancel_waits(). */
-	_Atomic unsigned nr_waiting;
-	atomic_bool waits_cancelled;
-	struct ram_waiter waiters[RAM_WAIT_SLOTS];
+	struct {
+		_Atomic unsigned nr_waiting;
+		atomic_bool cancelled;
+		struct ram_waiter slots[RAM_WAIT_SLOTS];
+	} waits;
 	struct {
 		_Atomic uint64_t faults, requests, dup_faults, late_faults, installed, zeroed, dups,
 		    eexist, own_thread;

@@ -60,7 +60,7 @@ int ram_create(uint64_t size, const struct ram_backend_ops *ops, struct ram **ou
 
 	if (!ram)
 		return -ENOMEM;
-	pthread_mutex_init(&ram->zero_lock, NULL);
+	pthread_mutex_init(&ram->zero.lock, NULL);
 	ram->fd = ram->kick_fd = -1;
 	ram->size = size;
 	ram->nr_pages = size >> PAGE_SHIFT;
@@ -144,7 +144,7 @@ int ram_reset(struct ram *ram)
 	memset(&ram->st, 0, sizeof(ram->st));
 	atomic_store(&ram->error, 0);
 	atomic_store(&ram->stop, false);
-	atomic_store(&ram->waits_cancelled, false);
+	atomic_store(&ram->waits.cancelled, false);
 	ram_blocktime_free(ram);
 	ram->t0 = now_ns() - 1; /* a stamped time is never 0 */
 	/* Kicks (ram_kick_faults()) left for a fault thread that never ran. */
@@ -167,9 +167,9 @@ void ram_destroy(struct ram *ram)
 	if (ram->kick_fd >= 0)
 		close(ram->kick_fd);
 	ram_blocktime_free(ram);
-	if (ram->zero_src)
-		munmap(ram->zero_src, RAM_ZERO_SRC_BYTES);
-	pthread_mutex_destroy(&ram->zero_lock);
+	if (ram->zero.src)
+		munmap(ram->zero.src, RAM_ZERO_SRC_BYTES);
+	pthread_mutex_destroy(&ram->zero.lock);
 	free((void *)ram->pages);
 	free(ram);
 }

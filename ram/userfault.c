@@ -215,14 +215,14 @@ static int userfault_install(struct ram *ram, uint64_t off, void *page)
  * nothing.  (Until issue 29 each call mapped, wrote and unmapped a buffer
  * of fresh pages: in a TCG node the bulk receiver took 7.5 s of CPU for
  * the 8000 zero pages of a 32 MiB migration, against 0.15 s with uffd's
- * UFFDIO_ZEROPAGE.)  One source per RAM, under zero_lock: installers of
+ * UFFDIO_ZEROPAGE.)  One source per RAM, under zero.lock: installers of
  * several threads share it.
  */
 /* The zero source's first n bytes map the zero page again (a hole reads it in). */
 static void map_zero_src(struct ram *ram, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i += PAGE_SIZE)
-		(void)*(volatile uint8_t *)(ram->zero_src + i);
+		(void)*(volatile uint8_t *)(ram->zero.src + i);
 }
 
 /*
@@ -239,7 +239,7 @@ static int zero_moves(struct ram *ram, uint64_t off, uint64_t len, uint64_t *the
 		long r;
 
 		map_zero_src(ram, n);
-		r = syscall(__NR_remap_anon_pages, ram->host + off + done, ram->zero_src, n, 0UL);
+		r = syscall(__NR_remap_anon_pages, ram->host + off + done, ram->zero.src, n, 0UL);
 		if (r > 0) {
 			done += (uint64_t)r;
 		} else if (r == 0) {
@@ -261,8 +261,8 @@ int ram_rap_zero(struct ram *ram, uint64_t off, uint64_t len, uint64_t *there)
 	int r = 0;
 
 	*there = 0;
-	pthread_mutex_lock(&ram->zero_lock);
-	if (!ram->zero_src) {
+	pthread_mutex_lock(&ram->zero.lock);
+	if (!ram->zero.src) {
 		void *p = mmap(NULL, RAM_ZERO_SRC_BYTES, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
@@ -270,11 +270,11 @@ int ram_rap_zero(struct ram *ram, uint64_t off, uint64_t len, uint64_t *there)
 			r = -ENOMEM;
 		else
 			madvise(p, RAM_ZERO_SRC_BYTES, MADV_NOHUGEPAGE); /* no huge zero page */
-		ram->zero_src = p == MAP_FAILED ? NULL : p;
+		ram->zero.src = p == MAP_FAILED ? NULL : p;
 	}
 	if (r == 0)
 		r = zero_moves(ram, off, len, there);
-	pthread_mutex_unlock(&ram->zero_lock);
+	pthread_mutex_unlock(&ram->zero.lock);
 	return r;
 }
 

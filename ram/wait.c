@@ -47,8 +47,8 @@ static struct ram_waiter *take_slot(struct ram *ram, uint64_t pg)
 	for (unsigned i = 0; i < RAM_WAIT_SLOTS; i++) {
 		uint64_t free_slot = 0;
 
-		if (atomic_compare_exchange_strong(&ram->waiters[i].page, &free_slot, pg + 1))
-			return &ram->waiters[i];
+		if (atomic_compare_exchange_strong(&ram->waits.slots[i].page, &free_slot, pg + 1))
+			return &ram->waits.slots[i];
 	}
 	return NULL;
 }
@@ -64,14 +64,14 @@ int ram_wait_present(struct ram *ram, uint64_t pg)
 	struct ram_waiter *w = take_slot(ram, pg);
 	int r = 0;
 
-	atomic_fetch_add(&ram->nr_waiting, 1);
+	atomic_fetch_add(&ram->waits.nr_waiting, 1);
 	atomic_thread_fence(memory_order_seq_cst);
 	for (;;) {
 		uint32_t seq = w ? atomic_load(&w->seq) : 0;
 
 		if (ram_word_state(ram_word_load(ram, pg)) == RAM_PAGE_PRESENT)
 			break;
-		if (atomic_load(&ram->waits_cancelled)) {
+		if (atomic_load(&ram->waits.cancelled)) {
 			r = -ECANCELED;
 			break;
 		}
@@ -80,7 +80,7 @@ int ram_wait_present(struct ram *ram, uint64_t pg)
 		else
 			nanosleep(&tick, NULL);
 	}
-	atomic_fetch_sub(&ram->nr_waiting, 1);
+	atomic_fetch_sub(&ram->waits.nr_waiting, 1);
 	if (w)
 		atomic_store(&w->page, 0);
 	return r;
@@ -89,13 +89,13 @@ int ram_wait_present(struct ram *ram, uint64_t pg)
 void ram_waiters_end(struct ram *ram, uint64_t pg, uint64_t n)
 {
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!atomic_load(&ram->nr_waiting))
+	if (!atomic_load(&ram->waits.nr_waiting))
 		return;
 	for (unsigned i = 0; i < RAM_WAIT_SLOTS; i++) {
-		uint64_t p = atomic_load(&ram->waiters[i].page);
+		uint64_t p = atomic_load(&ram->waits.slots[i].page);
 
 		if (p > pg && p <= pg + n)
-			bump(&ram->waiters[i]);
+			bump(&ram->waits.slots[i]);
 	}
 }
 
@@ -103,7 +103,7 @@ void ram_cancel_waits(struct ram *ram)
 {
 	if (!ram || !ram->pages)
 		return;
-	atomic_store(&ram->waits_cancelled, true);
+	atomic_store(&ram->waits.cancelled, true);
 	for (unsigned i = 0; i < RAM_WAIT_SLOTS; i++)
-		bump(&ram->waiters[i]);
+		bump(&ram->waits.slots[i]);
 }

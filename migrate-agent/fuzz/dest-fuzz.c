@@ -176,7 +176,7 @@ static struct fake_vm *fake_vm(uint8_t mode)
  * ram_create() left it, the staging buffer given back to the kernel (all of
  * it: a decode that failed half-way wrote a page the record does not
  * show), the stamps emptied.  The fault thread's run buffer
- * (tmpl.loop_run) is never written here: no fault thread runs.
+ * (tmpl.loop.run) is never written here: no fault thread runs.
  */
 static void fake_vm_reset(struct fake_vm *v)
 {
@@ -198,11 +198,11 @@ static struct mig_dest *fake_dest(struct fake_vm *v, uint8_t mode, int devnull)
 		abort();
 	*d = v->tmpl; /* zeroed, then dest_incoming_alloc()'s fields */
 	d->o.idle_ms = d->o.recover_ms = 1000;
-	d->lfd = -1;
+	d->listen.fd = -1;
 	pthread_mutex_init(&d->req_lock, NULL);
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->lat_lock, NULL);
-	pthread_mutex_init(&d->loop_lock, NULL);
+	pthread_mutex_init(&d->loop.lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	d->features = ((mode & 2) ? MIG_FEAT_ZSTD : 0) | ((mode & 0x40) ? 0 : MIG_FEAT_RUNS);
 	struct mig_conn *c[2];
