@@ -201,7 +201,12 @@ void *dest_supervisor_thread(void *arg)
 	struct mig_dest *d = arg;
 	for (;;) {
 		enum dest_phase ph = dest_phase(d);
-		if (dest_phase_over(ph) || dest_stopping(d))
+		/*
+		 * Not over while COMPLETE is being sent: a send that fails falls
+		 * back to POSTCOPY or RECOVERING (send_complete()), and then
+		 * this thread is the one to recover the link.
+		 */
+		if (ph == DEST_COMPLETE || ph == DEST_FAILED || dest_stopping(d))
 			return NULL;
 		if (ph == DEST_RECOVERING) {
 			if (recover_postcopy(d))

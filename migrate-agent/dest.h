@@ -206,7 +206,11 @@ enum dest_phase {
 	DEST_SWITCHING_BROKEN, /* the link broke after STATE: recovered once the vCPUs run */
 	DEST_POSTCOPY,	       /* the vCPUs run: faults and the push, until every page is here */
 	DEST_RECOVERING,       /* postcopy with a broken link: waiting for the source */
-	/* From here on the receivers, the watchdog and the supervisor end (dest_phase_over()). */
+	/*
+	 * From here on the receivers and the watchdog end (dest_phase_over());
+	 * the supervisor waits for COMPLETE or FAILED, as a failed send of
+	 * COMPLETE falls back.
+	 */
 	DEST_COMPLETING,	/* every page is here: one thread is sending COMPLETE */
 	DEST_COMPLETING_BROKEN, /* a break while it was being sent */
 	DEST_COMPLETE,		/* COMPLETE went out */
