@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # vmm-qmp-incoming: the destination as a QMP object, as QEMU's
 # `-incoming defer` (tests/host/lib/qmp-drive.py, case incoming):
-# `vmm run --incoming defer --control SOCK` says inmigrate and refuses
-# stop, cont, migrate and a bad migrate-incoming; migrate-incoming URI
+# `vmm run --incoming defer --control SOCK` says inmigrate, takes cont as
+# QEMU does (autostart: the VM runs when its state arrives) and refuses
+# stop, migrate and a bad migrate-incoming; migrate-incoming URI
 # starts listening (a second one is refused); a source driven over QMP
 # migrates there; the VM runs there with its control socket: RESUME when
 # its vCPUs start, stop and cont work; checksum equal.  With the

@@ -81,9 +81,21 @@ static const char *refuse(void *arg, bool stop, bool *noop, char *buf, size_t le
 		snprintf(buf, len, "%s ('quit' ends this VMM)", away);
 		return buf;
 	}
-	if (gl->inmigrate)
-		return "the VM is waiting for its incoming migration (inmigrate): it runs when "
-		       "its state has arrived";
+	/*
+	 * QEMU's cont at an inmigrate destination sets autostart and
+	 * succeeds; this destination always starts the VM when its state has
+	 * arrived, so cont changes nothing (no event: RESUME comes then).
+	 * libvirt sends it when it sees that RESUME, which is sent a moment
+	 * before inmigrate ends (glue_incoming_started()): refusing it made
+	 * a race.  A stop there (QEMU: no autostart) is refused: this
+	 * destination has no VM that stays paused after its migration.
+	 */
+	if (gl->inmigrate) {
+		*noop = !stop;
+		return stop ? "the VM is waiting for its incoming migration (inmigrate): it runs "
+			      "when its state has arrived (stop it then)"
+			    : NULL;
+	}
 	return NULL;
 }
 
