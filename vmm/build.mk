@@ -3,7 +3,7 @@
 # vmm-api-test links it alone, with guest RAM (VMM_OWN: libram.a, ram/build.mk).
 VMM_OWN := ram common
 
-VMM_LIB_SRCS := vmm/vm.c vmm/vm-report.c vmm/memfault.c vmm/state.c vmm/vm-state.c vmm/snapshot.c \
+VMM_LIB_SRCS := vmm/vm.c vmm/vcpu.c vmm/vm-create.c vmm/vm-report.c vmm/memfault.c vmm/state.c vmm/vm-state.c vmm/snapshot.c \
 	vmm/arch/x86/boot.c vmm/arch/x86/cpu.c vmm/arch/x86/cpuid.c vmm/arch/x86/tsc.c \
 	vmm/hw/serial.c vmm/hw/guest-port.c vmm/util.c
 VMM_CMD_SRCS := vmm/main.c vmm/runner.c vmm/builtin-run.c vmm/builtin-restore.c \

@@ -30,14 +30,6 @@ static const struct command commands[] = {
 #define BUILD_VERSION "unknown" /* the Makefile passes git describe */
 #endif
 
-bool builtin_wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-			return true;
-	return false;
-}
-
 static int cmd_version(int argc, char **argv)
 {
 	printf("vmm %s\n", BUILD_VERSION);

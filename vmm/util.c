@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vmm/builtin.h"
 #include "vmm/util.h"
 
 static int cmp_u64(const void *a, const void *b)
@@ -33,4 +34,13 @@ uint64_t host_ram_limit(void)
 			total += kb << 10;
 	fclose(f);
 	return total;
+}
+
+/* Whether a command line asks for help (builtin.h). */
+bool builtin_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return true;
+	return false;
 }

@@ -48,7 +48,7 @@ static void flush_locked(struct serial *s)
 	s->used = 0;
 }
 
-void serial_flush(struct serial *s)
+static void serial_flush(struct serial *s)
 {
 	pthread_mutex_lock(&s->lock);
 	flush_locked(s);
@@ -159,7 +159,21 @@ static int serial_load(struct pio_device *dev, const void *buf, size_t len)
 	return 0;
 }
 
-int serial_init(struct vm *vm, int out_fd, struct serial **out)
+static void serial_dev_flush(struct pio_device *dev)
+{
+	serial_flush(dev->priv);
+}
+
+static void serial_destroy(struct pio_device *dev)
+{
+	struct serial *s = dev->priv;
+
+	serial_flush(s);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int serial_init(struct vm *vm, int out_fd)
 {
 	struct serial *s = calloc(1, sizeof(*s));
 	int r;
@@ -178,21 +192,13 @@ int serial_init(struct vm *vm, int out_fd, struct serial **out)
 		.io = serial_io,
 		.save = serial_save,
 		.load = serial_load,
+		.flush = serial_dev_flush,
+		.destroy = serial_destroy,
 	};
 	r = vm_register_pio(vm, &s->dev);
 	if (r < 0) {
 		free(s);
 		return r;
 	}
-	*out = s;
 	return 0;
-}
-
-void serial_exit(struct serial *s)
-{
-	if (!s)
-		return;
-	serial_flush(s);
-	pthread_mutex_destroy(&s->lock);
-	free(s);
 }

@@ -4,12 +4,12 @@
 #define VMM_SERIAL_H
 
 struct vm;
-struct serial;
 
-/* Registers the UART; output goes to out_fd (-1: discarded). */
-int serial_init(struct vm *vm, int out_fd, struct serial **out);
-/* Writes any buffered partial line. */
-void serial_flush(struct serial *s);
-void serial_exit(struct serial *s);
+/*
+ * Registers the UART; output goes to out_fd (-1: discarded).  The VM
+ * flushes a buffered partial line at each pause and frees the UART when
+ * it is destroyed (the device's flush and destroy).
+ */
+int serial_init(struct vm *vm, int out_fd);
 
 #endif /* VMM_SERIAL_H */

@@ -45,7 +45,9 @@ struct vm_config {
  * A port-I/O device.  io() handles one access of `size` bytes (1, 2, 4);
  * for IN it fills data.  save()/load() carry its state in the VM state
  * blob under `state_id` (save returns bytes written, or the size needed
- * when buf is NULL).
+ * when buf is NULL).  flush(), if set, writes out what the device holds
+ * back (vm_pause(): a paused VM's output is complete); destroy(), if set,
+ * frees it (vm_destroy(), after the vCPUs ended, last registered first).
  */
 struct pio_device {
 	const char *name;
@@ -56,6 +58,8 @@ struct pio_device {
 		   int size);
 	size_t (*save)(struct pio_device *dev, void *buf, size_t len);
 	int (*load)(struct pio_device *dev, const void *buf, size_t len);
+	void (*flush)(struct pio_device *dev);
+	void (*destroy)(struct pio_device *dev);
 };
 
 #define VM_MAX_DEVICES 8
@@ -128,7 +132,6 @@ struct vm {
 	struct guest_report last_report;
 	uint64_t nr_reports;
 	struct pio_device guest_port;
-	struct serial *serial;
 };
 
 /* *why: a static description of the step that failed. */
