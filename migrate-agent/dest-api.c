@@ -142,8 +142,13 @@ void mig_dest_abort(struct mig_dest *d, const char *why)
 	if (d->link_ok && d->links.urg)
 		dest_send_error(d->links.urg, MIG_ERR_INTERNAL, why);
 	mig_unlock(&d->req_lock);
-	dest_request_stop(d);
+	/*
+	 * The failure first: a thread woken by the stop's broadcast (the
+	 * incoming wait for a source) reports the cause it finds, and a stop
+	 * without a failure reads "stopped" (migrate-signals saw it).
+	 */
 	dest_fail(d, "%s", why);
+	dest_request_stop(d);
 }
 
 /*
