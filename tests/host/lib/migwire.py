@@ -1,4 +1,5 @@
 """The migration protocol's framing, for the test peers (docs/wire-protocol.md)."""
+import os
 import struct
 
 MAGIC, VERSION = 0x474D4350, 4
@@ -49,3 +50,10 @@ def recv_frame(s):
     """(type, payload) of the next frame on socket s."""
     h = _exactly(s, 24)
     return struct.unpack_from("<H", h, 4)[0], _exactly(s, struct.unpack_from("<I", h, 8)[0])
+
+
+def fresh_hello(ram):
+    """A source's HELLO frame on an urgent channel, claiming a new random session."""
+    sid = struct.unpack("<Q", os.urandom(8))[0]
+    return frame(HELLO, struct.pack(HELLO_FMT, VERSION, ROLE_SOURCE, CHAN_URGENT, 4096, 0, sid,
+                                    ram, 0, 1, 1, 0, 0))

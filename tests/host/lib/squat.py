@@ -14,22 +14,17 @@ and how often it was told BUSY.  Stops after --seconds (default 30).
 Loopback only.
 """
 import argparse
-import os
 import socket
 import struct
 import time
 
-from migwire import (AUTH, AUTH_SECRET, CHAN_URGENT, ERROR, HELLO, HELLO_FMT, ROLE_SOURCE,
-                     VERSION, frame, recv_frame)
+from migwire import AUTH, AUTH_SECRET, ERROR, fresh_hello, recv_frame
 
 
 def claim(host, port, ram):
     """A socket holding a claim, or None when the destination said BUSY."""
     s = socket.create_connection((host, port), timeout=2)
-    sid = struct.unpack("<Q", os.urandom(8))[0]
-    hello = struct.pack(HELLO_FMT, VERSION, ROLE_SOURCE, CHAN_URGENT, 4096, 0, sid, ram,
-                        0, 1, 1, 0, 0)
-    s.sendall(frame(HELLO, hello))
+    s.sendall(fresh_hello(ram))
     kind, _ = recv_frame(s)
     if kind == ERROR:
         s.close()

@@ -22,8 +22,7 @@ import subprocess
 import sys
 import time
 
-from migwire import (AUTH, AUTH_SECRET, CHAN_URGENT, ERROR, HELLO, HELLO_FMT, ROLE_SOURCE,
-                     VERSION, frame, recv_frame)
+from migwire import AUTH, AUTH_SECRET, ERROR, fresh_hello, recv_frame
 
 
 def accepted(port, pid):
@@ -50,12 +49,10 @@ def main():
         time.sleep(0.1)
     else:
         sys.exit("stalled-accept.py: the destination never accepted the connection")
-    sid = struct.unpack("<Q", os.urandom(8))[0]
-    hello = struct.pack(HELLO_FMT, VERSION, ROLE_SOURCE, CHAN_URGENT, 4096, 0, sid, a.ram,
-                        0, 1, 1, 0, 0)
+    hello = fresh_hello(a.ram)
     os.kill(a.pid, signal.SIGSTOP)
     try:
-        s.sendall(frame(HELLO, hello))
+        s.sendall(hello)
         time.sleep(a.stop_ms / 1000)
     finally:
         os.kill(a.pid, signal.SIGCONT)
