@@ -154,28 +154,15 @@ void mig_dest_abort(struct mig_dest *d, const char *why)
 /*
  * QEMU's status of the incoming migration (d->lock held).  A broken link
  * before the vCPUs run is the phase it broke in (the source runs the VM);
- * COMPLETE being sent is still postcopy: completed is COMPLETE sent.
+ * a recovery asked for by migrate-recover is QEMU's postcopy-recover-setup.
  */
 static enum mig_phase phase_locked(struct mig_dest *d)
 {
-	static const enum mig_phase as_mig[DEST_NR_PHASES] = {
-		[DEST_LISTENING] = MIG_PHASE_SETUP,
-		[DEST_PRECOPY] = MIG_PHASE_PRECOPY,
-		[DEST_PRECOPY_BROKEN] = MIG_PHASE_PRECOPY,
-		[DEST_SWITCHING] = MIG_PHASE_SWITCHOVER,
-		[DEST_SWITCHING_BROKEN] = MIG_PHASE_SWITCHOVER,
-		[DEST_POSTCOPY] = MIG_PHASE_POSTCOPY,
-		[DEST_RECOVERING] = MIG_PHASE_RECOVER,
-		[DEST_COMPLETING] = MIG_PHASE_POSTCOPY,
-		[DEST_COMPLETING_BROKEN] = MIG_PHASE_POSTCOPY,
-		[DEST_COMPLETE] = MIG_PHASE_COMPLETED,
-		[DEST_FAILED] = MIG_PHASE_FAILED,
-	};
 	enum dest_phase ph = dest_phase(d);
 
 	if (ph == DEST_RECOVERING && d->listen.recover_asked)
 		return MIG_PHASE_RECOVER_SETUP;
-	return as_mig[ph];
+	return dest_phase_status(ph);
 }
 
 enum mig_phase mig_dest_phase(struct mig_dest *d)

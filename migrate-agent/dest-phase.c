@@ -13,51 +13,54 @@
 
 #define TO(ph) (1u << (ph))
 
-/* The transitions allowed: the diagram in dest.h, row by row. */
-static const unsigned allowed[DEST_NR_PHASES] = {
-	[DEST_LISTENING] = TO(DEST_PRECOPY) | TO(DEST_FAILED),
-	[DEST_PRECOPY] = TO(DEST_PRECOPY_BROKEN) | TO(DEST_SWITCHING) | TO(DEST_FAILED),
-	[DEST_PRECOPY_BROKEN] = TO(DEST_PRECOPY) | TO(DEST_SWITCHING_BROKEN) | TO(DEST_FAILED),
-	[DEST_SWITCHING] = TO(DEST_SWITCHING_BROKEN) | TO(DEST_POSTCOPY) | TO(DEST_FAILED),
-	[DEST_SWITCHING_BROKEN] = TO(DEST_RECOVERING) | TO(DEST_FAILED),
-	[DEST_POSTCOPY] = TO(DEST_RECOVERING) | TO(DEST_COMPLETING) | TO(DEST_FAILED),
-	[DEST_RECOVERING] = TO(DEST_POSTCOPY) | TO(DEST_FAILED),
-	[DEST_COMPLETING] =
-	    TO(DEST_COMPLETING_BROKEN) | TO(DEST_COMPLETE) | TO(DEST_POSTCOPY) | TO(DEST_FAILED),
-	[DEST_COMPLETING_BROKEN] = TO(DEST_COMPLETE) | TO(DEST_RECOVERING) | TO(DEST_FAILED),
-};
-
-/* Where a break takes each phase: DEST_NR_PHASES, nowhere (already broken, or over). */
-static const enum dest_phase broken_twin[DEST_NR_PHASES] = {
-	[DEST_LISTENING] = DEST_NR_PHASES,
-	[DEST_PRECOPY] = DEST_PRECOPY_BROKEN,
-	[DEST_PRECOPY_BROKEN] = DEST_NR_PHASES,
-	[DEST_SWITCHING] = DEST_SWITCHING_BROKEN,
-	[DEST_SWITCHING_BROKEN] = DEST_NR_PHASES,
-	[DEST_POSTCOPY] = DEST_RECOVERING,
-	[DEST_RECOVERING] = DEST_NR_PHASES,
-	[DEST_COMPLETING] = DEST_COMPLETING_BROKEN,
-	[DEST_COMPLETING_BROKEN] = DEST_NR_PHASES,
-	[DEST_COMPLETE] = DEST_NR_PHASES,
-	[DEST_FAILED] = DEST_NR_PHASES,
+/*
+ * The diagram in dest.h, one row per phase: its name, the phases it may
+ * move to, where a break takes it (DEST_NR_PHASES: nowhere, as it is
+ * broken or over already), and the QEMU status it reads as.
+ */
+static const struct dest_phase_row {
+	const char *name;
+	unsigned to;
+	enum dest_phase broken;
+	enum mig_phase status;
+} rows[DEST_NR_PHASES] = {
+	[DEST_LISTENING] = { "listening", TO(DEST_PRECOPY) | TO(DEST_FAILED), DEST_NR_PHASES,
+			     MIG_PHASE_SETUP },
+	[DEST_PRECOPY] = { "precopy",
+			   TO(DEST_PRECOPY_BROKEN) | TO(DEST_SWITCHING) | TO(DEST_FAILED),
+			   DEST_PRECOPY_BROKEN, MIG_PHASE_PRECOPY },
+	[DEST_PRECOPY_BROKEN] = { "precopy-broken",
+				  TO(DEST_PRECOPY) | TO(DEST_SWITCHING_BROKEN) | TO(DEST_FAILED),
+				  DEST_NR_PHASES, MIG_PHASE_PRECOPY },
+	[DEST_SWITCHING] = { "switching",
+			     TO(DEST_SWITCHING_BROKEN) | TO(DEST_POSTCOPY) | TO(DEST_FAILED),
+			     DEST_SWITCHING_BROKEN, MIG_PHASE_SWITCHOVER },
+	[DEST_SWITCHING_BROKEN] = { "switching-broken", TO(DEST_RECOVERING) | TO(DEST_FAILED),
+				    DEST_NR_PHASES, MIG_PHASE_SWITCHOVER },
+	[DEST_POSTCOPY] = { "postcopy", TO(DEST_RECOVERING) | TO(DEST_COMPLETING) | TO(DEST_FAILED),
+			    DEST_RECOVERING, MIG_PHASE_POSTCOPY },
+	[DEST_RECOVERING] = { "recovering", TO(DEST_POSTCOPY) | TO(DEST_FAILED), DEST_NR_PHASES,
+			      MIG_PHASE_RECOVER },
+	/* COMPLETE being sent is still postcopy: completed is COMPLETE sent. */
+	[DEST_COMPLETING] = { "completing",
+			      TO(DEST_COMPLETING_BROKEN) | TO(DEST_COMPLETE) | TO(DEST_POSTCOPY) |
+				  TO(DEST_FAILED),
+			      DEST_COMPLETING_BROKEN, MIG_PHASE_POSTCOPY },
+	[DEST_COMPLETING_BROKEN] = { "completing-broken",
+				     TO(DEST_COMPLETE) | TO(DEST_RECOVERING) | TO(DEST_FAILED),
+				     DEST_NR_PHASES, MIG_PHASE_POSTCOPY },
+	[DEST_COMPLETE] = { "complete", 0, DEST_NR_PHASES, MIG_PHASE_COMPLETED },
+	[DEST_FAILED] = { "failed", 0, DEST_NR_PHASES, MIG_PHASE_FAILED },
 };
 
 const char *dest_phase_name(enum dest_phase ph)
 {
-	static const char *const names[DEST_NR_PHASES] = {
-		[DEST_LISTENING] = "listening",
-		[DEST_PRECOPY] = "precopy",
-		[DEST_PRECOPY_BROKEN] = "precopy-broken",
-		[DEST_SWITCHING] = "switching",
-		[DEST_SWITCHING_BROKEN] = "switching-broken",
-		[DEST_POSTCOPY] = "postcopy",
-		[DEST_RECOVERING] = "recovering",
-		[DEST_COMPLETING] = "completing",
-		[DEST_COMPLETING_BROKEN] = "completing-broken",
-		[DEST_COMPLETE] = "complete",
-		[DEST_FAILED] = "failed",
-	};
-	return (unsigned)ph < DEST_NR_PHASES ? names[ph] : "?";
+	return (unsigned)ph < DEST_NR_PHASES ? rows[ph].name : "?";
+}
+
+enum mig_phase dest_phase_status(enum dest_phase ph)
+{
+	return rows[ph].status;
 }
 
 /* Any thread, any lock: see dest.h for what a reader without d->lock may assume. */
@@ -78,7 +81,7 @@ bool dest_phase_enter(struct mig_dest *d, enum dest_phase to)
 
 	if (from == DEST_COMPLETE || from == DEST_FAILED)
 		return false;
-	if ((unsigned)to >= DEST_NR_PHASES || !(allowed[from] & TO(to))) {
+	if ((unsigned)to >= DEST_NR_PHASES || !(rows[from].to & TO(to))) {
 		pr_mig("bug: the destination's phase cannot go from %s to %s: refused\n",
 		       dest_phase_name(from), dest_phase_name(to));
 		return false;
@@ -96,7 +99,7 @@ bool dest_phase_enter(struct mig_dest *d, enum dest_phase to)
  */
 bool dest_phase_break(struct mig_dest *d, const char *why)
 {
-	enum dest_phase to = broken_twin[d->phase];
+	enum dest_phase to = rows[d->phase].broken;
 
 	if (d->phase == DEST_LISTENING)
 		return dest_phase_enter(d, DEST_PRECOPY_BROKEN); /* logs it */

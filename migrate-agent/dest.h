@@ -339,6 +339,8 @@ void dest_links_free(struct mig_dest *d);
 
 /* dest-phase.c */
 const char *dest_phase_name(enum dest_phase ph);
+/* QEMU's status of a phase (its row in dest-phase.c). */
+enum mig_phase dest_phase_status(enum dest_phase ph);
 enum dest_phase dest_phase(struct mig_dest *d);
 bool dest_phase_enter(struct mig_dest *d, enum dest_phase to);
 bool dest_phase_break(struct mig_dest *d, const char *why);
