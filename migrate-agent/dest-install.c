@@ -129,14 +129,15 @@ void dest_after_installs(struct mig_dest *d)
 /*
  * Pages first .. first + n - 1, every one claimed by the caller (the words
  * the claims replaced in old[]), installed from data (page aligned, n
- * pages; NULL: zero pages) with one call into the kernel: the one install
- * path of every arrival.  On failure the claims are given back and the
- * migration fails: -errno.
+ * pages; NULL: zero pages; zeros: those of them filled with zeros, or
+ * NULL) with one call into the kernel: the one install path of every
+ * arrival.  On failure the claims are given back and the migration fails:
+ * -errno.
  */
 int dest_install_run(struct mig_dest *d, uint64_t first, unsigned n, void *data,
-		     enum ram_arrival by, const uint64_t *old)
+		     const uint64_t *zeros, enum ram_arrival by, const uint64_t *old)
 {
-	int r = ram_install_claimed(d->ram, first, data, n, by);
+	int r = ram_install_claimed(d->ram, first, data, n, by, zeros);
 	if (r) {
 		for (unsigned k = 0; k < n; k++)
 			ram_unclaim(d->ram, first + k, old[k]);
@@ -159,7 +160,7 @@ int dest_install_staged(struct mig_dest *d, uint64_t i)
 	if (!dest_claim_page(d, i, RAM_BY_PRECOPY, &old))
 		return 0;
 	void *copy = ram_word_zero(old) ? NULL : d->stage + i * PAGE_SIZE;
-	return dest_install_run(d, i, 1, copy, RAM_BY_PRECOPY, &old);
+	return dest_install_run(d, i, 1, copy, NULL, RAM_BY_PRECOPY, &old);
 }
 
 /*
@@ -216,7 +217,7 @@ static void install_staged_chunk(struct mig_dest *d, uint64_t first, uint64_t en
 		if (d->o.x_stager_delay_us) /* a slow install, for the tests */
 			usleep((useconds_t)d->o.x_stager_delay_us * n);
 		void *data = ram_word_zero(old[0]) ? NULL : d->stage + i * PAGE_SIZE;
-		if (dest_install_run(d, i, n, data, RAM_BY_PRECOPY, old))
+		if (dest_install_run(d, i, n, data, NULL, RAM_BY_PRECOPY, old))
 			return; /* the migration failed (reported) */
 		i += n;
 	}

@@ -151,7 +151,10 @@ static void blocktime(struct mig_dest *d, struct mig_dest_metrics *m, uint64_t *
 	m->blocktime_vcpu_us = *vcpu_us;
 }
 
-/* The RAM's back end, and the faults its faulting threads served themselves (kvm-exit). */
+/*
+ * The RAM's back end, the faults its faulting threads served themselves
+ * (kvm-exit), and its install calls.
+ */
 static void own_thread(struct mig_dest *d, struct mig_dest_metrics *m)
 {
 	const struct ram_backend_ops *ops = d->ram ? ram_backend(d->ram) : NULL;
@@ -160,6 +163,7 @@ static void own_thread(struct mig_dest *d, struct mig_dest_metrics *m)
 		return;
 	ram_get_stats(d->ram, &st);
 	m->faults_own_thread = st.own_thread;
+	m->install_calls = st.install_calls;
 	m->ram_backend = ops ? ops->name : NULL;
 }
 

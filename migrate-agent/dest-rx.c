@@ -19,13 +19,85 @@ int dest_flush_run(struct mig_dest *d, struct run *run)
 	if (!n)
 		return 0;
 	run->n = 0;
-	return dest_install_run(d, run->first, n, run->zero ? NULL : run->buf, run->by, run->old);
+	return dest_install_run(d, run->first, n, run->zero ? NULL : run->buf,
+				run->zero ? NULL : &run->zeros, run->by, run->old);
 }
 
-/* Does page i (zero or not, arrived by) extend the run? */
-static int extends(const struct run *run, uint64_t i, int zero, enum ram_arrival by)
+/*
+ * Zero pages inside a run of data pages: a stretch of at most
+ * ZERO_FOLD_MAX of them is filled with zeros and copied with the run (the
+ * record still says zero), so that they do not cut it in three calls into
+ * the kernel.  A page of zeros copied costs a page of memory and a copy;
+ * each call saved cost more (25k UFFDIO_COPY and UFFDIO_ZEROPAGE calls for
+ * 64k pages, a quarter of them zero at random, against 2k: docs/bench.md).
+ * Longer stretches stay zero runs, so a guest's untouched memory takes no
+ * memory at the destination.
+ */
+#define ZERO_FOLD_MAX 4
+
+/* Does page i (arrived by) continue the run? */
+static int extends(const struct run *run, uint64_t i, enum ram_arrival by)
 {
-	return i == run->first + run->n && run->n < RUN_MAX && zero == run->zero && by == run->by;
+	return i == run->first + run->n && run->n < RUN_MAX && by == run->by;
+}
+
+/* A zero run short enough becomes a run of data whose pages are all zero-filled. */
+static void zero_run_to_data(struct run *run)
+{
+	memset(run->buf, 0, (size_t)run->n * PAGE_SIZE);
+	run->zero = 0;
+	run->zeros = (run->n < 64 ? 1ull << run->n : 0) - 1;
+	run->zero_tail = run->n;
+}
+
+/*
+ * A data run whose zero tail is at the fold's limit: its data part is
+ * installed, its tail becomes a run of zero pages (claims kept).
+ */
+static int split_zero_tail(struct mig_dest *d, struct run *run)
+{
+	unsigned data = run->n - run->zero_tail;
+	int r = dest_install_run(d, run->first, data, run->buf, &run->zeros, run->by, run->old);
+	if (r)
+		return r;
+	memmove(run->old, run->old + data, run->zero_tail * sizeof(run->old[0]));
+	run->first += data;
+	run->n = run->zero_tail;
+	run->zero = 1;
+	run->zeros = 0;
+	return 0;
+}
+
+/* Before page i (zero or not) joins the run: the installs its kind asks for.  0 or -errno. */
+static int make_room(struct mig_dest *d, struct run *run, uint64_t i, int zero, enum ram_arrival by)
+{
+	if (!run->n)
+		return 0;
+	if (!extends(run, i, by))
+		return dest_flush_run(d, run);
+	if (run->zero && !zero && run->n > ZERO_FOLD_MAX)
+		return dest_flush_run(d, run);
+	if (run->zero && !zero)
+		zero_run_to_data(run);
+	if (!run->zero && zero && run->zero_tail >= ZERO_FOLD_MAX)
+		return split_zero_tail(d, run);
+	return 0;
+}
+
+/* The claimed page i (zero or not), its payload already in the run's slot, appended. */
+static void append(struct run *run, uint64_t i, int zero, enum ram_arrival by, uint64_t old)
+{
+	if (!run->n) {
+		run->first = i;
+		run->zero = zero;
+		run->zeros = 0;
+		run->zero_tail = 0;
+		run->by = by;
+	}
+	if (!run->zero && zero)
+		run->zeros |= 1ull << run->n;
+	run->zero_tail = zero ? run->zero_tail + 1 : 0;
+	run->old[run->n++] = old;
 }
 
 /* Add page i (raw, zstd or zero) to the run, installing the run first if i does not extend it. */
@@ -33,19 +105,18 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 		   const uint8_t *data, enum ram_arrival by, char *err, size_t errlen)
 {
 	int zero = pg->encoding == MIG_PAGE_ZERO;
-	if (run->n && !extends(run, i, zero, by)) {
-		int r = dest_flush_run(d, run);
-		if (r)
-			return r;
-	}
+	int r = make_room(d, run, i, zero, by);
+	if (r)
+		return r;
 	uint64_t old;
 	if (!dest_claim_page(d, i, by, &old))
 		return 0;
 	uint8_t *slot = run->buf + (size_t)run->n * PAGE_SIZE;
 	if (zero) {
-		/* nothing to copy */
+		if (run->n && !run->zero)
+			memset(slot, 0, PAGE_SIZE); /* folded into the data run */
 	} else if (pg->encoding == MIG_PAGE_ZSTD) {
-		int r = mig_page_decode(pg, data, slot, err, errlen);
+		r = mig_page_decode(pg, data, slot, err, errlen);
 		if (r) {
 			ram_unclaim(d->ram, i, old);
 			return r;
@@ -53,12 +124,7 @@ static int run_add(struct mig_dest *d, struct run *run, uint64_t i, const struct
 	} else {
 		memcpy(slot, data, PAGE_SIZE);
 	}
-	if (!run->n) {
-		run->first = i;
-		run->zero = zero;
-		run->by = by;
-	}
-	run->old[run->n++] = old;
+	append(run, i, zero, by, old);
 	return 0;
 }
 
@@ -150,7 +216,7 @@ static int rx_run(struct mig_dest *d, struct mig_conn *c, struct run *run, const
 			continue;
 		if (k > a)
 			r = dest_install_run(d, first + a, k - a,
-					     data ? data + (size_t)a * PAGE_SIZE : NULL,
+					     data ? data + (size_t)a * PAGE_SIZE : NULL, NULL,
 					     RAM_BY_PUSH, run->old);
 		a = k + 1;
 	}

@@ -111,6 +111,7 @@ struct dest_claim {
  */
 #define RUN_MAX 32
 _Static_assert(RUN_MAX >= MIG_MAX_RUN_PAGES, "a PAGE_RUN fits a run");
+_Static_assert(RUN_MAX <= 64, "a run's zero pages fit struct run's zeros");
 
 struct run {
 	uint8_t *buf; /* RUN_MAX pages, private anonymous */
@@ -122,7 +123,13 @@ struct run {
 	uint8_t *direct;
 	uint64_t first;
 	unsigned n;
-	int zero;	       /* a run of zero pages (nothing in buf) */
+	int zero; /* a run of zero pages (nothing in buf) */
+	/*
+	 * A run of data: its zero pages, filled with zeros in buf (bit k for
+	 * page first + k), and how many of them end it.
+	 */
+	uint64_t zeros;
+	unsigned zero_tail;
 	enum ram_arrival by;   /* every page's */
 	uint64_t old[RUN_MAX]; /* the record's words the claims replaced */
 };
@@ -380,7 +387,7 @@ bool dest_claim_page(struct mig_dest *d, uint64_t i, enum ram_arrival by, uint64
 void dest_installed(struct mig_dest *d, uint64_t i, uint64_t old, uint64_t now);
 void dest_after_installs(struct mig_dest *d);
 int dest_install_run(struct mig_dest *d, uint64_t first, unsigned n, void *data,
-		     enum ram_arrival by, const uint64_t *old);
+		     const uint64_t *zeros, enum ram_arrival by, const uint64_t *old);
 int dest_install_staged(struct mig_dest *d, uint64_t i);
 void *dest_stager_thread(void *arg);
 

@@ -351,6 +351,7 @@ int mig_metrics_write_dest(const struct mig_dest_metrics *m, FILE *f)
 	put_u64(o, "faults", c->faults);
 	put_u64(o, "faults_deduped", c->requests_deduped);
 	put_u64(o, "faults_own_thread", m->faults_own_thread);
+	put_u64(o, "install_calls", m->install_calls);
 	json_object_object_add(o, "ram_backend",
 			       m->ram_backend ? json_object_new_string(m->ram_backend) : NULL);
 	json_object_object_add(o, "fault_latency_us", fault_latency(c));

@@ -81,6 +81,7 @@ struct mig_dest_metrics {
 	struct mig_tls_ctx *tls;    /* NULL: plain TCP, "tls": null */
 	const char *ram_backend;    /* the RAM's back end; NULL: none (disarmed) */
 	uint64_t faults_own_thread; /* faults the faulting thread served (kvm-exit) */
+	uint64_t install_calls;	    /* the RAM back end's install calls */
 	/*
 	 * QEMU's postcopy-blocktime (all vCPUs blocked at once) and
 	 * postcopy-vcpu-blocktime, in us, for blocktime_vcpus vCPUs; -1: not

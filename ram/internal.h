@@ -72,7 +72,7 @@ struct ram {
 	} waits;
 	struct {
 		_Atomic uint64_t faults, requests, dup_faults, late_faults, installed, zeroed, dups,
-		    eexist, own_thread;
+		    eexist, own_thread, install_calls;
 	} st;
 };
 

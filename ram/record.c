@@ -125,6 +125,7 @@ static int install_pages(struct ram *ram, uint64_t off, void *pages, uint64_t n)
 	int r;
 
 	if (run && n > 1) {
+		atomic_fetch_add(&ram->st.install_calls, 1);
 		r = pages ? ram->ops->install_run(ram, off, pages, n * PAGE_SIZE)
 			  : ram->ops->zero_run(ram, off, n * PAGE_SIZE);
 		if (r > 0)
@@ -134,6 +135,7 @@ static int install_pages(struct ram *ram, uint64_t off, void *pages, uint64_t n)
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t o = off + i * PAGE_SIZE;
 
+		atomic_fetch_add(&ram->st.install_calls, 1);
 		r = install_one(ram, o, pages ? (char *)pages + i * PAGE_SIZE : NULL);
 		if (r == -EEXIST) {
 			atomic_fetch_add(&ram->st.eexist, 1);
@@ -145,9 +147,27 @@ static int install_pages(struct ram *ram, uint64_t off, void *pages, uint64_t n)
 	return 0;
 }
 
-int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, enum ram_arrival by)
+/* Pages pg .. pg + n - 1 PRESENT, arrived by, zero as !pages or as their bit in zeros: how many zero. */
+static uint64_t mark_present(struct ram *ram, uint64_t pg, uint64_t n, enum ram_arrival by,
+			     bool all_zero, const uint64_t *zeros)
 {
-	uint64_t w;
+	uint64_t w = make_word(ram, RAM_PAGE_PRESENT, by, all_zero), nr_zero = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t wi = w;
+
+		if (zeros && (zeros[i / 64] >> (i % 64) & 1))
+			wi |= RAM_WORD_ZERO;
+		nr_zero += ram_word_zero(wi);
+		atomic_store_explicit(&ram->pages[pg + i], wi, memory_order_release);
+	}
+	return nr_zero;
+}
+
+int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, enum ram_arrival by,
+			const uint64_t *zeros)
+{
+	uint64_t nr_zero;
 	int r;
 
 	if (pg >= ram->nr_pages || n > ram->nr_pages - pg || !ram->ops)
@@ -155,13 +175,12 @@ int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, e
 	r = install_pages(ram, pg << PAGE_SHIFT, pages, n);
 	if (r < 0)
 		return r;
-	w = make_word(ram, RAM_PAGE_PRESENT, by, !pages);
-	for (uint64_t i = 0; i < n; i++)
-		atomic_store_explicit(&ram->pages[pg + i], w, memory_order_release);
+	nr_zero = mark_present(ram, pg, n, by, !pages, pages ? zeros : NULL);
 	ram_blocktime_end(ram, pg, n);
 	ram_waiters_end(ram, pg, n);
 	atomic_fetch_add(&ram->nr_present, n);
-	atomic_fetch_add(pages ? &ram->st.installed : &ram->st.zeroed, n);
+	atomic_fetch_add(&ram->st.installed, n - nr_zero);
+	atomic_fetch_add(&ram->st.zeroed, nr_zero);
 	return 0;
 }
 
@@ -179,7 +198,7 @@ int ram_install(struct ram *ram, uint64_t pg, void *page)
 		atomic_fetch_add(&ram->st.dups, 1);
 		return 0;
 	}
-	r = ram_install_claimed(ram, pg, page, 1, RAM_BY_SOURCE);
+	r = ram_install_claimed(ram, pg, page, 1, RAM_BY_SOURCE, NULL);
 	if (r < 0)
 		ram_unclaim(ram, pg, old);
 	return r;
@@ -201,4 +220,5 @@ void ram_get_stats(const struct ram *ram, struct ram_stats *st)
 	st->dups = atomic_load(&ram->st.dups);
 	st->eexist = atomic_load(&ram->st.eexist);
 	st->own_thread = atomic_load(&ram->st.own_thread);
+	st->install_calls = atomic_load(&ram->st.install_calls);
 }

@@ -201,15 +201,16 @@ int ram_blocktime_start(struct ram *ram, unsigned nr, int (*vcpu_of)(void *arg, 
 int ram_blocktime_get(const struct ram *ram, uint64_t *all_us, uint64_t *vcpu_us, unsigned max);
 
 struct ram_stats {
-	uint64_t faults;      /* fault messages read */
-	uint64_t requests;    /* pages asked of the source */
-	uint64_t dup_faults;  /* faults on pages already requested */
-	uint64_t late_faults; /* faults on pages already present */
-	uint64_t installed;   /* pages installed with data */
-	uint64_t zeroed;      /* pages installed as zero */
-	uint64_t dups;	      /* ram_install*() of a page already there or claimed */
-	uint64_t eexist;      /* the kernel had a page the record did not (should stay 0) */
-	uint64_t own_thread;  /* faults served on the faulting thread (kvm-exit's path only) */
+	uint64_t faults;	/* fault messages read */
+	uint64_t requests;	/* pages asked of the source */
+	uint64_t dup_faults;	/* faults on pages already requested */
+	uint64_t late_faults;	/* faults on pages already present */
+	uint64_t installed;	/* pages installed with data */
+	uint64_t zeroed;	/* zero pages installed (mapped, or copied inside a run) */
+	uint64_t dups;		/* ram_install*() of a page already there or claimed */
+	uint64_t eexist;	/* the kernel had a page the record did not (should stay 0) */
+	uint64_t own_thread;	/* faults served on the faulting thread (kvm-exit's path only) */
+	uint64_t install_calls; /* the back end's calls that installed them */
 };
 
 void ram_get_stats(const struct ram *ram, struct ram_stats *st);

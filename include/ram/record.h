@@ -114,9 +114,13 @@ void ram_unclaim(struct ram *ram, uint64_t pg, uint64_t old);
  * (n pages; NULL: zero pages) and wakes their waiters: one call into the
  * kernel for the run where the back end has install_run / zero_run, else
  * page by page (a moving back end takes the buffer's pages).  The pages
- * become PRESENT, arrived `by` now.  0, or a fatal -errno (the pages stay
+ * become PRESENT, arrived `by` now.  `zeros` (NULL: none): a bitmap, bit k
+ * for page pg + k, of the pages in `pages` the caller filled with zeros,
+ * so that a few zero pages do not split a run in two calls; the record
+ * still says they are zero pages.  0, or a fatal -errno (the pages stay
  * INSTALLING: give them back with ram_unclaim()).
  */
-int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, enum ram_arrival by);
+int ram_install_claimed(struct ram *ram, uint64_t pg, void *pages, uint64_t n, enum ram_arrival by,
+			const uint64_t *zeros);
 
 #endif /* RAM_RECORD_H */

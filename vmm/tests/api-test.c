@@ -165,7 +165,8 @@ static int install_from(struct async_source *s, struct ram *ram, uint8_t *bounce
 	if (!ram_claim(ram, pg, from, RAM_PAGE_INSTALLING, RAM_BY_SOURCE, false, &old))
 		return 1;
 	memcpy(bounce, s->image + pg * PAGE_SIZE, PAGE_SIZE);
-	r = ram_install_claimed(ram, pg, page_is_zero(bounce) ? NULL : bounce, 1, RAM_BY_SOURCE);
+	r = ram_install_claimed(ram, pg, page_is_zero(bounce) ? NULL : bounce, 1, RAM_BY_SOURCE,
+				NULL);
 	if (r < 0)
 		ram_unclaim(ram, pg, old);
 	return r;
