@@ -152,73 +152,91 @@ static int uffd_copy(struct ram *ram, uint64_t off, void *page)
 
 static int uffd_wake(struct ram *ram, uint64_t off, uint64_t len);
 
+enum run_op {
+	RUN_COPY,
+	RUN_MOVE,
+	RUN_ZERO
+};
+
 /*
- * One UFFDIO_COPY for the run.  The kernel stops at a page already there
+ * One ioctl of op over len bytes at off (from pages, NULL for zero
+ * pages): 0 when it did them all, else the kernel's count, bytes done
+ * (> 0) or -errno.
+ */
+static int64_t run_ioctl(struct ram *ram, enum run_op op, uint64_t off, void *pages, uint64_t len)
+{
+	uint64_t dst = (uintptr_t)ram->host + off;
+
+	if (op == RUN_COPY) {
+		struct uffdio_copy c = { .dst = dst, .src = (uintptr_t)pages, .len = len };
+
+		return ioctl(ram->fd, UFFDIO_COPY, &c) == 0 ? 0 : c.copy ? c.copy : -errno;
+	}
+	if (op == RUN_MOVE) {
+		struct uffdio_move m = { .dst = dst, .src = (uintptr_t)pages, .len = len };
+
+		return ioctl(ram->fd, UFFDIO_MOVE, &m) == 0 ? 0 : m.move ? m.move : -errno;
+	}
+	struct uffdio_zeropage z = { .range = { .start = dst, .len = len } };
+
+	return ioctl(ram->fd, UFFDIO_ZEROPAGE, &z) == 0 ? 0 : z.zeropage ? z.zeropage : -errno;
+}
+
+/*
+ * One ioctl for the run.  The kernel stops at a page already there
  * (EEXIST for that page if it is the first, else a partial count and
  * EAGAIN) or when the address space changes (EAGAIN): continue after the
- * pages done, skipping (and waking) a page found there.
+ * pages done, skipping (and waking) a page found there.  A page UFFDIO_MOVE
+ * cannot take (EBUSY: not exclusive to this process) is copied instead.
+ * How many pages were there already, or a fatal -errno.
  */
-static int uffd_copy_run(struct ram *ram, uint64_t off, void *pages, uint64_t len)
+static int uffd_run(struct ram *ram, enum run_op op, uint64_t off, void *pages, uint64_t len)
 {
 	uint64_t done = 0;
 	int existed = 0;
 
 	while (done < len) {
-		struct uffdio_copy c = {
-			.dst = (uintptr_t)ram->host + off + done,
-			.src = (uintptr_t)pages + done,
-			.len = len - done,
-		};
+		void *from = pages ? (char *)pages + done : NULL;
+		int64_t r = run_ioctl(ram, op, off + done, from, len - done);
 
-		if (ioctl(ram->fd, UFFDIO_COPY, &c) == 0)
+		if (r == -EBUSY && op == RUN_MOVE) {
+			r = run_ioctl(ram, RUN_COPY, off + done, from, PAGE_SIZE);
+			if (r == 0)
+				r = PAGE_SIZE;
+		}
+		if (r == 0)
 			return existed;
-		if (c.copy > 0) {
-			done += (uint64_t)c.copy;
-		} else if (c.copy == -EEXIST) {
-			int r = uffd_wake(ram, off + done, PAGE_SIZE);
+		if (r > 0) {
+			done += (uint64_t)r;
+		} else if (r == -EEXIST) {
+			int w = uffd_wake(ram, off + done, PAGE_SIZE);
 
-			if (r < 0)
-				return r;
+			if (w < 0)
+				return w;
 			existed++;
 			done += PAGE_SIZE;
-		} else if (c.copy == -EAGAIN || (c.copy == 0 && errno == EAGAIN)) {
+		} else if (r == -EAGAIN) {
 			sched_yield();
 		} else {
-			return c.copy < 0 ? (int)c.copy : -errno;
+			return (int)r;
 		}
 	}
 	return existed;
 }
 
-/* One UFFDIO_ZEROPAGE for the run, continuing as uffd_copy_run does. */
+static int uffd_copy_run(struct ram *ram, uint64_t off, void *pages, uint64_t len)
+{
+	return uffd_run(ram, RUN_COPY, off, pages, len);
+}
+
+static int uffd_move_run(struct ram *ram, uint64_t off, void *pages, uint64_t len)
+{
+	return uffd_run(ram, RUN_MOVE, off, pages, len);
+}
+
 static int uffd_zero_run(struct ram *ram, uint64_t off, uint64_t len)
 {
-	uint64_t done = 0;
-	int existed = 0;
-
-	while (done < len) {
-		struct uffdio_zeropage z = {
-			.range = { .start = (uintptr_t)ram->host + off + done, .len = len - done },
-		};
-
-		if (ioctl(ram->fd, UFFDIO_ZEROPAGE, &z) == 0)
-			return existed;
-		if (z.zeropage > 0) {
-			done += (uint64_t)z.zeropage;
-		} else if (z.zeropage == -EEXIST) {
-			int r = uffd_wake(ram, off + done, PAGE_SIZE);
-
-			if (r < 0)
-				return r;
-			existed++;
-			done += PAGE_SIZE;
-		} else if (z.zeropage == -EAGAIN || (z.zeropage == 0 && errno == EAGAIN)) {
-			sched_yield();
-		} else {
-			return z.zeropage < 0 ? (int)z.zeropage : -errno;
-		}
-	}
-	return existed;
+	return uffd_run(ram, RUN_ZERO, off, NULL, len);
 }
 
 static int uffd_move(struct ram *ram, uint64_t off, void *page)
@@ -286,6 +304,7 @@ const struct ram_backend_ops ram_backend_uffd_move = {
 	.fault_fd = uffd_fault_fd,
 	.read_faults = uffd_read_faults,
 	.install = uffd_move,
+	.install_run = uffd_move_run,
 	.zero_run = uffd_zero_run,
 	.zero = uffd_zero,
 	.wake = uffd_wake,

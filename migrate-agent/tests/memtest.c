@@ -16,7 +16,7 @@
  *   either:        [--idle-ms MS] (the link watchdog's limit, default 10000)
  *   mig-memtest dest --listen tcp:H:P --mem SIZE [--touch seq|random|stride|none]
  *                    [--stride PAGES] [--touch-start PAGE] [--touch-ns NS] [--touchers N]
- *                    [--metrics FILE]
+ *                    [--metrics FILE] [--ram-backend uffd|uffd-move|userfault]
  *                    [--recover-ms MS] [--busy-poll] [--x-stager-delay-us US]
  *   either, TLS:   [--tls-creds DIR | --tls-psk FILE] [--tls-hostname NAME]
  *   either:        [--features-off MASK] (HELLO features not announced, as
@@ -46,7 +46,9 @@
  * first, S the bytes sent on both channels (src_publish()'s figure), and
  * the same for each phase ("memtest: phase NAME at ...").  --x-stager-delay-us:
  * the destination installs what precopy staged that much slower per page
- * (mig_opts.x_stager_delay_us), as a slow host does.  The destination exits 0 only
+ * (mig_opts.x_stager_delay_us), as a slow host does.  --ram-backend: the
+ * lazy RAM's back end (ram/ram.h; default uffd); kvm-exit is refused, its
+ * faults are a vCPU's.  The destination exits 0 only
  * if every page arrived and the checksum of its RAM equals the source's.
  */
 #include <errno.h>
@@ -325,6 +327,7 @@ static int dst_load(void *ctx, const void *blob, size_t len)
 }
 
 static const char *touch = "random";
+static const char *backend_name = "uffd"; /* --ram-backend */
 static uint64_t touched, stride = 16, touch_start, touch_ns, touchers = 1;
 
 /* The k-th page --touch stride reads: k * stride, wrapping one page on. */
@@ -380,9 +383,20 @@ static int run_dest(struct mig_opts *o)
 		fprintf(stderr, "memtest: dest: %s\n", err);
 		return 1;
 	}
-	int r = ram_create(ram_size, &ram_backend_uffd, &dram);
+	const struct ram_backend_ops *ops = ram_backend_named(backend_name);
+	if (!ops || ops->own_thread_faults) {
+		fprintf(stderr, "memtest: dest: --ram-backend %s: %s\n", backend_name,
+			ops ? "its faults are a vCPU's KVM exits, and mig-memtest has no vCPUs"
+			    : "unknown (uffd, uffd-move, userfault)");
+		return 2;
+	}
+	int r = ram_backend_find(backend_name, &ops);
+	if (!r)
+		r = ram_create(ram_size, ops, &dram);
 	if (r) {
-		fprintf(stderr, "memtest: dest: lazy RAM (userfaultfd): %s\n", strerror(-r));
+		fprintf(stderr, "memtest: dest: lazy RAM (%s%s%s): %s\n", backend_name,
+			ops->needs ? ", which needs " : "", ops->needs ? ops->needs : "",
+			strerror(-r));
 		return 77;
 	}
 	ram = ram_host(dram);
@@ -496,6 +510,8 @@ static int value_opt(struct mig_opts *o, const char *a, const char *v)
 		o->features_off = (uint32_t)strtoul(v, NULL, 0);
 	else if (!strcmp(a, "--touch"))
 		touch = v;
+	else if (!strcmp(a, "--ram-backend"))
+		backend_name = v;
 	else if (!strcmp(a, "--touchers")) {
 		if (!parse_u64(v, 1, 8, &touchers))
 			return 0;
