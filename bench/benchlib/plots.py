@@ -72,7 +72,8 @@ def make_plots(out, ddir, sizes, configs, results, anchor):
                 if os.path.exists(os.path.join(ddir, f"cdf_{c}_{cdf_size}.dat"))]
     arr_cfgs = [c for c in configs
                 if os.path.exists(os.path.join(ddir, f"arrivals_{c}_{cdf_size}.dat"))]
-    size_cfgs = [c for c in configs if any((c, s) in have for s in sizes)]
+    # Against size only with two sizes or more: one point is no line (gnuplot fails on it).
+    size_cfgs = [c for c in configs if any((c, s) in have for s in sizes)] if len(sizes) > 1 else []
     made = []
     jobs = [("pagemap", [c], f"page_map_{c}.png") for c in configs
             if os.path.exists(os.path.join(ddir, f"pagemap_{c}_{cdf_size}.dat"))]
@@ -84,7 +85,7 @@ def make_plots(out, ddir, sizes, configs, results, anchor):
             ("bysize", size_cfgs, "by_size.png")]
     for which, cfgs, png in jobs:
         if not cfgs:
-            step(f"plot {png}: no data")
+            step(f"plot {png}: {'one size' if which == 'bysize' and len(sizes) < 2 else 'no data'}")
             continue
         e = (f"which='{which}'; datadir='{ddir}'; outfile='{os.path.join(out, png)}'; "
              f"configs='{' '.join(cfgs)}'; size='{cdf_size}'; ncols={len(configs) + 1}")
