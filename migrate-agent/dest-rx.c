@@ -52,14 +52,22 @@ static void zero_run_to_data(struct run *run)
 
 /*
  * A data run whose zero tail is at the fold's limit: its data part is
- * installed, its tail becomes a run of zero pages (claims kept).
+ * installed, its tail becomes a run of zero pages (claims kept).  When the
+ * install fails (the migration failed, its claims given back), the tail's
+ * claims are given back too.
  */
 static int split_zero_tail(struct mig_dest *d, struct run *run)
 {
 	unsigned data = run->n - run->zero_tail;
-	int r = dest_install_run(d, run->first, data, run->buf, &run->zeros, run->by, run->old);
-	if (r)
+	int r =
+	    data ? dest_install_run(d, run->first, data, run->buf, &run->zeros, run->by, run->old)
+		 : 0;
+	if (r) {
+		for (unsigned k = data; k < run->n; k++)
+			ram_unclaim(d->ram, run->first + k, run->old[k]);
+		run->n = 0;
 		return r;
+	}
 	memmove(run->old, run->old + data, run->zero_tail * sizeof(run->old[0]));
 	run->first += data;
 	run->n = run->zero_tail;
