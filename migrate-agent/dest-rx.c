@@ -41,13 +41,20 @@ static int extends(const struct run *run, uint64_t i, enum ram_arrival by)
 	return i == run->first + run->n && run->n < RUN_MAX && by == run->by;
 }
 
-/* A zero run short enough becomes a run of data whose pages are all zero-filled. */
+/* A zero run (n <= ZERO_FOLD_MAX) becomes a run of data whose pages are all zero-filled. */
 static void zero_run_to_data(struct run *run)
 {
 	memset(run->buf, 0, (size_t)run->n * PAGE_SIZE);
 	run->zero = 0;
-	run->zeros = (run->n < 64 ? 1ull << run->n : 0) - 1;
-	run->zero_tail = run->n;
+	run->zeros = (1ull << run->n) - 1;
+}
+
+/* How many zero pages end a run of data (n >= 1): its zeros bits from n - 1 down. */
+static unsigned zero_tail(const struct run *run)
+{
+	uint64_t not_zero = ~run->zeros << (64 - run->n);
+
+	return not_zero ? (unsigned)__builtin_clzll(not_zero) : run->n;
 }
 
 /*
@@ -58,7 +65,7 @@ static void zero_run_to_data(struct run *run)
  */
 static int split_zero_tail(struct mig_dest *d, struct run *run)
 {
-	unsigned data = run->n - run->zero_tail;
+	unsigned tail = zero_tail(run), data = run->n - tail;
 	int r =
 	    data ? dest_install_run(d, run->first, data, run->buf, &run->zeros, run->by, run->old)
 		 : 0;
@@ -68,9 +75,9 @@ static int split_zero_tail(struct mig_dest *d, struct run *run)
 		run->n = 0;
 		return r;
 	}
-	memmove(run->old, run->old + data, run->zero_tail * sizeof(run->old[0]));
+	memmove(run->old, run->old + data, tail * sizeof(run->old[0]));
 	run->first += data;
-	run->n = run->zero_tail;
+	run->n = tail;
 	run->zero = 1;
 	run->zeros = 0;
 	return 0;
@@ -87,7 +94,7 @@ static int make_room(struct mig_dest *d, struct run *run, uint64_t i, int zero, 
 		return dest_flush_run(d, run);
 	if (run->zero && !zero)
 		zero_run_to_data(run);
-	if (!run->zero && zero && run->zero_tail >= ZERO_FOLD_MAX)
+	if (!run->zero && zero && zero_tail(run) >= ZERO_FOLD_MAX)
 		return split_zero_tail(d, run);
 	return 0;
 }
@@ -99,12 +106,10 @@ static void append(struct run *run, uint64_t i, int zero, enum ram_arrival by, u
 		run->first = i;
 		run->zero = zero;
 		run->zeros = 0;
-		run->zero_tail = 0;
 		run->by = by;
 	}
 	if (!run->zero && zero)
 		run->zeros |= 1ull << run->n;
-	run->zero_tail = zero ? run->zero_tail + 1 : 0;
 	run->old[run->n++] = old;
 }
 

@@ -124,12 +124,8 @@ struct run {
 	uint64_t first;
 	unsigned n;
 	int zero; /* a run of zero pages (nothing in buf) */
-	/*
-	 * A run of data: its zero pages, filled with zeros in buf (bit k for
-	 * page first + k), and how many of them end it.
-	 */
+	/* A run of data: its zero pages, filled with zeros in buf (bit k for page first + k). */
 	uint64_t zeros;
-	unsigned zero_tail;
 	enum ram_arrival by;   /* every page's */
 	uint64_t old[RUN_MAX]; /* the record's words the claims replaced */
 };

@@ -137,19 +137,6 @@ static int uffd_read_faults(struct ram *ram, uint64_t *offs, uint32_t *tids, int
 	return count;
 }
 
-static int uffd_copy(struct ram *ram, uint64_t off, void *page)
-{
-	struct uffdio_copy c = {
-		.dst = (uintptr_t)ram->host + off,
-		.src = (uintptr_t)page,
-		.len = PAGE_SIZE,
-	};
-
-	if (ioctl(ram->fd, UFFDIO_COPY, &c) == 0)
-		return 0;
-	return c.copy == -EEXIST ? -EEXIST : -errno;
-}
-
 static int uffd_wake(struct ram *ram, uint64_t off, uint64_t len);
 
 enum run_op {
@@ -239,28 +226,30 @@ static int uffd_zero_run(struct ram *ram, uint64_t off, uint64_t len)
 	return uffd_run(ram, RUN_ZERO, off, NULL, len);
 }
 
+/*
+ * One ioctl of op without the run's retries: 0, or -errno (-EEXIST: the
+ * page is there; a partial count reads as -EAGAIN, as the kernel's errno).
+ */
+static int one_ioctl(struct ram *ram, enum run_op op, uint64_t off, void *page, uint64_t len)
+{
+	int64_t r = run_ioctl(ram, op, off, page, len);
+
+	return r > 0 ? -EAGAIN : (int)r;
+}
+
+static int uffd_copy(struct ram *ram, uint64_t off, void *page)
+{
+	return one_ioctl(ram, RUN_COPY, off, page, PAGE_SIZE);
+}
+
 static int uffd_move(struct ram *ram, uint64_t off, void *page)
 {
-	struct uffdio_move m = {
-		.dst = (uintptr_t)ram->host + off,
-		.src = (uintptr_t)page,
-		.len = PAGE_SIZE,
-	};
-
-	if (ioctl(ram->fd, UFFDIO_MOVE, &m) == 0)
-		return 0;
-	return m.move == -EEXIST ? -EEXIST : -errno;
+	return one_ioctl(ram, RUN_MOVE, off, page, PAGE_SIZE);
 }
 
 static int uffd_zero(struct ram *ram, uint64_t off, uint64_t len)
 {
-	struct uffdio_zeropage z = {
-		.range = { .start = (uintptr_t)ram->host + off, .len = len },
-	};
-
-	if (ioctl(ram->fd, UFFDIO_ZEROPAGE, &z) == 0)
-		return 0;
-	return z.zeropage == -EEXIST ? -EEXIST : -errno;
+	return one_ioctl(ram, RUN_ZERO, off, NULL, len);
 }
 
 static int uffd_wake(struct ram *ram, uint64_t off, uint64_t len)

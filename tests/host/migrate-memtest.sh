@@ -9,7 +9,7 @@
 # timeout: 180
 set -uo pipefail
 . tests/host/migrate-lib.bash
-need_programs mig-memtest
+need_programs mig-memtest vmm
 
 run() { # name source-options dest-options
 	local name=$1
@@ -56,12 +56,12 @@ check_json "$work/runs-old-source-s.json" '.bytes_sent.overhead >= 24 * .pages a
 # A moving back end (UFFDIO_MOVE, Linux 6.8+) takes the run buffer's pages:
 # zero pages copied inside a run of data (dest-rx.c) must be zero-filled
 # in a slot whose page the last move took.
-need_programs vmm
-if "$BIN/vmm" probe | grep -q '^uffd-move yes'; then
+move=$("$BIN/vmm" probe | grep '^uffd-move ')
+if [ "$move" = "uffd-move yes" ]; then
 	run uffd-move "" "--touch random --ram-backend uffd-move"
 	check_json "$work/uffd-move-d.json" '.ram_backend == "uffd-move"' "uffd-move: another back end"
 else
-	skip_part "the uffd-move case" "this kernel has no UFFDIO_MOVE ($("$BIN/vmm" probe | grep '^uffd-move'))"
+	skip_part "the uffd-move case" "this kernel has no UFFDIO_MOVE ($move)"
 fi
 run precopy-zstd "--precopy-rounds 2 --compress" "--touch random"
 check_json "$work/precopy-zstd-s.json" '.pages_precopy == .pages and .pages_zstd > 0' "precopy-zstd: precopy or zstd not used"
