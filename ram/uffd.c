@@ -242,9 +242,12 @@ static int uffd_copy(struct ram *ram, uint64_t off, void *page)
 	return one_ioctl(ram, RUN_COPY, off, page, PAGE_SIZE);
 }
 
+/* As the run: a page the kernel will not move (EBUSY) is copied. */
 static int uffd_move(struct ram *ram, uint64_t off, void *page)
 {
-	return one_ioctl(ram, RUN_MOVE, off, page, PAGE_SIZE);
+	int r = one_ioctl(ram, RUN_MOVE, off, page, PAGE_SIZE);
+
+	return r == -EBUSY ? one_ioctl(ram, RUN_COPY, off, page, PAGE_SIZE) : r;
 }
 
 static int uffd_zero(struct ram *ram, uint64_t off, uint64_t len)

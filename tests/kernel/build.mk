@@ -8,8 +8,9 @@ $(eval $(call node_program,kvm-userfault,tests/kernel/kvm-userfault.c,))
 $(eval $(call node_program,rap-thp,tests/kernel/rap-thp.c,))
 $(eval $(call node_program,rap-rmap,tests/kernel/rap-rmap.c,))
 $(eval $(call node_program,rap-races,tests/kernel/rap-races.c,))
-# The VMM's userfault back end against pages remap_anon_pages() refuses.
-$(eval $(call node_program,rap-vmm-ebusy,tests/kernel/rap-vmm-ebusy.c,,ram common))
+# The moving back ends against pages the kernel refuses to move: userfault
+# in a node, uffd-move (UFFDIO_MOVE) on the host (tests/host/ram-move-ebusy.sh).
+$(eval $(call program,ram-ebusy,tests/kernel/ram-ebusy.c,,ram common))
 $(eval $(call node_program,rap-uffd-wp,tests/kernel/rap-uffd-wp.c,))
 $(eval $(call node_program,uffd-merge,tests/kernel/uffd-merge.c,))
 $(eval $(call node_program,rap-stress,tests/kernel/rap-stress.c,))
