@@ -49,6 +49,30 @@ def twonode_markdown(t):
     return lines
 
 
+def node_tls_markdown(t):
+    lines = ["", f"TLS in one node (TCG, patched 6.1 with CONFIG_TLS; mig-memtest, "
+             f"{t.get('mib', '?')} MiB pure push over the node's loopback, "
+             f"{t.get('repeats', '?')} runs each, interleaved): `ktls` = the kernel seals "
+             "the sends, `user_tls` = OpenSSL does (MIG_NO_KTLS=1). Emulated: compare the "
+             "rows, never with the host tables.", ""]
+    if t.get("error"):
+        lines += [f"Error: {t['error']}", ""]
+    lines += ["| config | push of non-zero pages MiB/s | source push CPU ms | "
+              "destination receiver CPU ms |", "| --- | ---: | ---: | ---: |"]
+
+    def f(v):
+        return "-" if not v else f"{v['median']:.1f} [{v['min']:.1f}-{v['max']:.1f}]"
+    for c, row in (t.get("summary") or {}).items():
+        lines.append(f"| {c} | {f(row.get('push_nonzero_MiB_per_s'))} | "
+                     f"{f(row.get('push_cpu_ms'))} | {f(row.get('bulk_rx_cpu_ms'))} |")
+    q = t.get("ratios_of_medians") or {}
+    lines += ["", f"TLS push / plain push: kTLS {q.get('ktls_push_over_plain')}, user space "
+              f"{q.get('user_tls_push_over_plain')}; kTLS / user space "
+              f"{q.get('ktls_push_over_user_tls')}; the kernel sealed every kTLS run's sends: "
+              f"{t.get('ktls_sends_in_kernel')}."]
+    return lines
+
+
 def backends_markdown(b):
     lines = ["", "Page-install back ends, per page (bench-backends; p50 / p99 us):", "",
              "| kernel | back end | install | fault round trip (poll) | "
@@ -182,6 +206,8 @@ def write_markdown(doc, path):
         lines += backends_markdown(doc["backends"])
     if doc.get("within_kernel_twonode"):
         lines += twonode_markdown(doc["within_kernel_twonode"])
+    if doc.get("node_ktls"):
+        lines += node_tls_markdown(doc["node_ktls"])
     if doc.get("bandwidth_cap"):
         lines += bandwidth_cap_markdown(doc["bandwidth_cap"])
     with open(path, "w") as fh:
