@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "lock-rank.h"
@@ -439,6 +440,42 @@ static int write_all(struct mig_tls *t, const void *buf, size_t len, int64_t dea
 	return 0;
 }
 
+/*
+ * With kTLS send the kernel seals whatever the socket is given, in full
+ * records, and keeps the record sequence itself: one send() takes a whole
+ * batch, where SSL_write_ex() makes one sendmsg() per 16 KiB record.
+ * Nothing of OpenSSL's goes stale: after the handshake it only sends
+ * alerts, and those through the kernel too.
+ */
+static int write_socket(struct mig_tls *t, const void *buf, size_t len, int64_t deadline)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n;
+		int e;
+
+		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
+		n = send(t->fd, (const char *)buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+		e = errno;
+		if (n > 0)
+			t->socket_writes++;
+		mig_unlock(&t->lock);
+		if (n > 0) {
+			done += (size_t)n;
+			continue;
+		}
+		if (n < 0 && e == EINTR)
+			continue;
+		if (n == 0 || (e != EAGAIN && e != EWOULDBLOCK))
+			return -EPIPE;
+		count_wait(t);
+		if (wait_fd(t->fd, POLLOUT, deadline) < 0)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
 /* Writes out what the write buffer holds. */
 static int flush_out(struct mig_tls *t, int64_t deadline)
 {
@@ -465,6 +502,8 @@ int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms)
 	int64_t deadline = deadline_of(timeout_ms);
 	int r;
 
+	if (t->ktls_send)
+		return write_socket(t, buf, len, deadline);
 	ERR_clear_error();
 	r = write_all(t, buf, len, deadline);
 	return r ? r : flush_out(t, deadline);
