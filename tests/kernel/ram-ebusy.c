@@ -73,7 +73,8 @@ static void one_page(struct ram *ram, const char *backend)
 	}
 	r = ram_install(ram, 0, staging);
 	CHECK(r == 0, "ram_install of the unmovable page succeeds (%d)", r);
-	CHECK(ram_present(ram, 0) && has_pattern(ram_host(ram), ps, 12), "guest RAM has its contents");
+	CHECK(ram_present(ram, 0) && has_pattern(ram_host(ram), ps, 12),
+	      "guest RAM has its contents");
 	child_kept_its_view(pid, wfd, "one page");
 	munmap(staging, ps);
 }
@@ -95,14 +96,14 @@ static void in_a_run(struct ram *ram)
 		if (i != 1)
 			fill_pattern(staging + i * ps, ps, (uint8_t)(20 + i));
 	for (uint64_t pg = 2; pg < 2 + RUN; pg++)
-		CHECK(ram_claim(ram, pg, RAM_FROM(RAM_PAGE_MISSING), RAM_PAGE_INSTALLING, RAM_BY_SOURCE,
-				false, &old),
+		CHECK(ram_claim(ram, pg, RAM_FROM(RAM_PAGE_MISSING), RAM_PAGE_INSTALLING,
+				RAM_BY_SOURCE, false, &old),
 		      "page %lu claimed", (unsigned long)pg);
 	r = ram_install_claimed(ram, 2, staging, RUN, RAM_BY_SOURCE, NULL);
 	CHECK(r == 0, "a run with an unmovable page installs (%d)", r);
 	for (long i = 0; i < RUN; i++)
 		CHECK(ram_present(ram, 2 + (uint64_t)i) &&
-			      has_pattern(ram_host(ram) + (2 + i) * ps, ps, (uint8_t)(20 + i)),
+			  has_pattern(ram_host(ram) + (2 + i) * ps, ps, (uint8_t)(20 + i)),
 		      "run page %ld has its contents", i);
 	child_kept_its_view(pid, wfd, "a run");
 	munmap(staging, RUN * ps);
