@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "compat/userfault.h"
@@ -144,6 +145,46 @@ static inline int has_pattern(const uint8_t *p, size_t len, uint8_t seed)
 		if (p[i] != (uint8_t)(seed + i * 7))
 			return 0;
 	return 1;
+}
+
+/*
+ * A fork child that shares @n chunks of @chunk bytes at @p (so the kernel
+ * sees their pages as not exclusive) until kt_child_kept_view(); then it
+ * checks that chunk i still holds fill_pattern(seed0 + i).  Its pid, and
+ * in *wfd the pipe end that releases it.
+ */
+static inline pid_t kt_share_with_child(const uint8_t *p, size_t chunk, long n, uint8_t seed0,
+					int *wfd)
+{
+	int pipefd[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(pipefd))
+		kt_fatal("pipe");
+	pid = fork();
+	if (pid < 0)
+		kt_fatal("fork");
+	if (pid == 0) {
+		close(pipefd[1]);
+		(void)!read(pipefd[0], &c, 1);
+		for (long i = 0; i < n; i++)
+			if (!has_pattern(p + i * chunk, chunk, (uint8_t)(seed0 + i)))
+				_exit(1);
+		_exit(0);
+	}
+	close(pipefd[0]);
+	*wfd = pipefd[1];
+	return pid;
+}
+
+/* Releases kt_share_with_child()'s child: did it still see its data? */
+static inline int kt_child_kept_view(pid_t pid, int wfd)
+{
+	int status;
+
+	close(wfd);
+	return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 /*

@@ -12,49 +12,12 @@
  * (ram_install()) and a page inside a run of four (ram_install_claimed(),
  * one call for the run).  The child keeps its own view of its pages.
  */
-#include <sys/wait.h>
-
 #include "kt.h"
 #include "ram/backend.h"
 #include "ram/ram.h"
 #include "ram/record.h"
 
 #define RUN 4
-
-/* A child that shares @pages (@n pages) and checks them at the end; its pipe. */
-static pid_t share_with_child(uint8_t *pages, long n, uint8_t seed0, int *wfd)
-{
-	long ps = page_size();
-	int pipefd[2];
-	pid_t pid;
-	char c;
-
-	if (pipe(pipefd))
-		kt_fatal("pipe");
-	pid = fork();
-	if (pid < 0)
-		kt_fatal("fork");
-	if (pid == 0) {
-		close(pipefd[1]);
-		(void)!read(pipefd[0], &c, 1);
-		for (long i = 0; i < n; i++)
-			if (!has_pattern(pages + i * ps, ps, (uint8_t)(seed0 + i)))
-				_exit(1);
-		_exit(0);
-	}
-	close(pipefd[0]);
-	*wfd = pipefd[1];
-	return pid;
-}
-
-static void child_kept_its_view(pid_t pid, int wfd, const char *what)
-{
-	int status;
-
-	close(wfd);
-	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	      "the child still sees its data (%s)", what);
-}
 
 /* One page, shared with a child: ram_install() copies it. */
 static void one_page(struct ram *ram, const char *backend)
@@ -65,7 +28,7 @@ static void one_page(struct ram *ram, const char *backend)
 	pid_t pid;
 
 	fill_pattern(staging, ps, 12);
-	pid = share_with_child(staging, 1, 12, &wfd);
+	pid = kt_share_with_child(staging, ps, 1, 12, &wfd);
 	if (!strcmp(backend, "userfault")) {
 		errno = 0;
 		CHECK(rap(ram_host(ram), staging, ps, 0) == -1 && errno == EBUSY,
@@ -75,7 +38,7 @@ static void one_page(struct ram *ram, const char *backend)
 	CHECK(r == 0, "ram_install of the unmovable page succeeds (%d)", r);
 	CHECK(ram_present(ram, 0) && has_pattern(ram_host(ram), ps, 12),
 	      "guest RAM has its contents");
-	child_kept_its_view(pid, wfd, "one page");
+	CHECK(kt_child_kept_view(pid, wfd), "the child still sees its data (one page)");
 	munmap(staging, ps);
 }
 
@@ -90,7 +53,7 @@ static void in_a_run(struct ram *ram)
 
 	for (long i = 0; i < RUN; i++)
 		fill_pattern(staging + i * ps, ps, (uint8_t)(20 + i));
-	pid = share_with_child(staging, RUN, 20, &wfd);
+	pid = kt_share_with_child(staging, ps, RUN, 20, &wfd);
 	/* Written again after the fork: all but page 1 are the parent's alone. */
 	for (long i = 0; i < RUN; i++)
 		if (i != 1)
@@ -105,7 +68,7 @@ static void in_a_run(struct ram *ram)
 		CHECK(ram_present(ram, 2 + (uint64_t)i) &&
 			  has_pattern(ram_host(ram) + (2 + i) * ps, ps, (uint8_t)(20 + i)),
 		      "run page %ld has its contents", i);
-	child_kept_its_view(pid, wfd, "a run");
+	CHECK(kt_child_kept_view(pid, wfd), "the child still sees its data (a run)");
 	munmap(staging, RUN * ps);
 }
 

@@ -125,25 +125,14 @@ static void test_dst_two_vmas_unprivileged(long ps)
 static void test_shared_not_split(long ps)
 {
 	uint8_t *src = thp_map(7), *dst = anon_map_aligned(HUGE, HUGE);
-	int pipefd[2], status;
+	int wfd;
 	pid_t pid;
-	char c;
 
 	if (!src) {
 		CHECK(0, "a THP to share");
 		return;
 	}
-	if (pipe(pipefd))
-		kt_fatal("pipe");
-	pid = fork();
-	if (pid < 0)
-		kt_fatal("fork");
-	if (pid == 0) {
-		close(pipefd[1]);
-		(void)!read(pipefd[0], &c, 1);
-		_exit(has_pattern(src, HUGE, 7) ? 0 : 1);
-	}
-	close(pipefd[0]);
+	pid = kt_share_with_child(src, HUGE, 1, 7, &wfd);
 	errno = 0;
 	CHECK(rap(dst, src + 5 * ps, ps, 0) == -1 && errno == EBUSY,
 	      "4 KiB of a shared THP: EBUSY");
@@ -157,9 +146,7 @@ static void test_shared_not_split(long ps)
 	CHECK(smaps_kb(src, "AnonHugePages") >= 2048, "still not split (%ld kB)",
 	      smaps_kb(src, "AnonHugePages"));
 	CHECK(resident(dst) == 0 && resident(dst + ps) == 0, "nothing moved");
-	close(pipefd[1]);
-	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	      "the child still sees its data");
+	CHECK(kt_child_kept_view(pid, wfd), "the child still sees its data");
 	munmap(src, HUGE);
 	munmap(dst, HUGE);
 }
