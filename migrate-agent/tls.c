@@ -442,38 +442,46 @@ static int write_all(struct mig_tls *t, const void *buf, size_t len, int64_t dea
 
 /*
  * With kTLS send the kernel seals whatever the socket is given, in full
- * records, and keeps the record sequence itself: one send() takes a whole
- * batch, where SSL_write_ex() makes one sendmsg() per 16 KiB record.
+ * records, and keeps the record sequence itself: one sendmsg() takes a
+ * frame's header and payload, or a whole batch, where SSL_write_ex() made
+ * one sendmsg() per 16 KiB record (and the frame was gathered first).
  * Nothing of OpenSSL's goes stale: after the handshake it only sends
- * alerts, and those through the kernel too.
+ * alerts, and those through the kernel too.  iov is consumed.
  */
-static int write_socket(struct mig_tls *t, const void *buf, size_t len, int64_t deadline)
+static int send_socket(struct mig_tls *t, struct iovec *iov, int n, int64_t deadline)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n;
+	for (;;) {
+		ssize_t w;
 		int e;
 
+		while (n > 0 && !iov->iov_len)
+			iov++, n--;
+		if (!n)
+			return 0;
 		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
-		n = send(t->fd, (const char *)buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = sendmsg(t->fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = (size_t)n },
+			    MSG_NOSIGNAL | MSG_DONTWAIT);
 		e = errno;
-		if (n > 0)
+		if (w > 0)
 			t->socket_writes++;
 		mig_unlock(&t->lock);
-		if (n > 0) {
-			done += (size_t)n;
+		if (w < 0 && e == EINTR)
+			continue;
+		if (w < 0 && (e == EAGAIN || e == EWOULDBLOCK)) {
+			count_wait(t);
+			if (wait_fd(t->fd, POLLOUT, deadline) < 0)
+				return -ETIMEDOUT;
 			continue;
 		}
-		if (n < 0 && e == EINTR)
-			continue;
-		if (n == 0 || (e != EAGAIN && e != EWOULDBLOCK))
+		if (w <= 0)
 			return -EPIPE;
-		count_wait(t);
-		if (wait_fd(t->fd, POLLOUT, deadline) < 0)
-			return -ETIMEDOUT;
+		for (; n > 0 && (size_t)w >= iov->iov_len; iov++, n--)
+			w -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
 	}
-	return 0;
 }
 
 /* Writes out what the write buffer holds. */
@@ -503,7 +511,7 @@ int mig_tls_send(struct mig_tls *t, const void *buf, size_t len, int timeout_ms)
 	int r;
 
 	if (t->ktls_send)
-		return write_socket(t, buf, len, deadline);
+		return send_socket(t, &(struct iovec){ (void *)buf, len }, 1, deadline);
 	ERR_clear_error();
 	r = write_all(t, buf, len, deadline);
 	return r ? r : flush_out(t, deadline);
@@ -639,6 +647,8 @@ static int tls_io_send(struct mig_conn *c, struct iovec *iov, int n)
 	size_t used = 0, dirty = 0;
 	int r = 0;
 
+	if (t->ktls_send)
+		return send_socket(t, iov, n, deadline);
 	ERR_clear_error();
 	for (int k = 0; k < n && !r; k++) {
 		if (!iov[k].iov_len)
