@@ -66,7 +66,8 @@ def parse_runs(log):
     with open(log, errors="replace") as f:
         for ln in f:
             parts = ln.strip().split(" ", 4)
-            if len(parts) < 5 or parts[0] != "@@NTLS":
+            # A console line can be cut by a kernel message: skip what is not ours.
+            if len(parts) < 5 or parts[0] != "@@NTLS" or not parts[2].isdigit():
                 continue
             cfg, rep, kind, rest = parts[1], int(parts[2]), parts[3], parts[4]
             r = runs.setdefault((cfg, rep), {"config": cfg, "rep": rep})
