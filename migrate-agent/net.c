@@ -146,15 +146,7 @@ static int plain_send(struct mig_conn *c, struct iovec *iov, int n)
 				continue;
 			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
 		}
-		while (n > 0 && (size_t)w >= iov->iov_len) {
-			w -= iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= w;
-		}
+		mig_iov_advance(&iov, &n, (size_t)w);
 	}
 	return 0;
 }

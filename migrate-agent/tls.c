@@ -454,8 +454,7 @@ static int send_socket(struct mig_tls *t, struct iovec *iov, int n, int64_t dead
 		ssize_t w;
 		int e;
 
-		while (n > 0 && !iov->iov_len)
-			iov++, n--;
+		mig_iov_advance(&iov, &n, 0); /* an empty piece would read as a closed socket */
 		if (!n)
 			return 0;
 		mig_lock(&t->lock, MIG_RANK_TLS_SESSION);
@@ -475,12 +474,7 @@ static int send_socket(struct mig_tls *t, struct iovec *iov, int n, int64_t dead
 		}
 		if (w <= 0)
 			return -EPIPE;
-		for (; n > 0 && (size_t)w >= iov->iov_len; iov++, n--)
-			w -= (ssize_t)iov->iov_len;
-		if (n > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
+		mig_iov_advance(&iov, &n, (size_t)w);
 	}
 }
 

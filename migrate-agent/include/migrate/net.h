@@ -53,6 +53,21 @@ struct mig_io_ops {
 	void (*secrets_done)(struct mig_conn *c);
 };
 
+/*
+ * For a back end's send: after a sendmsg() that took `done` bytes of
+ * (*iov)[0 .. *n), what is left, from its first byte not sent; empty
+ * pieces at the front are dropped too (done 0 drops just those).
+ */
+static inline void mig_iov_advance(struct iovec **iov, int *n, size_t done)
+{
+	for (; *n > 0 && done >= (*iov)->iov_len; (*iov)++, (*n)--)
+		done -= (*iov)->iov_len;
+	if (*n > 0) {
+		(*iov)->iov_base = (char *)(*iov)->iov_base + done;
+		(*iov)->iov_len -= done;
+	}
+}
+
 struct mig_conn {
 	int fd;
 	const struct mig_io_ops *io; /* NULL: plain TCP */
