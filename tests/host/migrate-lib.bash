@@ -19,8 +19,18 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 command -v jq > /dev/null || skip "jq is not installed"
 
 # Wait until a VMM's control socket exists (a 60 s hang guard), or fail.
-wait_socket() { # path
-	for _ in $(seq 3000); do [ -S "$1" ] && return 0; sleep 0.02; done
+# With a pid (and its stderr file), fail at once, with what it said, if
+# that process exited first: a VMM whose guest ended (a triple fault, in a
+# node: docs/testing.md) never makes its socket.
+wait_socket() { # path [pid [stderr-file]]
+	for _ in $(seq 3000); do
+		[ -S "$1" ] && return 0
+		if [ -n "${2:-}" ] && ! kill -0 "$2" 2> /dev/null; then
+			[ -n "${3:-}" ] && cat "$3" >&2
+			fail "the process that was to make $1 exited"
+		fi
+		sleep 0.02
+	done
 	fail "no control socket at $1 after 60 s"
 }
 

@@ -44,7 +44,7 @@ sock=$work/vm2.sock
 	--control "$sock" > /dev/null 2> "$work/pipe.err" &
 vpid=$!
 pids+=("$vpid")
-for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done
+wait_socket "$sock" "$vpid" "$work/pipe.err"
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" --recover-ms 1000 \
 	> /dev/null 2> /dev/null &
 apid=$!
@@ -64,12 +64,14 @@ sock=$work/vm3.sock
 	--control "$sock" > /dev/null 2> "$work/idle.err" &
 vpid=$!
 pids+=("$vpid")
-for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done
+wait_socket "$sock" "$vpid" "$work/idle.err"
 python3 -c 'import socket, sys, time
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(90)' "$sock" &
 pids+=($!)
 wait_status "$vpid" "idle client: the VMM" 60
-echo "idle client: the VMM exited with status $?"
+rc=$?
+[ "$rc" = 0 ] || { cat "$work/idle.err" >&2; fail "idle client: the VMM exited with status $rc"; }
+echo "idle client: the VMM exited when its guest was done"
 
 # 4. A silent (stopped) VMM: the CLI gives up within its deadline.
 sock=$work/vm4.sock
@@ -77,7 +79,7 @@ sock=$work/vm4.sock
 	--control "$sock" > /dev/null 2> "$work/stop.err" &
 vpid=$!
 pids+=("$vpid")
-for _ in $(seq 1200); do [ -S "$sock" ] && break; sleep 0.05; done
+wait_socket "$sock" "$vpid" "$work/stop.err"
 kill -STOP "$vpid"
 timeout "$(guard 60)" "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:1" --idle-ms 1000 \
 	2> "$work/stop-agent.err"
