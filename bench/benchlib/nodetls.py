@@ -32,15 +32,12 @@ one() {{
 	cfg=$1 rep=$2
 	shift 2
 	p=$((p + 1))
-	hex=$(printf %04X $p)
 	mig-memtest dest --listen tcp:127.0.0.1:$p --mem {NODE_TLS_MIB}M --touch none \\
 		--metrics /tmp/d.json "$@" > /dev/null 2> /tmp/d.err &
 	d=$!
-	until grep -q "0100007F:$hex 00000000:0000 0A" /proc/net/tcp; do
-		kill -0 $d 2> /dev/null || break
-		sleep 0.05
-	done
-	if timeout 400 mig-memtest source --to tcp:127.0.0.1:$p --mem {NODE_TLS_MIB}M \\
+	: > /tmp/s.err
+	if wait-listen $p $d 400 2>> /tmp/d.err &&
+		timeout 400 mig-memtest source --to tcp:127.0.0.1:$p --mem {NODE_TLS_MIB}M \\
 		--metrics /tmp/s.json "$@" > /dev/null 2> /tmp/s.err && wait $d &&
 		grep -q 'checksum ok' /tmp/d.err; then
 		echo "@@NTLS $cfg $rep S $(tr -d '\\n' < /tmp/s.json)"

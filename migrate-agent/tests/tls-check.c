@@ -16,7 +16,7 @@
  * negotiated cipher suite, the system calls that moved bytes, the sends
  * that waited for the socket, the CRC32C of the bytes received, and kTLS
  * or the reason for its absence) or "server: <the error>"; exits 0 only if
- * both ends succeeded.
+ * both ends succeeded and each direction's CRC32C is the same at both ends.
  *
  * --mixed: the sends are of sizes from 1 byte to 300,000 (frame headers,
  * pages with their header, exact and inexact multiples of a record) and
@@ -66,6 +66,7 @@ struct end {
 	int timeout_ms;
 	char result[512];
 	bool ok;
+	uint32_t crc_sent, crc_received; /* CRC32C of the stream each way, once ok */
 };
 
 static unsigned char pattern(bool from_server, size_t i)
@@ -150,6 +151,8 @@ static void exchange(struct end *e, struct mig_tls *t)
 
 		mig_tls_get_info(t, &info);
 		e->ok = true;
+		e->crc_sent = s.crc;
+		e->crc_received = crc;
 		snprintf(e->result, sizeof(e->result),
 			 "ok: %zu bytes each way over TLS 1.3, %s, %lu socket writes, %lu socket "
 			 "reads, %lu send waits, crc32c sent %08x received %08x, kTLS send %s "
@@ -311,5 +314,13 @@ int main(int argc, char **argv)
 	printf("server: %s\nclient: %s\n", srv.result, cli.result);
 	close(fds[0]);
 	close(fds[1]);
-	return srv.ok && cli.ok ? 0 : 1;
+	if (!srv.ok || !cli.ok)
+		return 1;
+	/* Each byte was checked where it arrived; the CRC32C of each direction checks the order. */
+	if (srv.crc_sent != cli.crc_received || cli.crc_sent != srv.crc_received) {
+		fprintf(stderr,
+			"mig-tls-check: the CRC32C of a direction differs between its ends\n");
+		return 1;
+	}
+	return 0;
 }

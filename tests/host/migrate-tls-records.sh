@@ -21,7 +21,8 @@ umask 077 # the PSK file is a secret: readable by its owner only
 printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$work/keys.psk"
 
 # A line of mig-tls-check's: "ok: N bytes ... crc32c sent S received R, kTLS send
-# yes|no receive yes|no (fallback or "no fallback")".
+# yes|no receive yes|no (fallback or "no fallback")".  It fails by itself when
+# a byte, or the CRC32C of a direction, differs between the ends.
 stream() { # description bytes args...
 	local what=$1 bytes=$2
 	shift 2
@@ -29,13 +30,6 @@ stream() { # description bytes args...
 		{ cat "$work/out" >&2; fail "$what: failed"; }
 	[ "$(grep -c "ok: $bytes bytes each way over TLS 1.3" "$work/out")" = 2 ] ||
 		{ cat "$work/out" >&2; fail "$what: not both ends ok"; }
-	local ssent srecv csent crecv
-	ssent=$(sed -n 's/^server: .*crc32c sent \([0-9a-f]*\) .*/\1/p' "$work/out")
-	srecv=$(sed -n 's/^server: .*crc32c sent [0-9a-f]* received \([0-9a-f]*\),.*/\1/p' "$work/out")
-	csent=$(sed -n 's/^client: .*crc32c sent \([0-9a-f]*\) .*/\1/p' "$work/out")
-	crecv=$(sed -n 's/^client: .*crc32c sent [0-9a-f]* received \([0-9a-f]*\),.*/\1/p' "$work/out")
-	[ -n "$ssent" ] && [ "$ssent" = "$crecv" ] && [ "$csent" = "$srecv" ] ||
-		{ cat "$work/out" >&2; fail "$what: CRC32C of the stream differs"; }
 	# kTLS, or the reason it is not used, is named at both ends.
 	[ "$(grep -cE 'kTLS send (yes|no) receive (yes|no) \((no fallback|.+)\)$' "$work/out")" = 2 ] ||
 		{ cat "$work/out" >&2; fail "$what: kTLS state not named"; }

@@ -32,15 +32,6 @@ umask 077
 printf 'qemu:%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$tmp/keys.psk"
 psk="$tmp/keys.psk"
 
-# The CRC32C one end sent must be the one the other received.
-crcs_match() { # file
-	ss=$(sed -n 's/^server: .*crc32c sent \([0-9a-f]*\) .*/\1/p' "$1")
-	sr=$(sed -n 's/^server: .*crc32c sent [0-9a-f]* received \([0-9a-f]*\),.*/\1/p' "$1")
-	cs=$(sed -n 's/^client: .*crc32c sent \([0-9a-f]*\) .*/\1/p' "$1")
-	cr=$(sed -n 's/^client: .*crc32c sent [0-9a-f]* received \([0-9a-f]*\),.*/\1/p' "$1")
-	[ -n "$ss" ] && [ "$ss" = "$cr" ] && [ "$cs" = "$sr" ]
-}
-
 stream() { # description bytes args...
 	what=$1 bytes=$2
 	shift 2
@@ -48,7 +39,6 @@ stream() { # description bytes args...
 		> "$tmp/out" 2>&1 || show_fail "$tmp/out" "$what: failed"
 	[ "$(grep -c "ok: $bytes bytes each way over TLS 1.3" "$tmp/out")" = 2 ] ||
 		show_fail "$tmp/out" "$what: not both ends ok"
-	crcs_match "$tmp/out" || show_fail "$tmp/out" "$what: CRC32C of the stream differs"
 	[ "$(grep -c 'kTLS send yes receive ' "$tmp/out")" = 2 ] ||
 		show_fail "$tmp/out" "$what: the kernel did not take both ends' sends"
 	echo "ok: $what: $(tr '\n' ' ' < "$tmp/out")"
@@ -66,18 +56,6 @@ waits=$(sed -n 's/.*, \([0-9]*\) send waits,.*/\1/p' "$tmp/out" | sort -n | tail
 [ "${waits:-0}" -gt 0 ] || show_fail "$tmp/out" "--sndbuf 4096: no kTLS send ever waited for the socket"
 stream "kTLS, 256 KiB sends, the socket full" 8000000 --sndbuf 4096
 
-# Wait until something listens on 127.0.0.1:PORT (/proc/net/tcp, state 0A).
-wait_listen() { # port pid
-	hex=$(printf '%04X' "$1")
-	t=0
-	until grep -q "0100007F:$hex 00000000:0000 0A" /proc/net/tcp; do
-		kill -0 "$2" 2> /dev/null || return 1
-		t=$((t + 1))
-		[ $t -lt $((600 * scale)) ] || return 1
-		sleep 0.1
-	done
-}
-
 # A migration of SIZE through PROXY_PORT (or straight) with both ends' args.
 # Each end's metrics and stderr in $tmp/NAME-{s,d}.{json,err}.
 port=7310
@@ -89,13 +67,13 @@ migrate() { # name mem [via-proxy-args] -- [args for both ends...]
 	mig-memtest dest --listen "tcp:127.0.0.1:$dport" --mem "$mem" --metrics "$tmp/$name-d.json" \
 		"$@" > /dev/null 2> "$tmp/$name-d.err" &
 	dpid=$!
-	wait_listen "$dport" "$dpid" || show_fail "$tmp/$name-d.err" "$name: the destination never listened"
+	wait-listen "$dport" "$dpid" 2>> "$tmp/$name-d.err" || show_fail "$tmp/$name-d.err" "$name: the destination never listened"
 	ppid=
 	if [ -n "${cut:-}" ]; then
 		to=$((port + 1))
 		mig-cutproxy --listen "tcp:127.0.0.1:$to" --to "tcp:127.0.0.1:$dport" $cut 2> "$tmp/$name-p.err" &
 		ppid=$!
-		wait_listen "$to" "$ppid" || show_fail "$tmp/$name-p.err" "$name: the proxy never listened"
+		wait-listen "$to" "$ppid" 2>> "$tmp/$name-p.err" || show_fail "$tmp/$name-p.err" "$name: the proxy never listened"
 	fi
 	timeout $((200 * scale)) mig-memtest source --to "tcp:127.0.0.1:$to" --mem "$mem" \
 		--metrics "$tmp/$name-s.json" "$@" > /dev/null 2> "$tmp/$name-s.err" ||
