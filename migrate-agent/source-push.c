@@ -15,6 +15,7 @@
 #include "source.h"
 
 #define PUSH_BATCH_PAGES 64 /* 256 KiB: one send */
+_Static_assert(PUSH_IOV_MAX >= 2 * PUSH_BATCH_PAGES + 2, "a batch from RAM needs more pieces");
 
 /*
  * Append page i as a PAGE frame to buf; returns bytes written.  cctx: the
@@ -54,6 +55,14 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
 }
 
+/* An empty batch: nothing in buf, no piece, nothing in flight. */
+static void batch_reset(struct push_batch *b)
+{
+	b->used = b->len = 0;
+	b->msg = (struct msghdr){ .msg_iov = b->iov };
+	b->inflight = 0;
+}
+
 /* A pusher for s: its two buffers, and a ring on plain TCP.  0 or -ENOMEM. */
 int src_pusher_init(struct pusher *ps, struct src *s)
 {
@@ -62,8 +71,9 @@ int src_pusher_init(struct pusher *ps, struct src *s)
 	ps->c = s->links.bulk[0]; /* precopy's; a push thread takes its own */
 	ps->hi = s->nr_pages;
 	for (int i = 0; i < PUSH_NBUF; i++) {
-		ps->buf[i] = malloc(PUSH_BUF);
-		if (!ps->buf[i])
+		batch_reset(&ps->batch[i]);
+		ps->batch[i].buf = malloc(PUSH_BUF);
+		if (!ps->batch[i].buf)
 			return -ENOMEM;
 	}
 	/*
@@ -90,7 +100,42 @@ void src_pusher_free(struct pusher *ps)
 		io_uring_queue_exit(&ps->ring);
 	}
 	for (int i = 0; i < PUSH_NBUF; i++)
-		free(ps->buf[i]);
+		free(ps->batch[i].buf);
+}
+
+/* n bytes just written at the end of the current batch's buf: its last piece, or a new one. */
+static void batch_add_buf(struct pusher *ps, size_t n)
+{
+	struct push_batch *b = &ps->batch[ps->cur];
+	struct iovec *last = b->msg.msg_iovlen ? &b->iov[b->msg.msg_iovlen - 1] : NULL;
+	uint8_t *at = b->buf + b->used;
+
+	if (last && (uint8_t *)last->iov_base + last->iov_len == at)
+		last->iov_len += n;
+	else
+		b->iov[b->msg.msg_iovlen++] = (struct iovec){ at, n };
+	b->used += n;
+	b->len += n;
+}
+
+/* n bytes of guest RAM at p, sent from where they are. */
+static void batch_add_ram(struct pusher *ps, const void *p, size_t n)
+{
+	struct push_batch *b = &ps->batch[ps->cur];
+
+	b->iov[b->msg.msg_iovlen++] = (struct iovec){ (void *)p, n };
+	b->len += n;
+}
+
+/* Submit what is left of batch i's send. */
+static void submit(struct pusher *ps, unsigned i)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
+
+	io_uring_prep_sendmsg(sqe, mig_conn_raw_fd(ps->c), &ps->batch[i].msg, MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)i);
+	io_uring_submit(&ps->ring);
+	ps->batch[i].inflight = 1;
 }
 
 /*
@@ -114,34 +159,32 @@ static int reap(struct pusher *ps)
 	while (r == -EINTR);
 	if (r < 0)
 		return r;
-	unsigned b = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
+	unsigned i = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
+	struct push_batch *b = &ps->batch[i];
 	int res = cqe->res;
 	io_uring_cqe_seen(&ps->ring, cqe);
 	if (res <= 0) {
-		ps->inflight[b] = 0;
-		ps->used[b] = 0;
+		batch_reset(b);
 		return res < 0 ? res : -EPIPE;
 	}
 	mig_conn_sent(ps->c, now_ns());
-	if ((size_t)res < ps->used[b]) {
-		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
-		ps->used[b] -= res;
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-		io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b],
-				   MSG_NOSIGNAL);
-		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
-		io_uring_submit(&ps->ring);
+	if ((size_t)res < b->len) {
+		int n = (int)b->msg.msg_iovlen;
+
+		mig_iov_advance(&b->msg.msg_iov, &n, (size_t)res);
+		b->msg.msg_iovlen = (size_t)n;
+		b->len -= (size_t)res;
+		submit(ps, i);
 		return 0;
 	}
-	ps->used[b] = 0;
-	ps->inflight[b] = 0;
+	batch_reset(b);
 	return 0;
 }
 
 static int wait_idle(struct pusher *ps)
 {
 	for (int i = 0; ps->uring && i < PUSH_NBUF; i++)
-		while (ps->inflight[i]) {
+		while (ps->batch[i].inflight) {
 			int r = reap(ps);
 			if (r)
 				return r;
@@ -149,30 +192,36 @@ static int wait_idle(struct pusher *ps)
 	return 0;
 }
 
-/* Send the current buffer and move to the other one. */
+/* Send the current batch and move to the other one. */
 static int flush(struct pusher *ps)
 {
-	unsigned b = ps->cur;
-	if (!ps->used[b])
+	struct push_batch *b = &ps->batch[ps->cur];
+	if (!b->len)
 		return 0;
-	if (!ps->uring) {
-		int r = mig_conn_write(ps->c, ps->buf[b], ps->used[b]);
+	if (!ps->uring) { /* (from_ram needs the ring: the batch is buf alone) */
+		int r = mig_conn_write(ps->c, b->buf, b->used);
 		if (r)
 			return r;
 		mig_conn_sent(ps->c, now_ns());
-		ps->used[b] = 0;
+		batch_reset(b);
 		return 0;
 	}
 	int r = wait_idle(ps);
 	if (r)
 		return r;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-	io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b], MSG_NOSIGNAL);
-	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
-	io_uring_submit(&ps->ring);
-	ps->inflight[b] = 1;
-	ps->cur = (b + 1) % PUSH_NBUF;
+	submit(ps, ps->cur);
+	ps->cur = (ps->cur + 1) % PUSH_NBUF;
 	return 0;
+}
+
+/* Flush first unless the current batch has room for buf_bytes more in buf and pieces more pieces. */
+static int make_room(struct pusher *ps, size_t buf_bytes, unsigned pieces)
+{
+	struct push_batch *b = &ps->batch[ps->cur];
+
+	if (PUSH_BUF - b->used >= buf_bytes && b->msg.msg_iovlen + pieces <= PUSH_IOV_MAX)
+		return 0;
+	return flush(ps);
 }
 
 /* Everything batched sent and nothing in flight: 0 or -errno. */
@@ -195,13 +244,11 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 			return r;
 		return mig_conn_send(ps->c, type, p1, l1, p2, l2);
 	}
-	if (PUSH_BUF - ps->used[ps->cur] < need) {
-		int r = flush(ps);
-		if (r)
-			return r;
-	}
-	ps->used[ps->cur] +=
-	    mig_conn_put(ps->c, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
+	int r = make_room(ps, need, 1);
+	if (r)
+		return r;
+	struct push_batch *b = &ps->batch[ps->cur];
+	batch_add_buf(ps, mig_conn_put(ps->c, b->buf + b->used, type, p1, l1, p2, l2));
 	return 0;
 }
 
@@ -300,14 +347,13 @@ int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 {
 	size_t n;
 
-	if (PUSH_BUF - ps->used[ps->cur] < MIG_PAGE_FRAME_MAX) {
-		int r = flush(ps);
-		if (r)
-			return r;
-	}
-	n = src_put_page(ps->s, ps->c, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
+	int r = make_room(ps, MIG_PAGE_FRAME_MAX, 1);
+	if (r)
+		return r;
+	struct push_batch *b = &ps->batch[ps->cur];
+	n = src_put_page(ps->s, ps->c, b->buf + b->used, i, flags,
 			 ps->s->o->compress ? &ps->cctx : NULL);
-	ps->used[ps->cur] += n;
+	batch_add_buf(ps, n);
 	return pace(ps, n);
 }
 
@@ -354,15 +400,26 @@ static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 				    .count = gather_run(ps, i, zero),
 				    .encoding = zero ? MIG_PAGE_ZERO : MIG_PAGE_RAW };
 	size_t data = zero ? 0 : (size_t)run.count * PAGE_SIZE;
-	size_t need = sizeof(struct mig_frame_hdr) + sizeof(run) + data;
+	size_t head = sizeof(struct mig_frame_hdr) + sizeof(run);
+	const uint8_t *pages = s->vm->ram + run.addr;
+	int r;
 
-	if (PUSH_BUF - ps->used[ps->cur] < need) {
-		int r = flush(ps);
+	if (ps->from_ram && data) {
+		r = make_room(ps, head, 2);
 		if (r)
 			return r;
+		struct push_batch *b = &ps->batch[ps->cur];
+		batch_add_buf(ps, mig_conn_put_head(c, b->buf + b->used, MIG_MSG_PAGE_RUN, &run,
+						    sizeof(run), pages, data));
+		batch_add_ram(ps, pages, data);
+	} else {
+		r = make_room(ps, head + data, 1);
+		if (r)
+			return r;
+		struct push_batch *b = &ps->batch[ps->cur];
+		batch_add_buf(ps, mig_conn_put(c, b->buf + b->used, MIG_MSG_PAGE_RUN, &run,
+					       sizeof(run), pages, data));
 	}
-	ps->used[ps->cur] += mig_conn_put(c, ps->buf[ps->cur] + ps->used[ps->cur], MIG_MSG_PAGE_RUN,
-					  &run, sizeof(run), s->vm->ram + run.addr, data);
 	if (zero) {
 		__atomic_fetch_add(&s->counts.pages_zero, run.count, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->counts.pages_pushed_zero, run.count, __ATOMIC_RELAXED);
@@ -371,7 +428,7 @@ static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 	}
 	__atomic_fetch_add(&s->counts.bytes_pages, sizeof(run) + data, __ATOMIC_RELAXED);
 	*n = run.count;
-	return pace(ps, need);
+	return pace(ps, head + data);
 }
 
 /* The next page to push, claimed; -1 when every page is sent. */
@@ -527,6 +584,11 @@ static void push_channel(struct src *s, unsigned k)
 	uint64_t cpu0 = mig_thread_cpu_ns();
 	ps.k = k;
 	ps.c = s->links.bulk[k];
+	/*
+	 * The VM is stopped for good: its pages cannot change before the ring
+	 * has sent them, so runs go from RAM, with no copy into the batch.
+	 */
+	ps.from_ram = ps.uring;
 	src_share(s, k, &ps.lo, &ps.hi);
 	ps.cursor = ps.lo;
 	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);

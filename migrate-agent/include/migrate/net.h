@@ -212,6 +212,14 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
  */
 size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
 		    const void *p2, size_t l2);
+/*
+ * The same, but only the header and p1 go into buf (which must have room
+ * for 24 + l1 bytes); the caller sends p2's l2 bytes from where they are,
+ * right after them, and keeps them unchanged until they are sent: the CRC
+ * is of p2 as it is now.  Returns the bytes written to buf.
+ */
+size_t mig_conn_put_head(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
+			 const void *p2, size_t l2);
 
 /* Bytes received and not yet handed out by mig_conn_recv(). */
 static inline size_t mig_conn_buffered(const struct mig_conn *c)
