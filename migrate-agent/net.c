@@ -186,9 +186,19 @@ int mig_conn_raw_fd(const struct mig_conn *c)
 int mig_conn_write(struct mig_conn *c, const void *buf, size_t len)
 {
 	struct iovec iov = { (void *)buf, len };
+	return mig_conn_writev(c, &iov, 1);
+}
+
+int mig_conn_writev(struct mig_conn *c, struct iovec *iov, int n)
+{
 	if (c->fd < 0)
 		return -ENOTCONN;
-	return io_send(c, &iov, 1);
+	return io_send(c, iov, n);
+}
+
+bool mig_conn_sends_whole(struct mig_conn *c)
+{
+	return !c->io || (c->io->sends_whole && c->io->sends_whole(c));
 }
 
 int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, const void *p2,

@@ -198,8 +198,8 @@ static int flush(struct pusher *ps)
 	struct push_batch *b = &ps->batch[ps->cur];
 	if (!b->len)
 		return 0;
-	if (!ps->uring) { /* (from_ram needs the ring: the batch is buf alone) */
-		int r = mig_conn_write(ps->c, b->buf, b->used);
+	if (!ps->uring) {
+		int r = mig_conn_writev(ps->c, b->iov, (int)b->msg.msg_iovlen);
 		if (r)
 			return r;
 		mig_conn_sent(ps->c, now_ns());
@@ -585,10 +585,12 @@ static void push_channel(struct src *s, unsigned k)
 	ps.k = k;
 	ps.c = s->links.bulk[k];
 	/*
-	 * The VM is stopped for good: its pages cannot change before the ring
-	 * has sent them, so runs go from RAM, with no copy into the batch.
+	 * The VM is stopped for good: its pages cannot change before they
+	 * are sent, so runs go from RAM, with no copy into the batch, where
+	 * the pieces cost nothing more (not into a TLS session in user space,
+	 * which would seal each header as a record of its own).
 	 */
-	ps.from_ram = ps.uring;
+	ps.from_ram = mig_conn_sends_whole(ps.c);
 	src_share(s, k, &ps.lo, &ps.hi);
 	ps.cursor = ps.lo;
 	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);

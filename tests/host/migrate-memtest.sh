@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # migrate-memtest: the migration library end to end on plain memory
 # (mig-memtest: userfaultfd-armed destination RAM, a writer thread as the
-# "guest"): pure postcopy with random faults, precopy rounds + zstd, a
+# "guest"): pure postcopy with random faults (also without io_uring), precopy
+# rounds + zstd, precopy rounds then a push of runs, a
 # sequential toucher, and a destination on uffd-move (UFFDIO_MOVE).  Each
 # run: RAM checksum equal at both ends, every page accounted for exactly
 # once, nothing sent twice, zero pages counted alike at both ends, metrics
@@ -44,6 +45,16 @@ check_json "$work/postcopy-s.json" '.bytes_sent.overhead < 24 * (.pages_demand +
 	"postcopy: the push did not send runs"
 check_json "$work/postcopy-s.json" '.features == ["runs"]' \
 	"postcopy: runs not agreed, or the payload CRC dropped on plain TCP"
+# The postcopy push sends its runs from the source's RAM (source-push.c,
+# from_ram), on io_uring by default; without the ring (MIG_NO_URING, a
+# kernel without io_uring) the same pieces go through one sendmsg().
+MIG_NO_URING=1 run no-uring "--push-runs" "--touch random"
+check_json "$work/no-uring-s.json" '.pages_pushed > 0 and .features == ["runs"]' "no-uring: no runs pushed"
+# Precopy copies each page into its frame (a running guest may change it);
+# the push after the switch-over sends from RAM: both in one migration.
+run precopy-runs "--precopy-rounds 2 --push-runs" "--touch random"
+check_json "$work/precopy-runs-s.json" '.pages_precopy > 0 and .pages_pushed > 0' \
+	"precopy-runs: not both precopy and the push"
 # A peer without runs (--features-off 2: it does not announce MIG_FEAT_RUNS)
 # gets a PAGE frame per page, either way round.
 run runs-old-dest "--push-runs" "--touch random --features-off 2"
