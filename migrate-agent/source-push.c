@@ -18,17 +18,22 @@
 _Static_assert(PUSH_IOV_MAX >= 2 * PUSH_BATCH_PAGES + 2, "a batch from RAM needs more pieces");
 
 /*
- * Append page i as a PAGE frame to buf; returns bytes written.  cctx: the
+ * Page i as a PAGE frame into buf; returns the bytes written.  cctx: the
  * caller's zstd context (created here on first use, the caller frees it),
  * or NULL for no compression (demand replies: latency before bytes).
+ * ram: NULL, or (after the switch-over: the VM is stopped) where to say
+ * that a raw page's payload stays in guest RAM, to be sent from there
+ * right after buf's bytes; *ram is NULL when the whole frame is in buf.
  */
 size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
-		    ZSTD_CCtx **cctx)
+		    ZSTD_CCtx **cctx, const uint8_t **ram)
 {
 	const uint8_t *data = s->vm->ram + i * PAGE_SIZE;
 	struct mig_page p = { .addr = i * PAGE_SIZE, .flags = flags };
 	uint8_t zbuf[PAGE_SIZE];
 	const void *payload = data;
+	if (ram)
+		*ram = NULL;
 	if (page_is_zero(data)) {
 		p.encoding = MIG_PAGE_ZERO;
 		payload = NULL;
@@ -52,6 +57,10 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 	if (p.encoding != MIG_PAGE_ZERO) /* QEMU's "normal": a page with its payload */
 		__atomic_fetch_add(&s->counts.pages_normal, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->counts.bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
+	if (ram && payload == data) {
+		*ram = data;
+		return mig_conn_put_head(c, buf, MIG_MSG_PAGE, &p, sizeof(p), data, PAGE_SIZE);
+	}
 	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
 }
 
@@ -347,13 +356,18 @@ int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 {
 	size_t n;
 
-	int r = make_room(ps, MIG_PAGE_FRAME_MAX, 1);
+	const uint8_t *ram;
+	int r = make_room(ps, MIG_PAGE_FRAME_MAX, 2);
 	if (r)
 		return r;
 	struct push_batch *b = &ps->batch[ps->cur];
 	n = src_put_page(ps->s, ps->c, b->buf + b->used, i, flags,
-			 ps->s->o->compress ? &ps->cctx : NULL);
+			 ps->s->o->compress ? &ps->cctx : NULL, ps->from_ram ? &ram : NULL);
 	batch_add_buf(ps, n);
+	if (ps->from_ram && ram) {
+		batch_add_ram(ps, ram, PAGE_SIZE);
+		n += PAGE_SIZE;
+	}
 	return pace(ps, n);
 }
 

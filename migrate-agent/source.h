@@ -333,7 +333,7 @@ void *src_urgent_thread(void *arg);
 /* source-push.c */
 void src_wait_running(struct src *s);
 size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
-		    ZSTD_CCtx **cctx);
+		    ZSTD_CCtx **cctx, const uint8_t **ram);
 int src_pusher_init(struct pusher *ps, struct src *s);
 void src_pusher_free(struct pusher *ps);
 int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags);
