@@ -186,19 +186,9 @@ int mig_conn_raw_fd(const struct mig_conn *c)
 int mig_conn_write(struct mig_conn *c, const void *buf, size_t len)
 {
 	struct iovec iov = { (void *)buf, len };
-	return mig_conn_writev(c, &iov, 1);
-}
-
-int mig_conn_writev(struct mig_conn *c, struct iovec *iov, int n)
-{
 	if (c->fd < 0)
 		return -ENOTCONN;
-	return io_send(c, iov, n);
-}
-
-bool mig_conn_sends_whole(struct mig_conn *c)
-{
-	return !c->io || (c->io->sends_whole && c->io->sends_whole(c));
+	return io_send(c, &iov, 1);
 }
 
 int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, const void *p2,
@@ -227,40 +217,21 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
 	return r;
 }
 
-/* The header of a frame of len payload bytes whose CRC32C is crc into buf, its accounting. */
-static void put_hdr(struct mig_conn *c, uint8_t *buf, uint16_t type, size_t len, uint32_t crc)
-{
-	struct mig_frame_hdr h;
-
-	mig_frame_hdr_init(&h, type, (uint32_t)len, c->tx_seq++, crc);
-	memcpy(buf, &h, sizeof(h));
-	c->tx_bytes += sizeof(h) + len;
-	c->tx_hdr += sizeof(h);
-}
-
 size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
 		    const void *p2, size_t l2)
 {
-	size_t hl = sizeof(struct mig_frame_hdr);
+	struct mig_frame_hdr h;
 	if (l1) /* p1 may be NULL for an empty payload (PING) */
-		memcpy(buf + hl, p1, l1);
+		memcpy(buf + sizeof(h), p1, l1);
 	if (l2)
-		memcpy(buf + hl + l1, p2, l2);
-	/* The CRC of the copy: p2 (guest RAM in precopy) may change meanwhile. */
-	put_hdr(c, buf, type, l1 + l2,
-		mig_payload_crc_off(&c->wire, type) ? 0 : crc32c(0, buf + hl, l1 + l2));
-	return hl + l1 + l2;
-}
-
-size_t mig_conn_put_head(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
-			 const void *p2, size_t l2)
-{
-	size_t hl = sizeof(struct mig_frame_hdr);
-	if (l1)
-		memcpy(buf + hl, p1, l1);
-	put_hdr(c, buf, type, l1 + l2,
-		mig_payload_crc_off(&c->wire, type) ? 0 : crc32c(crc32c(0, p1, l1), p2, l2));
-	return hl + l1;
+		memcpy(buf + sizeof(h) + l1, p2, l2);
+	uint32_t crc =
+	    mig_payload_crc_off(&c->wire, type) ? 0 : crc32c(0, buf + sizeof(h), l1 + l2);
+	mig_frame_hdr_init(&h, type, (uint32_t)(l1 + l2), c->tx_seq++, crc);
+	memcpy(buf, &h, sizeof(h));
+	c->tx_bytes += sizeof(h) + l1 + l2;
+	c->tx_hdr += sizeof(h);
+	return sizeof(h) + l1 + l2;
 }
 
 /*

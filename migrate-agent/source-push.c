@@ -15,25 +15,19 @@
 #include "source.h"
 
 #define PUSH_BATCH_PAGES 64 /* 256 KiB: one send */
-_Static_assert(PUSH_IOV_MAX >= 2 * PUSH_BATCH_PAGES + 2, "a batch from RAM needs more pieces");
 
 /*
- * Page i as a PAGE frame into buf; returns the bytes written.  cctx: the
+ * Append page i as a PAGE frame to buf; returns bytes written.  cctx: the
  * caller's zstd context (created here on first use, the caller frees it),
  * or NULL for no compression (demand replies: latency before bytes).
- * ram: NULL, or (after the switch-over: the VM is stopped) where to say
- * that a raw page's payload stays in guest RAM, to be sent from there
- * right after buf's bytes; *ram is NULL when the whole frame is in buf.
  */
 size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
-		    ZSTD_CCtx **cctx, const uint8_t **ram)
+		    ZSTD_CCtx **cctx)
 {
 	const uint8_t *data = s->vm->ram + i * PAGE_SIZE;
 	struct mig_page p = { .addr = i * PAGE_SIZE, .flags = flags };
 	uint8_t zbuf[PAGE_SIZE];
 	const void *payload = data;
-	if (ram)
-		*ram = NULL;
 	if (page_is_zero(data)) {
 		p.encoding = MIG_PAGE_ZERO;
 		payload = NULL;
@@ -57,19 +51,7 @@ size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i,
 	if (p.encoding != MIG_PAGE_ZERO) /* QEMU's "normal": a page with its payload */
 		__atomic_fetch_add(&s->counts.pages_normal, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->counts.bytes_pages, sizeof(p) + p.data_len, __ATOMIC_RELAXED);
-	if (ram && payload == data) {
-		*ram = data;
-		return mig_conn_put_head(c, buf, MIG_MSG_PAGE, &p, sizeof(p), data, PAGE_SIZE);
-	}
 	return mig_conn_put(c, buf, MIG_MSG_PAGE, &p, sizeof(p), payload, p.data_len);
-}
-
-/* An empty batch: nothing in buf, no piece, nothing in flight. */
-static void batch_reset(struct push_batch *b)
-{
-	b->used = b->len = 0;
-	b->msg = (struct msghdr){ .msg_iov = b->iov };
-	b->inflight = 0;
 }
 
 /* A pusher for s: its two buffers, and a ring on plain TCP.  0 or -ENOMEM. */
@@ -80,9 +62,8 @@ int src_pusher_init(struct pusher *ps, struct src *s)
 	ps->c = s->links.bulk[0]; /* precopy's; a push thread takes its own */
 	ps->hi = s->nr_pages;
 	for (int i = 0; i < PUSH_NBUF; i++) {
-		batch_reset(&ps->batch[i]);
-		ps->batch[i].buf = malloc(PUSH_BUF);
-		if (!ps->batch[i].buf)
+		ps->buf[i] = malloc(PUSH_BUF);
+		if (!ps->buf[i])
 			return -ENOMEM;
 	}
 	/*
@@ -109,42 +90,7 @@ void src_pusher_free(struct pusher *ps)
 		io_uring_queue_exit(&ps->ring);
 	}
 	for (int i = 0; i < PUSH_NBUF; i++)
-		free(ps->batch[i].buf);
-}
-
-/* n bytes just written at the end of the current batch's buf: its last piece, or a new one. */
-static void batch_add_buf(struct pusher *ps, size_t n)
-{
-	struct push_batch *b = &ps->batch[ps->cur];
-	struct iovec *last = b->msg.msg_iovlen ? &b->iov[b->msg.msg_iovlen - 1] : NULL;
-	uint8_t *at = b->buf + b->used;
-
-	if (last && (uint8_t *)last->iov_base + last->iov_len == at)
-		last->iov_len += n;
-	else
-		b->iov[b->msg.msg_iovlen++] = (struct iovec){ at, n };
-	b->used += n;
-	b->len += n;
-}
-
-/* n bytes of guest RAM at p, sent from where they are. */
-static void batch_add_ram(struct pusher *ps, const void *p, size_t n)
-{
-	struct push_batch *b = &ps->batch[ps->cur];
-
-	b->iov[b->msg.msg_iovlen++] = (struct iovec){ (void *)p, n };
-	b->len += n;
-}
-
-/* Submit what is left of batch i's send. */
-static void submit(struct pusher *ps, unsigned i)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
-
-	io_uring_prep_sendmsg(sqe, mig_conn_raw_fd(ps->c), &ps->batch[i].msg, MSG_NOSIGNAL);
-	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)i);
-	io_uring_submit(&ps->ring);
-	ps->batch[i].inflight = 1;
+		free(ps->buf[i]);
 }
 
 /*
@@ -168,32 +114,34 @@ static int reap(struct pusher *ps)
 	while (r == -EINTR);
 	if (r < 0)
 		return r;
-	unsigned i = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
-	struct push_batch *b = &ps->batch[i];
+	unsigned b = (unsigned)(uintptr_t)io_uring_cqe_get_data(cqe);
 	int res = cqe->res;
 	io_uring_cqe_seen(&ps->ring, cqe);
 	if (res <= 0) {
-		batch_reset(b);
+		ps->inflight[b] = 0;
+		ps->used[b] = 0;
 		return res < 0 ? res : -EPIPE;
 	}
 	mig_conn_sent(ps->c, now_ns());
-	if ((size_t)res < b->len) {
-		int n = (int)b->msg.msg_iovlen;
-
-		mig_iov_advance(&b->msg.msg_iov, &n, (size_t)res);
-		b->msg.msg_iovlen = (size_t)n;
-		b->len -= (size_t)res;
-		submit(ps, i);
+	if ((size_t)res < ps->used[b]) {
+		memmove(ps->buf[b], ps->buf[b] + res, ps->used[b] - res);
+		ps->used[b] -= res;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
+		io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b],
+				   MSG_NOSIGNAL);
+		io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
+		io_uring_submit(&ps->ring);
 		return 0;
 	}
-	batch_reset(b);
+	ps->used[b] = 0;
+	ps->inflight[b] = 0;
 	return 0;
 }
 
 static int wait_idle(struct pusher *ps)
 {
 	for (int i = 0; ps->uring && i < PUSH_NBUF; i++)
-		while (ps->batch[i].inflight) {
+		while (ps->inflight[i]) {
 			int r = reap(ps);
 			if (r)
 				return r;
@@ -201,36 +149,30 @@ static int wait_idle(struct pusher *ps)
 	return 0;
 }
 
-/* Send the current batch and move to the other one. */
+/* Send the current buffer and move to the other one. */
 static int flush(struct pusher *ps)
 {
-	struct push_batch *b = &ps->batch[ps->cur];
-	if (!b->len)
+	unsigned b = ps->cur;
+	if (!ps->used[b])
 		return 0;
 	if (!ps->uring) {
-		int r = mig_conn_writev(ps->c, b->iov, (int)b->msg.msg_iovlen);
+		int r = mig_conn_write(ps->c, ps->buf[b], ps->used[b]);
 		if (r)
 			return r;
 		mig_conn_sent(ps->c, now_ns());
-		batch_reset(b);
+		ps->used[b] = 0;
 		return 0;
 	}
 	int r = wait_idle(ps);
 	if (r)
 		return r;
-	submit(ps, ps->cur);
-	ps->cur = (ps->cur + 1) % PUSH_NBUF;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ps->ring);
+	io_uring_prep_send(sqe, mig_conn_raw_fd(ps->c), ps->buf[b], ps->used[b], MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)b);
+	io_uring_submit(&ps->ring);
+	ps->inflight[b] = 1;
+	ps->cur = (b + 1) % PUSH_NBUF;
 	return 0;
-}
-
-/* Flush first unless the current batch has room for buf_bytes more in buf and pieces more pieces. */
-static int make_room(struct pusher *ps, size_t buf_bytes, unsigned pieces)
-{
-	struct push_batch *b = &ps->batch[ps->cur];
-
-	if (PUSH_BUF - b->used >= buf_bytes && b->msg.msg_iovlen + pieces <= PUSH_IOV_MAX)
-		return 0;
-	return flush(ps);
 }
 
 /* Everything batched sent and nothing in flight: 0 or -errno. */
@@ -253,11 +195,13 @@ static int push_frame(struct pusher *ps, uint16_t type, const void *p1, size_t l
 			return r;
 		return mig_conn_send(ps->c, type, p1, l1, p2, l2);
 	}
-	int r = make_room(ps, need, 1);
-	if (r)
-		return r;
-	struct push_batch *b = &ps->batch[ps->cur];
-	batch_add_buf(ps, mig_conn_put(ps->c, b->buf + b->used, type, p1, l1, p2, l2));
+	if (PUSH_BUF - ps->used[ps->cur] < need) {
+		int r = flush(ps);
+		if (r)
+			return r;
+	}
+	ps->used[ps->cur] +=
+	    mig_conn_put(ps->c, ps->buf[ps->cur] + ps->used[ps->cur], type, p1, l1, p2, l2);
 	return 0;
 }
 
@@ -356,18 +300,14 @@ int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags)
 {
 	size_t n;
 
-	const uint8_t *ram;
-	int r = make_room(ps, MIG_PAGE_FRAME_MAX, 2);
-	if (r)
-		return r;
-	struct push_batch *b = &ps->batch[ps->cur];
-	n = src_put_page(ps->s, ps->c, b->buf + b->used, i, flags,
-			 ps->s->o->compress ? &ps->cctx : NULL, ps->from_ram ? &ram : NULL);
-	batch_add_buf(ps, n);
-	if (ps->from_ram && ram) {
-		batch_add_ram(ps, ram, PAGE_SIZE);
-		n += PAGE_SIZE;
+	if (PUSH_BUF - ps->used[ps->cur] < MIG_PAGE_FRAME_MAX) {
+		int r = flush(ps);
+		if (r)
+			return r;
 	}
+	n = src_put_page(ps->s, ps->c, ps->buf[ps->cur] + ps->used[ps->cur], i, flags,
+			 ps->s->o->compress ? &ps->cctx : NULL);
+	ps->used[ps->cur] += n;
 	return pace(ps, n);
 }
 
@@ -414,26 +354,15 @@ static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 				    .count = gather_run(ps, i, zero),
 				    .encoding = zero ? MIG_PAGE_ZERO : MIG_PAGE_RAW };
 	size_t data = zero ? 0 : (size_t)run.count * PAGE_SIZE;
-	size_t head = sizeof(struct mig_frame_hdr) + sizeof(run);
-	const uint8_t *pages = s->vm->ram + run.addr;
-	int r;
+	size_t need = sizeof(struct mig_frame_hdr) + sizeof(run) + data;
 
-	if (ps->from_ram && data) {
-		r = make_room(ps, head, 2);
+	if (PUSH_BUF - ps->used[ps->cur] < need) {
+		int r = flush(ps);
 		if (r)
 			return r;
-		struct push_batch *b = &ps->batch[ps->cur];
-		batch_add_buf(ps, mig_conn_put_head(c, b->buf + b->used, MIG_MSG_PAGE_RUN, &run,
-						    sizeof(run), pages, data));
-		batch_add_ram(ps, pages, data);
-	} else {
-		r = make_room(ps, head + data, 1);
-		if (r)
-			return r;
-		struct push_batch *b = &ps->batch[ps->cur];
-		batch_add_buf(ps, mig_conn_put(c, b->buf + b->used, MIG_MSG_PAGE_RUN, &run,
-					       sizeof(run), pages, data));
 	}
+	ps->used[ps->cur] += mig_conn_put(c, ps->buf[ps->cur] + ps->used[ps->cur], MIG_MSG_PAGE_RUN,
+					  &run, sizeof(run), s->vm->ram + run.addr, data);
 	if (zero) {
 		__atomic_fetch_add(&s->counts.pages_zero, run.count, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->counts.pages_pushed_zero, run.count, __ATOMIC_RELAXED);
@@ -442,7 +371,7 @@ static int push_run(struct pusher *ps, uint64_t i, unsigned *n)
 	}
 	__atomic_fetch_add(&s->counts.bytes_pages, sizeof(run) + data, __ATOMIC_RELAXED);
 	*n = run.count;
-	return pace(ps, head + data);
+	return pace(ps, need);
 }
 
 /* The next page to push, claimed; -1 when every page is sent. */
@@ -598,13 +527,6 @@ static void push_channel(struct src *s, unsigned k)
 	uint64_t cpu0 = mig_thread_cpu_ns();
 	ps.k = k;
 	ps.c = s->links.bulk[k];
-	/*
-	 * The VM is stopped for good: its pages cannot change before they
-	 * are sent, so runs go from RAM, with no copy into the batch, where
-	 * the pieces cost nothing more (not into a TLS session in user space,
-	 * which would seal each header as a record of its own).
-	 */
-	ps.from_ram = mig_conn_sends_whole(ps.c);
 	src_share(s, k, &ps.lo, &ps.hi);
 	ps.cursor = ps.lo;
 	__atomic_store_n(&s->push_features, ps.c->wire.features, __ATOMIC_RELAXED);

@@ -69,13 +69,10 @@ static int serve_request(struct src *s, const uint8_t *p, uint8_t *buf)
 			continue;
 		}
 		__atomic_fetch_add(&s->counts.sent_count, 1, __ATOMIC_RELAXED);
-		/* Requests come after the switch-over: the page is sent from RAM. */
-		const uint8_t *ram;
-		size_t n = src_put_page(s, s->links.urg, buf, i, MIG_PAGEF_DEMAND, NULL, &ram);
-		struct iovec iov[2] = { { buf, n }, { (void *)ram, ram ? PAGE_SIZE : 0 } };
+		size_t n = src_put_page(s, s->links.urg, buf, i, MIG_PAGEF_DEMAND, NULL);
 		mig_lock(&s->links.urg->tx_lock, MIG_RANK_CONN_TX);
 		mig_stamp(s->stamps, i, MIG_STEP_PAGE_SENT, now_ns());
-		int r = mig_conn_writev(s->links.urg, iov, 2);
+		int r = mig_conn_write(s->links.urg, buf, n);
 		mig_unlock(&s->links.urg->tx_lock);
 		if (r) {
 			src_set_break(s, 0, "urgent channel: send failed");

@@ -100,8 +100,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <zstd.h>
 
 #include "channels.h"
@@ -117,12 +115,6 @@
 /* Two full PAGE_RUN frames: 256 KiB of pages and their headers. */
 #define PUSH_BUF  (2 * MIG_RUN_FRAME_MAX)
 #define PUSH_NBUF 2
-/*
- * Pieces of one send: a batch of PUSH_BATCH_PAGES pages (source-push.c)
- * sent from RAM is at most a header and a run per page, and well under
- * the kernel's UIO_MAXIOV (1024).
- */
-#define PUSH_IOV_MAX 160
 
 /* Whether the caller asked for field (start_postcopy, manual_postcopy). */
 #define ASKED(s, field) ((s)->o->ctl && __atomic_load_n(&(s)->o->ctl->field, __ATOMIC_ACQUIRE))
@@ -240,22 +232,8 @@ struct src {
 };
 
 /*
- * One batch of frames for one send: its bytes are the pieces of iov, in
- * order.  A piece is either the frames written into buf, or (from_ram) a
- * run's pages in guest RAM, which its header in buf precedes.
- */
-struct push_batch {
-	uint8_t *buf;
-	size_t used; /* bytes of buf written */
-	int inflight;
-	struct msghdr msg; /* the send's: its iov, advanced past a short send */
-	struct iovec iov[PUSH_IOV_MAX];
-	size_t len; /* bytes in iov */
-};
-
-/*
  * One pusher's batches, the postcopy push thread's or precopy's (on the
- * main thread): two, so that encoding overlaps sending.
+ * main thread): two buffers, so that encoding overlaps sending.
  */
 struct pusher {
 	struct src *s;
@@ -264,8 +242,9 @@ struct pusher {
 	uint64_t lo, hi;    /* its share of RAM: pages [lo, hi) */
 	struct io_uring ring;
 	int uring;
-	int from_ram; /* runs sent from guest RAM, not copied: postcopy (the VM is stopped) */
-	struct push_batch batch[PUSH_NBUF];
+	uint8_t *buf[PUSH_NBUF];
+	size_t used[PUSH_NBUF];
+	int inflight[PUSH_NBUF];
 	unsigned cur;
 	/* pre-paging window */
 	uint64_t pre_next;
@@ -333,7 +312,7 @@ void *src_urgent_thread(void *arg);
 /* source-push.c */
 void src_wait_running(struct src *s);
 size_t src_put_page(struct src *s, struct mig_conn *c, uint8_t *buf, uint64_t i, uint16_t flags,
-		    ZSTD_CCtx **cctx, const uint8_t **ram);
+		    ZSTD_CCtx **cctx);
 int src_pusher_init(struct pusher *ps, struct src *s);
 void src_pusher_free(struct pusher *ps);
 int src_push_page(struct pusher *ps, uint64_t i, uint16_t flags);

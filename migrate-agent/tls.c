@@ -705,13 +705,6 @@ static int tls_io_binding(struct mig_conn *c, uint8_t *out)
 	return mig_tls_binding(c->io_ctx, out, MIG_SECRET_LEN);
 }
 
-static bool tls_io_sends_whole(struct mig_conn *c)
-{
-	const struct mig_tls *t = c->io_ctx;
-
-	return t->ktls_send;
-}
-
 static const struct mig_io_ops tls_io = {
 	.name = "tls",
 	.send = tls_io_send,
@@ -719,7 +712,6 @@ static const struct mig_io_ops tls_io = {
 	.close = tls_io_close,
 	.binding = tls_io_binding,
 	.secrets_done = tls_io_secrets_done,
-	.sends_whole = tls_io_sends_whole,
 };
 
 int mig_tls_secure(struct mig_tls_ctx *ctx, struct mig_conn *c, int timeout_ms, char *err,

@@ -45,13 +45,11 @@ check_json "$work/postcopy-s.json" '.bytes_sent.overhead < 24 * (.pages_demand +
 	"postcopy: the push did not send runs"
 check_json "$work/postcopy-s.json" '.features == ["runs"]' \
 	"postcopy: runs not agreed, or the payload CRC dropped on plain TCP"
-# The postcopy push sends its runs from the source's RAM (source-push.c,
-# from_ram), on io_uring by default; without the ring (MIG_NO_URING, a
-# kernel without io_uring) the same pieces go through one sendmsg().
+# The push on io_uring by default; without the ring (MIG_NO_URING, as on a
+# kernel without io_uring) through the connection's own send.
 MIG_NO_URING=1 run no-uring "--push-runs" "--touch random"
 check_json "$work/no-uring-s.json" '.pages_pushed > 0 and .features == ["runs"]' "no-uring: no runs pushed"
-# Precopy copies each page into its frame (a running guest may change it);
-# the push after the switch-over sends from RAM: both in one migration.
+# Precopy rounds, then the push's runs after the switch-over, in one migration.
 run precopy-runs "--precopy-rounds 2 --push-runs" "--touch random"
 check_json "$work/precopy-runs-s.json" '.pages_precopy > 0 and .pages_pushed > 0' \
 	"precopy-runs: not both precopy and the push"

@@ -24,11 +24,9 @@ static const struct glue_cap_def cap_defs[GLUE_CAP_NR] = {
 	[GLUE_CAP_MULTIFD] = { "multifd", NULL },
 	[GLUE_CAP_POSTCOPY_BLOCKTIME] = { "postcopy-blocktime", NULL },
 	[GLUE_CAP_PAUSE_BEFORE_SWITCHOVER] = { "pause-before-switchover", NULL },
-	[GLUE_CAP_ZERO_COPY_SEND] = { "zero-copy-send",
-				      "zero-copy-send is not supported here: precopy copies "
-				      "every page into its frame before it is sent, and the "
-				      "postcopy push, which sends from guest RAM, leaves the "
-				      "kernel its copy (no MSG_ZEROCOPY)" },
+	[GLUE_CAP_ZERO_COPY_SEND] = { "zero-copy-send", "zero-copy-send is not supported here: the "
+							"push copies every page into its "
+							"frame before it is sent" },
 };
 
 void glue_caps_init(struct glue_params *p, const struct migrate_vmm_opts *o)

@@ -51,14 +51,6 @@ struct mig_io_ops {
 	/* MIG_SECRET_LEN bytes that only this session's two ends can know: 0 or -errno. */
 	int (*binding)(struct mig_conn *c, uint8_t *out);
 	void (*secrets_done)(struct mig_conn *c);
-	/*
-	 * sends_whole (optional): whether send() hands the socket all its
-	 * pieces in one sendmsg() (kTLS: the kernel cuts full records across
-	 * them), so that many small pieces cost no more than one buffer.
-	 * Without it, pieces are sealed as they come (a TLS session in user
-	 * space: small pieces make small records).
-	 */
-	bool (*sends_whole)(struct mig_conn *c);
 };
 
 /*
@@ -201,13 +193,6 @@ int mig_conn_raw_fd(const struct mig_conn *c);
  * 0 or -errno.
  */
 int mig_conn_write(struct mig_conn *c, const void *buf, size_t len);
-/* The same for the n pieces of iov (which it may change): 0 or -errno. */
-int mig_conn_writev(struct mig_conn *c, struct iovec *iov, int n);
-/*
- * Whether a write of many pieces costs c no more than the same bytes in one
- * buffer: plain TCP, and a session whose records the kernel seals.
- */
-bool mig_conn_sends_whole(struct mig_conn *c);
 /* Close the session and the socket (if open) and free the buffers. */
 void mig_conn_close(struct mig_conn *c);
 /* Make blocked send/recv on c return at once (from any thread); keeps the fd. */
@@ -227,14 +212,6 @@ int mig_conn_send(struct mig_conn *c, uint16_t type, const void *p1, size_t l1, 
  */
 size_t mig_conn_put(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
 		    const void *p2, size_t l2);
-/*
- * The same, but only the header and p1 go into buf (which must have room
- * for 24 + l1 bytes); the caller sends p2's l2 bytes from where they are,
- * right after them, and keeps them unchanged until they are sent: the CRC
- * is of p2 as it is now.  Returns the bytes written to buf.
- */
-size_t mig_conn_put_head(struct mig_conn *c, uint8_t *buf, uint16_t type, const void *p1, size_t l1,
-			 const void *p2, size_t l2);
 
 /* Bytes received and not yet handed out by mig_conn_recv(). */
 static inline size_t mig_conn_buffered(const struct mig_conn *c)
