@@ -4,13 +4,23 @@
  * an operator's, or a test's hang guard).  A guest that hangs on a page
  * that never comes looks, from outside, like one that is merely slow; here
  * its vCPU shows asleep in the kernel (wchan, and the kernel stack where
- * this process may read it: as root) beside the state the VMM keeps.
+ * this process may read it: as root) beside the state the VMM keeps.  A
+ * vCPU that runs is shown with what KVM did for it meanwhile: a guest that
+ * loops on its own exits to KVM, one that KVM keeps emulating (an
+ * instruction, then a page fault injected, over and over) shows climbing
+ * insn_emulation and pf_guest and no fault of its own (pf_taken).
  */
 #include <fcntl.h>
+#include <inttypes.h>
+#include <linux/kvm.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/macros.h"
 #include "vmm/util.h"
 #include "vmm/vm.h"
 
@@ -68,11 +78,72 @@ static void describe_task(uint32_t tid, char *buf, size_t len)
 		 wchan);
 }
 
+/* KVM's counters the report shows, by their names in its binary statistics. */
+static const char *const counter_names[] = { "exits", "insn_emulation", "pf_guest", "pf_taken" };
+#define NR_COUNTERS	 ARRAY_SIZE(counter_names)
+#define COUNTERS_SPAN_MS 200
+
+/* The value of the one-number counter d of stats fd (header h) into *val; false if unreadable. */
+static bool read_counter(int fd, const struct kvm_stats_header *h, const struct kvm_stats_desc *d,
+			 uint64_t *val)
+{
+	return d->size == 1 &&
+	       pread(fd, val, sizeof(*val), h->data_offset + d->offset) == sizeof(*val);
+}
+
+/*
+ * vCPU fd's counter_names into vals (KVM_GET_STATS_FD, Linux 5.14+); false
+ * where the kernel has no binary statistics or lacks one of them.
+ */
+static bool read_counters(int vcpu_fd, uint64_t *vals)
+{
+	struct kvm_stats_header h;
+	unsigned int found = 0;
+	char *descs = NULL;
+	int fd = ioctl(vcpu_fd, KVM_GET_STATS_FD, NULL);
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, &h, sizeof(h), 0) != sizeof(h) || h.num_desc > 4096 || h.name_size > 256)
+		goto out;
+	size_t stride = sizeof(struct kvm_stats_desc) + h.name_size, len = stride * h.num_desc;
+	descs = malloc(len);
+	if (!descs || pread(fd, descs, len, h.desc_offset) != (ssize_t)len)
+		goto out;
+	for (uint32_t i = 0; i < h.num_desc; i++) {
+		const struct kvm_stats_desc *d = (const void *)(descs + i * stride);
+
+		for (unsigned int k = 0; k < NR_COUNTERS; k++)
+			if (!strncmp(d->name, counter_names[k], h.name_size) &&
+			    read_counter(fd, &h, d, &vals[k]))
+				found++;
+	}
+out:
+	free(descs);
+	close(fd);
+	return found == NR_COUNTERS;
+}
+
+/* "exits +N, insn_emulation +N, ..." from before to after into buf. */
+static void describe_counters(const uint64_t *before, const uint64_t *after, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	for (unsigned int k = 0; k < NR_COUNTERS && n < len; k++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s +%" PRIu64, k ? ", " : "",
+				      counter_names[k], after[k] - before[k]);
+}
+
 void vm_report_vcpus(struct vm *vm)
 {
 	static const char *const names[] = { "running", "parked", "halted", "exited" };
-	char where[400];
+	uint64_t before[GUEST_MAX_CPUS][NR_COUNTERS];
+	bool counted[GUEST_MAX_CPUS];
+	char where[400], what[200];
 
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+		counted[i] = read_counters(vm->vcpus[i].fd, before[i]);
+	nanosleep(&(struct timespec){ .tv_nsec = COUNTERS_SPAN_MS * 1000000L }, NULL);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *vcpu = &vm->vcpus[i];
 		uint32_t tid = __atomic_load_n(&vcpu->tid, __ATOMIC_ACQUIRE);
@@ -88,5 +159,10 @@ void vm_report_vcpus(struct vm *vm)
 		pr_info("vcpu %u (thread %u): %s; kernel: %s", i, tid, names[state], where);
 		if (tid && state == VCPU_RUNNING)
 			report_stack(tid);
+		uint64_t after[NR_COUNTERS];
+		if (state == VCPU_RUNNING && counted[i] && read_counters(vcpu->fd, after)) {
+			describe_counters(before[i], after, what, sizeof(what));
+			pr_info("vcpu %u: KVM in %d ms: %s", i, COUNTERS_SPAN_MS, what);
+		}
 	}
 }
