@@ -281,12 +281,18 @@ int glue_incoming_started(struct migrate_glue *gl)
 		return -r;
 	}
 	gl->watch_on = 1;
-	/* As QEMU's destination when its vCPUs start; before stop can be taken. */
-	if (gl->qmp)
-		qmp_event(gl->qmp, "RESUME", NULL);
+	/*
+	 * Running before RESUME, as QEMU's destination, whose clients cannot
+	 * see between the two (its BQL): a client that acts on RESUME (cont,
+	 * then query-status, as libvirt) must read "running", not
+	 * "inmigrate" (CI: vmm-qmp-libvirt in a busy node).  A stop that
+	 * comes between the two is taken, and its STOP then precedes RESUME.
+	 */
 	pthread_mutex_lock(&gl->lock);
 	gl->inmigrate = 0;
 	pthread_mutex_unlock(&gl->lock);
+	if (gl->qmp)
+		qmp_event(gl->qmp, "RESUME", NULL);
 	return 0;
 }
 

@@ -227,7 +227,9 @@ def query_status(end, who, want=None):
     if ret.get("status") not in LIBVIRT_VM_STATUSES:
         fail(f"[{end.name}] query-status: status libvirt does not know: {ret}")
     if want:
-        check(ret["status"] == want, f"[{end.name}] query-status: {want}")
+        got = ret["status"]
+        check(got == want,
+              f"[{end.name}] query-status: {want}" + ("" if got == want else f", got {got}"))
     return ret
 
 
