@@ -141,9 +141,18 @@ void vm_report_vcpus(struct vm *vm)
 	bool counted[GUEST_MAX_CPUS];
 	char where[400], what[200];
 
-	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
-		counted[i] = read_counters(vm->vcpus[i].fd, before[i]);
-	nanosleep(&(struct timespec){ .tv_nsec = COUNTERS_SPAN_MS * 1000000L }, NULL);
+	bool any = false;
+
+	/* Only running vCPUs are counted, and only then is there a span to wait. */
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		pthread_mutex_lock(&vm->lock);
+		counted[i] = vm->vcpus[i].state == VCPU_RUNNING;
+		pthread_mutex_unlock(&vm->lock);
+		counted[i] = counted[i] && read_counters(vm->vcpus[i].fd, before[i]);
+		any |= counted[i];
+	}
+	if (any)
+		nanosleep(&(struct timespec){ .tv_nsec = COUNTERS_SPAN_MS * 1000000L }, NULL);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *vcpu = &vm->vcpus[i];
 		uint32_t tid = __atomic_load_n(&vcpu->tid, __ATOMIC_ACQUIRE);
