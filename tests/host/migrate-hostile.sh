@@ -36,11 +36,7 @@ refused() { # case expected-message-regex
 	start_memtest_dest "$1" --recover-ms 500 --metrics "$work/$1-d.json"
 	timeout "$(guard 60)" "$BIN/mig-evil" "$1" "tcp:127.0.0.1:$dport" --mem 4 2> "$work/$1.evil" ||
 		{ cat "$work/$1.evil" >&2; fail "$1: the adversary could not run"; }
-	for _ in $(seq 600); do
-		grep -q "refused a connection" "$work/$1-d.err" && break
-		kill -0 "$dpid" 2> /dev/null || break
-		sleep 0.1
-	done
+	wait_line "$work/$1-d.err" "refused a connection" "$1: the destination" "$dpid"
 	grep -Eq "refused a connection: .*($2)" "$work/$1-d.err" ||
 		{ cat "$work/$1-d.err" >&2; fail "$1: no refusal matching /$2/"; }
 	kill -0 "$dpid" 2> /dev/null || fail "$1: the destination gave up on a stranger's stream"
@@ -73,8 +69,7 @@ refused big-frame "frame of 16777216 bytes before the handshake completed"
 start_memtest_dest claim --metrics "$work/claim-d.json"
 "$BIN/mig-evil" claim-stall "tcp:127.0.0.1:$dport" --mem 4 2> "$work/claim-e.err" &
 pids+=($!)
-for _ in $(seq 600); do grep -q "claimed the session" "$work/claim-e.err" && break; sleep 0.1; done
-grep -q "claimed the session" "$work/claim-e.err" || { cat "$work/claim-e.err" >&2; fail "claim: the stranger never claimed"; }
+wait_line "$work/claim-e.err" "claimed the session" "claim: the stranger" "${pids[-1]}"
 timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/claim-s.err" ||
 	{ cat "$work/claim-s.err" "$work/claim-d.err" >&2; fail "claim: the real source was kept out"; }
 wait_status "$dpid" "claim: the destination"

@@ -18,20 +18,35 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 
 command -v jq > /dev/null || skip "jq is not installed"
 
-# Wait until a VMM's control socket exists (a 60 s hang guard), or fail.
-# With a pid (and its stderr file), fail at once, with what it said, if
-# that process exited first: a VMM whose guest ended (a triple fault, in a
-# node: docs/testing.md) never makes its socket.
-wait_socket() { # path [pid [stderr-file]]
-	for _ in $(seq 3000); do
-		[ -S "$1" ] && return 0
-		if [ -n "${2:-}" ] && ! kill -0 "$2" 2> /dev/null; then
-			[ -n "${3:-}" ] && cat "$3" >&2
-			fail "the process that was to make $1 exited"
+# wait_until WHAT SECONDS PID LOG COMMAND...: run COMMAND until it
+# succeeds, with a hang guard of SECONDS (times the runner's time scale:
+# guard), never a speed limit.  With a PID, fail at once if that process
+# exits first (its last word counted: COMMAND runs once more), printing
+# LOG (what it said), e.g. a VMM whose guest ended (a triple fault, in a
+# node: docs/testing.md).  LOG is printed on a timeout too.
+wait_until() { # what seconds pid log command...
+	local what=$1 pid=$3 log=$4 secs t=0
+	secs=$(guard "$2")
+	shift 4
+	until "$@"; do
+		if [ -n "$pid" ] && ! kill -0 "$pid" 2> /dev/null; then
+			"$@" && return 0
+			[ -z "$log" ] || cat "$log" >&2
+			fail "$what: the process (pid $pid) exited first"
 		fi
-		sleep 0.02
+		t=$((t + 1))
+		if [ "$t" -ge $((secs * 20)) ]; then
+			[ -z "$log" ] || cat "$log" >&2
+			fail "$what: not there after $secs s (a hang guard)"
+		fi
+		sleep 0.05
 	done
-	fail "no control socket at $1 after 60 s"
+}
+
+# Wait until a VMM's control socket exists; with a pid (and its stderr
+# file), fail at once, with what it said, if that process exited first.
+wait_socket() { # path [pid [stderr-file]]
+	wait_until "a control socket at $1" 60 "${2:-}" "${3:-}" test -S "$1"
 }
 
 # A free TCP port on 127.0.0.1 (the kernel picks it).
@@ -39,19 +54,21 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Wait until something listens on 127.0.0.1:$1: a hang guard (60 s), not a
-# speed limit.  With a pid (and its stderr file), fail at once, saying why,
-# if that process died first (a port taken meanwhile by someone else).
+listening() { # port
+	ss -Hltn "sport = :$1" 2> /dev/null | grep -q LISTEN
+}
+
+# Wait until something listens on 127.0.0.1:$1; with a pid (and its stderr
+# file), fail at once, saying why, if that process died first (a port
+# taken meanwhile by someone else).
 wait_listen() { # port [pid [stderr-file]]
-	for _ in $(seq 600); do
-		if ss -Hltn "sport = :$1" 2>/dev/null | grep -q LISTEN; then return 0; fi
-		if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
-			[ -n "${3:-}" ] && cat "$3" >&2
-			fail "the process that was to listen on port $1 exited"
-		fi
-		sleep 0.1
-	done
-	fail "nothing listens on port $1 after 60 s"
+	wait_until "a listener on port $1" 60 "${2:-}" "${3:-}" listening "$1"
+}
+
+# Wait until FILE has a line matching REGEX (grep's); with a pid, fail at
+# once if that process exits first.  FILE is printed on a failure.
+wait_line() { # file regex what [pid [guard-seconds]]
+	wait_until "$3: /$2/ in $(basename "$1")" "${5:-60}" "${4:-}" "$1" grep -qs -- "$2" "$1"
 }
 
 # jq -e on a file, with a readable failure.

@@ -81,7 +81,7 @@ start_memtest_dest sigstop --recover-ms 1000 --mem 64M
 	2> "$work/sigstop-s.err" &
 spid=$!
 pids+=("$spid")
-for _ in $(seq 600); do grep -q "source checksum" "$work/sigstop-s.err" && break; sleep 0.05; done
+wait_line "$work/sigstop-s.err" "source checksum" "sigstop: the source" "$spid"
 kill -STOP "$spid"
 wait_status "$dpid" "sigstop: the destination"
 rc=$?

@@ -18,13 +18,6 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 need_programs mig-memtest
 
-# Wait for a line matching PATTERN in FILE (a hang guard of 120 s).
-wait_line() { # file pattern
-	for _ in $(seq 1200); do grep -q "$2" "$1" && return 0; sleep 0.1; done
-	cat "$1" >&2
-	fail "no '$2' in $1 after 120 s"
-}
-
 port=$(free_port)
 "$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 16M --touch none \
 	--metrics "$work/d.json" > /dev/null 2> "$work/d.err" &
@@ -42,12 +35,12 @@ mkfifo "$work/caps"
 spid=$!
 pids+=("$spid")
 exec 3> "$work/caps"
-wait_line "$work/s.err" "phase active"
+wait_line "$work/s.err" "phase active" "the source" "$spid" 120
 
 # A cap change; prints when the source took it (CLOCK_MONOTONIC ns).
 cap() { # new-cap
 	echo "$1" >&3
-	wait_line "$work/s.err" "memtest: cap .* -> $1 at"
+	wait_line "$work/s.err" "memtest: cap .* -> $1 at" "cap $1" "$spid" 120
 	sed -n "s/^memtest: cap .* -> $1 at .*(monotonic \([0-9]*\) ns).*/\1/p" "$work/s.err" | tail -n1
 }
 
@@ -75,7 +68,7 @@ sleep 2
 c=$(cap 2048)
 sleep 6
 echo postcopy >&3 # at 2 KiB/s a page takes 2 s: precopy must end at once all the same
-wait_line "$work/s.err" "phase postcopy-active"
+wait_line "$work/s.err" "phase postcopy-active" "start-postcopy" "$spid" 120
 mono() { sed -n "s/^memtest: $1 at .*(monotonic \([0-9]*\) ns).*/\1/p" "$work/s.err" | head -n1; }
 echo "start-postcopy at 2 KiB/s: postcopy-active $((($(mono "phase postcopy-active") - $(mono start-postcopy)) / 1000000)) ms later"
 d=$(cap 2048)

@@ -13,12 +13,6 @@ need_programs vmm migrate-agent mig-evil
 need_guest
 need_kvm
 
-wait_for() { # file regex what
-	for _ in $(seq 600); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.05; done
-	cat "$1" >&2
-	fail "$3: never saw /$2/"
-}
-
 # 1. SIGTERM while the destination waits for a source.
 port=$(free_port)
 "$BIN/vmm" run --mem 16M --incoming "tcp:127.0.0.1:$port" --migrate-metrics "$work/term.json" \
@@ -48,10 +42,10 @@ wait_socket "$sock" "$vpid" "$work/pipe.err"
 "$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$port" --recover-ms 1000 \
 	> /dev/null 2> /dev/null &
 apid=$!
-wait_for "$work/pipe.err" "migrating to" "sigpipe"
+wait_line "$work/pipe.err" "migrating to" "sigpipe" "$vpid"
 kill -TERM "$apid" # (a background job ignores SIGINT)
 wait "$apid" 2> /dev/null
-wait_for "$work/pipe.err" "the VM goes on here" "sigpipe"
+wait_line "$work/pipe.err" "the VM goes on here" "sigpipe" "$vpid"
 sleep 0.2 # the VMM answers the CLI right after that message
 kill -0 "$vpid" 2> /dev/null || { cat "$work/pipe.err" >&2; fail "sigpipe: the source VMM died"; }
 kill -TERM "$vpid"

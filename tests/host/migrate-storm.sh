@@ -32,7 +32,7 @@ storm_start() { # port name
 	python3 tests/host/lib/storm.py 127.0.0.1 "$1" --seconds 60 > "$work/$2-storm.out" 2>&1 &
 	spid=$!
 	pids+=("$spid")
-	for _ in $(seq 600); do grep -q "started" "$work/$2-storm.out" && break; sleep 0.1; done
+	wait_line "$work/$2-storm.out" "started" "$2: the storm" "$spid"
 	sleep 1 # the storm is at full rate before the source starts
 }
 
@@ -106,8 +106,7 @@ if want squat; then
 		> "$work/squat.out" 2>&1 &
 	qpid=$!
 	pids+=("$qpid")
-	for _ in $(seq 600); do grep -q "claim 1" "$work/squat.out" && break; sleep 0.1; done
-	grep -q "claim 1" "$work/squat.out" || { cat "$work/squat.out" >&2; fail "squat: no claim"; }
+	wait_line "$work/squat.out" "claim 1" "squat: the squatter" "$qpid"
 	timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/squat-s.err" ||
 		{ kill "$qpid"; tail -3 "$work/squat-s.err" >&2; fail "squat: the real source was kept out"; }
 	kill "$qpid" 2> /dev/null

@@ -92,8 +92,7 @@ start_memtest_dest stretch --mem 16M --touch none --idle-ms 4000 --recover-ms 20
 	2> "$work/stretch-s.err" &
 spid=$!
 pids+=("$spid")
-for _ in $(seq 1200); do grep -q "source checksum" "$work/stretch-s.err" && break; sleep 0.05; done
-grep -q "source checksum" "$work/stretch-s.err" || fail "stretch: the source never paused its guest"
+wait_line "$work/stretch-s.err" "source checksum" "stretch: the source" "$spid"
 sleep 1
 stretch_stop "$spid" 3
 sleep 2

@@ -39,16 +39,6 @@ printf 'qemu:%s\n' "$(openssl rand -hex 32)" > "$c/other.psk"
 cmd="workload=random iters=4000 quiet=1"
 ref=$(reference_checksum 32M "$cmd")
 
-# Wait (on progress, generously) until a log shows a pattern.
-wait_log() { # file pattern what
-	for _ in $(seq 600); do
-		grep -q -- "$2" "$1" 2> /dev/null && return 0
-		sleep 0.1
-	done
-	cat "$1" >&2
-	fail "$3: no '$2' in $1"
-}
-
 # The destination's guest ran to the unmigrated checksum, every page once.
 dest_migrated() { # name
 	wait_status "$dpid" "$1: the destination" 240 ||
@@ -122,7 +112,7 @@ refused() { # name source-pattern dest-pattern|"" dest-options -- source-options
 	got=$(final_checksum "$work/$name-s.err")
 	[ "$got" = "$ref" ] || { cat "$work/$name-s.err" >&2; fail "$name: the source's guest ended with $got, want $ref"; }
 	if [ -n "$dpat" ]; then
-		wait_log "$work/$name-d.err" "$dpat" "$name: destination"
+		wait_line "$work/$name-d.err" "$dpat" "$name: destination" "$dpid"
 		kill -0 "$dpid" 2> /dev/null || fail "$name: the destination gave up on a refused connection"
 		kill -TERM "$dpid"
 	fi

@@ -15,6 +15,11 @@ set -uo pipefail
 . tests/host/migrate-lib.bash
 need_programs mig-memtest
 
+# A unix socket at PATH made after the file STAMP (not the stale one).
+fresh_socket() { # path stamp
+	[ -S "$1" ] && [ "$1" -nt "$2" ]
+}
+
 # One migration: the destination listens on LISTEN-URI, the source goes to
 # TO-URI; WAIT is a port to wait on, or a unix socket path.
 pair() { # name listen-uri to-uri wait
@@ -24,11 +29,8 @@ pair() { # name listen-uri to-uri wait
 	dpid=$!
 	pids+=("$dpid")
 	if [[ $4 == /* ]]; then
-		for _ in $(seq 600); do
-			[ -S "$4" ] && [ "$4" -nt "$work/$name.start" ] && break
-			kill -0 "$dpid" 2> /dev/null || { cat "$work/$name-d.err" >&2; fail "$name: the destination exited"; }
-			sleep 0.1
-		done
+		wait_until "$name: the destination's socket" 60 "$dpid" "$work/$name-d.err" \
+			fresh_socket "$4" "$work/$name.start"
 	else
 		wait_listen "$4" "$dpid" "$work/$name-d.err"
 	fi
