@@ -98,3 +98,5 @@ have_qemu() { # what
 	echo "FAIL: qemu-system-x86_64 missing (make deps)" >&2
 	exit 1
 }
+
+. tests/host/wait-lib.bash

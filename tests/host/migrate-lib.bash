@@ -18,31 +18,6 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 
 command -v jq > /dev/null || skip "jq is not installed"
 
-# wait_until WHAT SECONDS PID LOG COMMAND...: run COMMAND until it
-# succeeds, with a hang guard of SECONDS (times the runner's time scale:
-# guard), never a speed limit.  With a PID, fail at once if that process
-# exits first (its last word counted: COMMAND runs once more), printing
-# LOG (what it said), e.g. a VMM whose guest ended (a triple fault, in a
-# node: docs/testing.md).  LOG is printed on a timeout too.
-wait_until() { # what seconds pid log command...
-	local what=$1 pid=$3 log=$4 secs t=0
-	secs=$(guard "$2")
-	shift 4
-	until "$@"; do
-		if [ -n "$pid" ] && ! kill -0 "$pid" 2> /dev/null; then
-			"$@" && return 0
-			[ -z "$log" ] || cat "$log" >&2
-			fail "$what: the process (pid $pid) exited first"
-		fi
-		t=$((t + 1))
-		if [ "$t" -ge $((secs * 20)) ]; then
-			[ -z "$log" ] || cat "$log" >&2
-			fail "$what: not there after $secs s (a hang guard)"
-		fi
-		sleep 0.05
-	done
-}
-
 # Wait until a VMM's control socket exists; with a pid (and its stderr
 # file), fail at once, with what it said, if that process exited first.
 wait_socket() { # path [pid [stderr-file]]
@@ -63,12 +38,6 @@ listening() { # port
 # taken meanwhile by someone else).
 wait_listen() { # port [pid [stderr-file]]
 	wait_until "a listener on port $1" 60 "${2:-}" "${3:-}" listening "$1"
-}
-
-# Wait until FILE has a line matching REGEX (grep's); with a pid, fail at
-# once if that process exits first.  FILE is printed on a failure.
-wait_line() { # file regex what [pid [guard-seconds]]
-	wait_until "$3: /$2/ in $(basename "$1")" "${5:-60}" "${4:-}" "$1" grep -qs -- "$2" "$1"
 }
 
 # jq -e on a file, with a readable failure.
@@ -115,19 +84,6 @@ start_memtest_dest() { # name [options...]
 	dpid=$!
 	pids+=("$dpid")
 	wait_listen "$dport" "$dpid" "$work/$name-d.err"
-}
-
-# The exit status of a background process, or fail when it outlives the
-# hang guard (generous: nothing here waits on the machine's speed).
-wait_status() { # pid what [guard-seconds]
-	local t=0 secs
-	secs=$(guard "${3:-60}")
-	while kill -0 "$1" 2> /dev/null; do
-		t=$((t + 1))
-		[ "$t" -lt $((secs * 10)) ] || fail "$2: still running after $secs s (a hang)"
-		sleep 0.1
-	done
-	wait "$1"
 }
 
 # A destination VMM (vmm run --mem 32M --incoming) on a free port in the
