@@ -44,6 +44,7 @@ static int create_vcpu(struct vm *vm, unsigned int id, int run_size)
 	vcpu->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, id);
 	if (vcpu->fd < 0)
 		return -errno;
+	vcpu->stats_fd = ioctl(vcpu->fd, KVM_GET_STATS_FD, NULL);
 	vcpu->run_size = (size_t)run_size;
 	vcpu->run = mmap(NULL, vcpu->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu->fd, 0);
 	if (vcpu->run == MAP_FAILED) {
@@ -73,7 +74,7 @@ static struct vm *vm_alloc(const struct vm_config *cfg)
 	vm->cfg = *cfg;
 	vm->kvm_fd = vm->vm_fd = vm->event_fd = -1;
 	for (int i = 0; i < GUEST_MAX_CPUS; i++)
-		vm->vcpus[i].fd = -1;
+		vm->vcpus[i].fd = vm->vcpus[i].stats_fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->cond, NULL);
 	return vm;

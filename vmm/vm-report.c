@@ -92,15 +92,14 @@ static bool read_counter(int fd, const struct kvm_stats_header *h, const struct 
 }
 
 /*
- * vCPU fd's counter_names into vals (KVM_GET_STATS_FD, Linux 5.14+); false
- * where the kernel has no binary statistics or lacks one of them.
+ * counter_names into vals from a vCPU's stats fd (vcpu->stats_fd: -1 where
+ * the kernel has no binary statistics); false without it or one of them.
  */
-static bool read_counters(int vcpu_fd, uint64_t *vals)
+static bool read_counters(int fd, uint64_t *vals)
 {
 	struct kvm_stats_header h;
 	unsigned int found = 0;
 	char *descs = NULL;
-	int fd = ioctl(vcpu_fd, KVM_GET_STATS_FD, NULL);
 
 	if (fd < 0)
 		return false;
@@ -120,7 +119,6 @@ static bool read_counters(int vcpu_fd, uint64_t *vals)
 	}
 out:
 	free(descs);
-	close(fd);
 	return found == NR_COUNTERS;
 }
 
@@ -148,7 +146,7 @@ void vm_report_vcpus(struct vm *vm)
 		pthread_mutex_lock(&vm->lock);
 		counted[i] = vm->vcpus[i].state == VCPU_RUNNING;
 		pthread_mutex_unlock(&vm->lock);
-		counted[i] = counted[i] && read_counters(vm->vcpus[i].fd, before[i]);
+		counted[i] = counted[i] && read_counters(vm->vcpus[i].stats_fd, before[i]);
 		any |= counted[i];
 	}
 	if (any)
@@ -169,7 +167,7 @@ void vm_report_vcpus(struct vm *vm)
 		if (tid && state == VCPU_RUNNING)
 			report_stack(tid);
 		uint64_t after[NR_COUNTERS];
-		if (state == VCPU_RUNNING && counted[i] && read_counters(vcpu->fd, after)) {
+		if (state == VCPU_RUNNING && counted[i] && read_counters(vcpu->stats_fd, after)) {
 			describe_counters(before[i], after, what, sizeof(what));
 			pr_info("vcpu %u: KVM in %d ms: %s", i, COUNTERS_SPAN_MS, what);
 		}

@@ -324,6 +324,8 @@ void vm_destroy(struct vm *vm)
 			munmap(vcpu->run, vcpu->run_size);
 		if (vcpu->fd >= 0)
 			close(vcpu->fd);
+		if (vcpu->stats_fd >= 0)
+			close(vcpu->stats_fd);
 		free(vcpu->cpuid);
 		vcpu->cpuid = NULL;
 	}

@@ -83,6 +83,13 @@ struct vcpu {
 	struct vm *vm;
 	unsigned int id;
 	int fd;
+	/*
+	 * KVM's binary statistics of this vCPU (KVM_GET_STATS_FD, Linux 5.14+;
+	 * -1 without), opened at creation: the ioctl takes the vCPU's mutex,
+	 * which KVM_RUN holds, so asking for it while the vCPU runs waits
+	 * for its next exit to user space; reading the fd takes no lock.
+	 */
+	int stats_fd;
 	struct kvm_run *run;
 	size_t run_size;
 	pthread_t thread;
