@@ -68,8 +68,9 @@ refused big-frame "frame of 16777216 bytes before the handshake completed"
 # own beside it and completes (migrate-storm.sh: a stranger who re-claims).
 start_memtest_dest claim --metrics "$work/claim-d.json"
 "$BIN/mig-evil" claim-stall "tcp:127.0.0.1:$dport" --mem 4 2> "$work/claim-e.err" &
-pids+=($!)
-wait_line "$work/claim-e.err" "claimed the session" "claim: the stranger" "${pids[-1]}"
+epid=$!
+pids+=("$epid")
+wait_line "$work/claim-e.err" "claimed the session" "claim: the stranger" "$epid"
 timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 4M 2> "$work/claim-s.err" ||
 	{ cat "$work/claim-s.err" "$work/claim-d.err" >&2; fail "claim: the real source was kept out"; }
 wait_status "$dpid" "claim: the destination"

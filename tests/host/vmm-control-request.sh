@@ -119,11 +119,11 @@ timeout "$(guard 200)" "$BIN/vmm" run --image "$GUEST" --mem 32M --cmdline "$lon
 	--control "$stale" > /dev/null 2> "$work/s.err" &
 spid=$!
 pids+=("$spid")
-for _ in $(seq 600); do
-	ans=$(ctl_raw "$stale" '{"execute": "bogus"}\n' 2> /dev/null) && break
-	kill -0 "$spid" 2> /dev/null || { cat "$work/s.err" >&2; fail "the VMM did not replace a stale socket"; }
-	sleep 0.1
-done
+# Sets ans to what the socket answered; fails while nothing answers.
+bogus_answered() {
+	ans=$(ctl_raw "$stale" '{"execute": "bogus"}\n' 2> /dev/null)
+}
+wait_until "the VMM's socket replacing a stale one" 60 "$spid" "$work/s.err" bogus_answered
 case "$ans" in "error The command bogus has not been found"*) ;; *) fail "the replaced socket answered '$ans'" ;; esac
 [ "$(stat -c %a "$stale")" = 600 ] || fail "the control socket has mode $(stat -c %a "$stale")"
 kill "$spid"

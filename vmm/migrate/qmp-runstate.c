@@ -87,8 +87,9 @@ static const char *refuse(void *arg, bool stop, bool *noop, char *buf, size_t le
 	 * arrived, so cont changes nothing (no event: RESUME comes then).
 	 * libvirt sends it when it sees that RESUME, which is sent once
 	 * inmigrate has ended (glue_incoming_started()), but a client may
-	 * send it before: refusing it made a race.  A stop there (QEMU: no autostart) is refused: this
-	 * destination has no VM that stays paused after its migration.
+	 * send it before: refusing it made a race.  A stop there (QEMU: no
+	 * autostart) is refused: this destination has no VM that stays
+	 * paused after its migration.
 	 */
 	if (gl->inmigrate) {
 		*noop = !stop;
