@@ -112,7 +112,7 @@ echo "ok: a bad guest command line -> the guest's 2"
 pid=$!
 trap 'kill -KILL $pid 2> /dev/null; rm -rf "$tmp"' EXIT
 # Signal it once the guest runs (its first line), whatever the machine's speed.
-wait_line "$tmp/out" 'guest: workload' "SIGTERM: the guest" $pid 300
+wait_line "$tmp/out" 'guest: workload' "SIGTERM: the guest" $pid 120
 kill -TERM $pid
 # A VMM that outlives the guard is described (wait_status: its threads'
 # states and kernel stacks); CI once saw it not exit (a busy node).

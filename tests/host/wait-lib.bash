@@ -4,6 +4,12 @@
 # speed limit; a process that outlives one is described before the test
 # fails (proc_report), since what it was doing is the only clue to a hang
 # seen once.  Needs the caller's fail().
+#
+# A guard is measured on the clock (bash's SECONDS), not by counting
+# sleeps: on a loaded node each turn of a loop costs several times its
+# sleep (a fork for the sleep, the check), so a counted 240 s guard ran
+# past the runner's 600 s limit and the hang it guarded was never
+# described.
 
 # proc_report PID: each thread of the process as the kernel sees it: its
 # name, state, wait channel and kernel stack (when readable: root).
@@ -24,8 +30,9 @@ proc_report() { # pid
 # LOG (what it said), e.g. a VMM whose guest ended (a triple fault, in a
 # node: docs/testing.md).  LOG is printed on a timeout too.
 wait_until() { # what seconds pid log command...
-	local what=$1 pid=$3 log=$4 secs t=0
+	local what=$1 pid=$3 log=$4 secs end
 	secs=$(guard "$2")
+	end=$((SECONDS + secs))
 	shift 4
 	until "$@"; do
 		if [ -n "$pid" ] && ! kill -0 "$pid" 2> /dev/null; then
@@ -33,8 +40,7 @@ wait_until() { # what seconds pid log command...
 			[ -z "$log" ] || cat "$log" >&2
 			fail "$what: the process (pid $pid) exited first"
 		fi
-		t=$((t + 1))
-		if [ "$t" -ge $((secs * 20)) ]; then
+		if [ "$SECONDS" -ge "$end" ]; then
 			[ -z "$log" ] || cat "$log" >&2
 			fail "$what: not there after $secs s (a hang guard)"
 		fi
@@ -52,11 +58,11 @@ wait_line() { # file regex what [pid [guard-seconds]]
 # hang guard (generous: nothing here waits on the machine's speed), after
 # printing LOG (what it said) and its threads (proc_report), and killing it.
 wait_status() { # pid what [guard-seconds [log]]
-	local t=0 secs
+	local secs end
 	secs=$(guard "${3:-60}")
+	end=$((SECONDS + secs))
 	while kill -0 "$1" 2> /dev/null; do
-		t=$((t + 1))
-		if [ "$t" -ge $((secs * 10)) ]; then
+		if [ "$SECONDS" -ge "$end" ]; then
 			[ -z "${4:-}" ] || cat "$4" >&2
 			echo "$2: pid $1 after $secs s:" >&2
 			proc_report "$1" >&2
