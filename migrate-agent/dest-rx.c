@@ -247,15 +247,26 @@ static void rx_done(struct mig_dest *d, const uint8_t *p)
 	mig_unlock(&d->lock);
 }
 
-/* PRECOPY_DIRTY: staged copies of pages written since are forgotten. */
-static void rx_dirty(struct mig_dest *d, const uint8_t *p)
+/*
+ * PRECOPY_DIRTY: staged copies of pages written since are forgotten.  Only
+ * before DONE(0), on bulk channel 0 (the only channel read before it):
+ * after the switch-over the source counts the staged pages as delivered and
+ * never sends them again, so forgetting them then would lose them.
+ */
+static int rx_dirty(struct mig_dest *d, struct mig_conn *c, const uint8_t *p, char *err,
+		    size_t errlen)
 {
 	const uint8_t *bm = p + sizeof(struct mig_dirty);
 	uint64_t old;
+	if (dest_done0(d)) {
+		snprintf(err, errlen, "%s channel: PRECOPY_DIRTY after the switch-over", c->name);
+		return -EPROTO;
+	}
 	for (uint64_t i = 0; i < d->nr_pages; i++)
 		if (wire_bit(bm, i))
 			ram_claim(d->ram, i, RAM_FROM(RAM_PAGE_STAGED), RAM_PAGE_MISSING,
 				  RAM_BY_NONE, false, &old);
+	return 0;
 }
 
 /*
@@ -274,8 +285,7 @@ int dest_rx_frame(struct mig_dest *d, struct mig_conn *c, struct run *run,
 		rx_done(d, p);
 		return 0;
 	case MIG_MSG_PRECOPY_DIRTY:
-		rx_dirty(d, p);
-		return 0;
+		return rx_dirty(d, c, p, err, errlen);
 	case MIG_MSG_ERROR: {
 		char why[300];
 		mig_peer_error(why, sizeof(why), p, "source reported an error");

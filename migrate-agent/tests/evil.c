@@ -33,6 +33,9 @@
  *   ping-flood           the last page as a demand reply, then a PING flood
  *                        on the urgent channel: COMPLETE must come during it
  *   ansi-error           an ERROR with terminal escapes and a forged log line
+ *   late-dirty           precopy pages, PRECOPY_DIRTY, DONE(0), STATE, then a
+ *                        second PRECOPY_DIRTY naming the staged pages: a
+ *                        frame of the switch-over after it, to be refused
  *   bad-state            a migration of a snapshot (--snapshot FILE) whose
  *                        state has a non-canonical RIP: the guest crashes
  *   forged-state         a migration of a snapshot's state as it is (forged
@@ -950,6 +953,72 @@ static int case_ansi_error(struct sess *s)
 	return 0;
 }
 
+/*
+ * late-dirty: a precopy of the first half of RAM, its end (an empty
+ * PRECOPY_DIRTY, DONE(0), STATE), then PRECOPY_DIRTY again naming every
+ * staged page, then the push of the other half: what a source believes
+ * sent is withdrawn after the switch-over.  PRECOPY_DIRTY belongs before
+ * DONE(0) on bulk channel 0 (wire.h); the destination must refuse it.
+ * 3 when it took it (COMPLETE came, or nothing within 30 s).
+ */
+static int case_late_dirty(struct sess *s)
+{
+	uint64_t half;
+	size_t bytes;
+	uint8_t *bm;
+	struct mig_dirty dh;
+	if (sess_start(s))
+		return 1;
+	half = s->nr_pages / 2;
+	bytes = (s->nr_pages + 7) / 8;
+	bm = calloc(1, bytes);
+	if (!bm)
+		return 1;
+	dh.nr_pages = s->nr_pages;
+	for (uint64_t i = 0; i < half; i++) {
+		struct mig_page pg = { .addr = i * PAGE_SIZE,
+				       .encoding = MIG_PAGE_RAW,
+				       .flags = MIG_PAGEF_PRECOPY,
+				       .data_len = PAGE_SIZE };
+		if (mig_conn_send(&s->b, MIG_MSG_PAGE, &pg, sizeof(pg), s->ram + i * PAGE_SIZE,
+				  PAGE_SIZE))
+			goto out;
+	}
+	if (mig_conn_send(&s->b, MIG_MSG_PRECOPY_DIRTY, &dh, sizeof(dh), bm, bytes) ||
+	    sess_switch(s, 1))
+		goto out;
+	for (uint64_t i = 0; i < half; i++)
+		bm[i / 8] |= (uint8_t)(1u << (i % 8));
+	fprintf(stderr, "mig-evil: PRECOPY_DIRTY after the switch-over\n");
+	if (mig_conn_send(&s->b, MIG_MSG_PRECOPY_DIRTY, &dh, sizeof(dh), bm, bytes))
+		goto out;
+	sess_push(s, half, s->nr_pages, NULL);
+	for (;;) {
+		struct mig_frame_hdr fh;
+		const uint8_t *p;
+		int r = recv_frame(&s->u, 30000, &fh, &p);
+		if (r == -EAGAIN) {
+			fprintf(stderr, "mig-evil: no verdict within 30 s\n");
+			free(bm);
+			return 3;
+		}
+		if (r || fh.type == MIG_MSG_ERROR) {
+			fprintf(stderr, "mig-evil: the destination %s\n",
+				r ? "hung up" : "reported an error");
+			break;
+		}
+		if (fh.type == MIG_MSG_COMPLETE) {
+			fprintf(stderr, "mig-evil: COMPLETE: PRECOPY_DIRTY taken after the "
+					"switch-over\n");
+			free(bm);
+			return 3;
+		}
+	}
+out:
+	free(bm);
+	return 0;
+}
+
 static int evil_session(const char *cs, struct mig_addr *sa)
 {
 	struct sess s = { .sa = *sa, .u.fd = -1, .b.fd = -1 };
@@ -972,6 +1041,8 @@ static int evil_session(const char *cs, struct mig_addr *sa)
 		r = case_ping_flood(&s);
 	else if (!strcmp(cs, "ansi-error"))
 		r = case_ansi_error(&s);
+	else if (!strcmp(cs, "late-dirty"))
+		r = case_late_dirty(&s);
 	else if (!strcmp(cs, "bad-state"))
 		r = case_bad_state(&s, snapshot_path, false);
 	else if (!strcmp(cs, "forged-state"))
@@ -1177,7 +1248,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cs, "reset-installed") || !strcmp(cs, "reset-before-resume") ||
 	    !strcmp(cs, "intruder") || !strcmp(cs, "idlers") || !strcmp(cs, "stall") ||
 	    !strcmp(cs, "bad-state") || !strcmp(cs, "forged-state") || !strcmp(cs, "ansi-error") ||
-	    !strcmp(cs, "ping-only") || !strcmp(cs, "ping-flood") || !strcmp(cs, "claim-stall"))
+	    !strcmp(cs, "ping-only") || !strcmp(cs, "ping-flood") || !strcmp(cs, "claim-stall") ||
+	    !strcmp(cs, "late-dirty"))
 		return evil_session(cs, &sa);
 	u.fd = b.fd = -1;
 	int r = evil_source(argv[1], &sa);
