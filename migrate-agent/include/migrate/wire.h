@@ -58,9 +58,9 @@ _Static_assert(PAGE_SIZE == 4096, "the wire carries 4 KiB pages");
 #define MIG_MAX_REQ_PAGES 512u	      /* addresses in one PAGE_REQUEST */
 #define MIG_MAX_REGIONS	  8u	      /* guest-physical regions in LAYOUT */
 #define MIG_MAX_ERROR_MSG 256u
-#define MIG_MAX_CHANNELS  8u /* bulk channels of one connection attempt (HELLO.nr_bulk) */
-#define MIG_MAX_RAM_SIZE  (1ull << 40)
-#define MIG_ZSTD_MAX_LEN  PAGE_SIZE /* compressed pages are smaller, or sent raw */
+#define MIG_MAX_CHANNELS  8u	       /* bulk channels of one connection attempt (HELLO.nr_bulk) */
+#define MIG_MAX_RAM_SIZE  (1ull << 38) /* 256 GiB: a whole-RAM bitmap fits one frame */
+#define MIG_ZSTD_MAX_LEN  PAGE_SIZE    /* compressed pages are smaller, or sent raw */
 /* The largest PAGE frame, header included. */
 #define MIG_PAGE_FRAME_MAX (24u + 16u + PAGE_SIZE)
 #define MIG_MAX_RUN_PAGES  32u /* pages in one PAGE_RUN (128 KiB) */
@@ -351,6 +351,14 @@ struct mig_dirty {
 	/* uint8_t bitmap[(nr_pages + 7) / 8]; */
 };
 _Static_assert(sizeof(struct mig_dirty) == 8, "PRECOPY_DIRTY header is 8 bytes");
+/*
+ * A RAM that HELLO accepts must be one that RESUME and PRECOPY_DIRTY can
+ * describe: with 1 TiB allowed, RAM above 512 GiB passed HELLO and its
+ * recovery or switch-over then failed on the bitmap's frame.
+ */
+_Static_assert(sizeof(struct mig_resume) + MIG_MAX_RAM_SIZE / PAGE_SIZE / 8 <= MIG_MAX_PAYLOAD &&
+		   sizeof(struct mig_dirty) + MIG_MAX_RAM_SIZE / PAGE_SIZE / 8 <= MIG_MAX_PAYLOAD,
+	       "a bitmap of the largest RAM fits in one frame");
 
 /*
  * DONE, source -> destination, bulk channel: the precopy phase is over
