@@ -89,7 +89,8 @@ int snapshot_read(const char *path, struct snapshot_header *h, void **state)
 	    h->header_size != sizeof(*h) || h->state_offset != sizeof(*h) ||
 	    h->state_size > (16 << 20) || h->ram_offset % PAGE_SIZE ||
 	    h->ram_offset < h->state_offset + h->state_size ||
-	    (uint64_t)st.st_size != h->ram_offset + h->ram_size)
+	    h->ram_offset > (uint64_t)st.st_size || /* no sum: it could wrap past 2^64 */
+	    h->ram_size != (uint64_t)st.st_size - h->ram_offset)
 		goto out;
 	blob = malloc(h->state_size ? h->state_size : 1);
 	if (!blob) {

@@ -10,6 +10,11 @@ refuse (layout: vmm/include/vmm/snapshot.h and state.h, docs/vmm.md).
   snapshot-edit.py FILE msr-index OLD NEW                rename saved MSR OLD to NEW
   snapshot-edit.py FILE msr-add INDEX VALUE              append an MSR entry (every vCPU)
   snapshot-edit.py FILE msr-set INDEX VALUE              set saved MSR INDEX's value
+  snapshot-edit.py FILE new MEM                          write a fresh snapshot of a 1-vCPU
+                                                         guest of MEM bytes: a valid header
+                                                         and blob (no sections), RAM all holes
+  snapshot-edit.py FILE header FIELD VALUE               set a header field (state_offset,
+                                                         state_size, ram_offset, ram_size)
 
 The -add ops grow a section: the blob is rebuilt and the RAM image moved
 to the next page boundary after it, as the VMM would have written it.
@@ -116,8 +121,31 @@ def edit(what, args, typ, payload):
     return True
 
 
+HEADER_FIELDS = {"state_offset": 16, "state_size": 24, "ram_offset": 32, "ram_size": 40}
+
+
+def new(path, mem):
+    """A snapshot that passes every check of the file's form (snapshot_read())."""
+    # struct vm_state_header: "PCCVSTAT", version 3, 64 bytes, mem_size, 1 vCPU
+    blob = build(struct.pack("<QIIQQQII16x", 0x5441545356434350, 3, 64, 0, 0, mem, 1, 0), [])
+    ram_off = (64 + len(blob) + PAGE - 1) // PAGE * PAGE
+    # struct snapshot_header: "PPVMSNAP", version 1, 64 bytes
+    head = struct.pack("<QIIQQQQ16x", 0x50414E534D565050, 1, 64, 64, len(blob), ram_off, mem)
+    with open(path, "wb") as f:
+        f.write(head + blob)
+        f.truncate(ram_off + mem)
+
+
 def main():
     path, what, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if what == "new":
+        new(path, int(args[0], 0))
+        return
+    if what == "header":
+        with open(path, "r+b") as f:
+            f.seek(HEADER_FIELDS[args[0]])
+            f.write(struct.pack("<Q", int(args[1], 0) % (1 << 64)))
+        return
     data = bytearray(open(path, "rb").read())
     state_off, state_size, ram_off, ram_size = struct.unpack_from("<QQQQ", data, 16)
     blob = data[state_off:state_off + state_size]
