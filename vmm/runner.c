@@ -47,8 +47,11 @@ int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o)
 	} else if (!strcmp(a, "--save-after")) {
 		if (!(v = arg_value(argc, argv, i)))
 			return -1;
-		if (parse_u64(v, 1, UINT64_MAX, &o->save_after_ms) < 0) {
-			pr_err("--save-after: '%s' is not a positive number of milliseconds", v);
+		/* As --migrate-after's: the deadline in ns and poll()'s int ms hold it. */
+		if (parse_u64(v, 1, PARSE_AFTER_MS_MAX, &o->save_after_ms) < 0) {
+			pr_err(
+			    "--save-after: '%s' is not a positive number of milliseconds up to %u",
+			    v, PARSE_AFTER_MS_MAX);
 			return -1;
 		}
 		if (!(v = arg_value(argc, argv, i)))
