@@ -198,8 +198,10 @@ int cmd_run(int argc, char **argv)
 		return VMM_EXIT_ERROR;
 	mig.busy_poll = o.busy_poll;
 	/* An incoming VM has no image: state and RAM come from the source. */
-	if (migrate_prepare(vm, &mig) >= 0 &&
-	    (migrate_is_incoming(&mig) || load_image(vm, &o, &staging) == 0))
+	r = migrate_prepare(vm, &mig);
+	if (r < 0 && mig.quit) /* QMP quit before the state arrived: as quit, exit 0 */
+		status = migrate_finish(vm, &mig) ? VMM_EXIT_ERROR : 0;
+	else if (r >= 0 && (migrate_is_incoming(&mig) || load_image(vm, &o, &staging) == 0))
 		status = run_vm(vm, &o);
 	vm_destroy(vm);
 	if (staging)

@@ -82,9 +82,10 @@ static void cont(void *ctx, struct json_object *args, struct qmp_reply *reply)
 /*
  * QEMU's quit: the VMM ends, exit status 0 (a stop that is not the
  * guest's exit), or VMM_EXIT_ERROR when the VM was lost by a migration
- * that failed after the switch-over.  The reply is queued by the client's
- * own thread before it can see the server close, so it goes out
- * (vmm/qmp.c flushes a closing client's queue).
+ * that failed after the switch-over; a destination still waiting for its
+ * address or its state stops waiting (the hook).  The reply is queued by
+ * the client's own thread before it can see the server close, so it goes
+ * out (vmm/qmp.c flushes a closing client's queue).
  */
 static void quit(void *ctx, struct json_object *args, struct qmp_reply *reply)
 {
@@ -95,6 +96,7 @@ static void quit(void *ctx, struct json_object *args, struct qmp_reply *reply)
 	(void)reply;
 	pthread_mutex_lock(vc->lock);
 	lost = vc->hooks->lost(vc->arg);
+	vc->hooks->quit(vc->arg);
 	pthread_mutex_unlock(vc->lock);
 	vm_stop(vc->vm, lost ? -EIO : -EINTR);
 }

@@ -144,6 +144,7 @@ struct migrate_glue {
 	int inmigrate;		      /* the state has not arrived: QEMU's "inmigrate" */
 	int incoming_done;	      /* every page arrived */
 	int incoming_signo;	      /* a signal ended the wait for migrate-incoming */
+	int incoming_quit;	      /* QMP quit ended it, or the wait for the state */
 	char incoming_uri[256];	      /* --incoming's, or migrate-incoming's (defer) */
 	struct glue_tls incoming_tls; /* its TLS: the parameters' then */
 	struct incoming_signals *sig; /* the destination's signal watch, until its vCPUs run */
@@ -173,6 +174,12 @@ unsigned glue_regions(struct vm *vm, struct mig_region *out);
 
 /* migrate_prepare() for a destination: blocks until the state is loaded. */
 int glue_prepare_incoming(struct migrate_glue *gl);
+/*
+ * QMP quit while the destination waits (inmigrate): the wait ends as a
+ * signal ends it (signals.c), the incoming migration given up (gl->lock
+ * held: the vm_run_hooks quit).
+ */
+void glue_incoming_quit(void *arg);
 /* QMP migrate-incoming {uri}: the deferred destination's address. */
 void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_reply *reply);
 /*

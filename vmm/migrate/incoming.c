@@ -70,7 +70,7 @@ static void *watch_thread(void *arg)
  * --incoming defer migrate-incoming's, waited for as QEMU waits, and the
  * TLS of the parameters then (the flags', or what migrate-set-parameters
  * made of them before migrate-incoming, as libvirt sets tls-creds) into
- * gl->incoming_tls.  0, or -EINTR when a signal ended the wait.
+ * gl->incoming_tls.  0, or -EINTR when a signal or quit ended the wait.
  */
 static int incoming_uri(struct migrate_glue *gl)
 {
@@ -81,10 +81,13 @@ static int incoming_uri(struct migrate_glue *gl)
 		snprintf(gl->incoming_uri, sizeof(gl->incoming_uri), "%s", gl->o->incoming);
 	else
 		pr_vmm("waiting for QMP migrate-incoming on %s\n", gl->o->control);
-	while (!gl->incoming_uri[0] && !gl->incoming_signo)
+	while (!gl->incoming_uri[0] && !gl->incoming_signo && !gl->incoming_quit)
 		pthread_cond_wait(&gl->cond, &gl->lock);
 	if (gl->incoming_signo) {
 		pr_vmm("stopped by signal %d before migrate-incoming\n", gl->incoming_signo);
+		r = -EINTR;
+	} else if (gl->incoming_quit) {
+		pr_vmm("quit before migrate-incoming\n");
 		r = -EINTR;
 	}
 	gl->incoming_tls = gl->params.tls;
@@ -98,7 +101,7 @@ static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
 	struct mig_opts m = glue_lib_opts(gl, gl->incoming_uri);
 	struct mig_dest *dest;
 	char err[400];
-	int signo;
+	int signo, quit;
 
 	m.tls.creds_dir = gl->incoming_tls.creds_dir[0] ? gl->incoming_tls.creds_dir : NULL;
 	m.tls.psk_file = gl->incoming_tls.psk_file[0] ? gl->incoming_tls.psk_file : NULL;
@@ -114,12 +117,16 @@ static int listen_incoming(struct migrate_glue *gl, struct ram *ram)
 		pr_vmm("%s\n", err);
 		return -EADDRINUSE;
 	}
-	pthread_mutex_lock(&gl->lock); /* the signal watch reads it */
+	pthread_mutex_lock(&gl->lock); /* the signal watch and quit read it */
 	gl->dest = dest;
 	signo = gl->incoming_signo;
+	quit = gl->incoming_quit;
 	pthread_mutex_unlock(&gl->lock);
-	if (signo) {
-		pr_vmm("stopped by signal %d before the migration started\n", signo);
+	if (signo || quit) {
+		if (signo)
+			pr_vmm("stopped by signal %d before the migration started\n", signo);
+		else
+			pr_vmm("quit before the migration started\n");
 		return -EINTR;
 	}
 	if (glue_start_incoming_events(gl))
@@ -186,6 +193,7 @@ static int incoming_setup(struct migrate_glue *gl)
 int glue_prepare_incoming(struct migrate_glue *gl)
 {
 	struct ram *ram = vm_ram(gl->vm);
+	struct mig_dest *dest;
 	char err[400];
 	int r = incoming_setup(gl);
 
@@ -208,11 +216,26 @@ int glue_prepare_incoming(struct migrate_glue *gl)
 		write_dest_metrics(gl);
 		ram_stop_faults(ram);
 		glue_stop_incoming_events(gl);
-		mig_dest_free(gl->dest);
+		pthread_mutex_lock(&gl->lock); /* a quit may be aborting it: it holds the lock */
+		dest = gl->dest;
 		gl->dest = NULL;
+		pthread_mutex_unlock(&gl->lock);
+		mig_dest_free(dest);
 		return r;
 	}
 	return 0;
+}
+
+void glue_incoming_quit(void *arg)
+{
+	struct migrate_glue *gl = arg;
+
+	if (!gl->inmigrate)
+		return;
+	gl->incoming_quit = 1;
+	pthread_cond_broadcast(&gl->cond); /* the wait for migrate-incoming */
+	if (gl->dest)			   /* the wait for a source and its state */
+		mig_dest_abort(gl->dest, "the destination VMM was told to quit");
 }
 
 static int vcpu_of_thread(void *vm, uint32_t tid)

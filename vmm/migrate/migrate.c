@@ -41,7 +41,13 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 		if (r)
 			return r;
 	}
-	return glue_prepare_incoming(gl);
+	int r = glue_prepare_incoming(gl);
+	if (r) {
+		pthread_mutex_lock(&gl->lock);
+		o->quit = gl->incoming_quit;
+		pthread_mutex_unlock(&gl->lock);
+	}
+	return r;
 }
 
 int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)

@@ -114,4 +114,5 @@ const struct vm_run_hooks glue_run_hooks = {
 	.state = run_state,
 	.refuse = refuse,
 	.lost = lost,
+	.quit = glue_incoming_quit,
 };

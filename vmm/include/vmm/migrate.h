@@ -44,6 +44,7 @@ struct migrate_vmm_opts {
 	uint64_t migrate_after_ms;
 	uint64_t param[MIG_P_NR];  /* migrate/params.h: --precopy-rounds, --compress, ... */
 	bool busy_poll;		   /* destination: the fault thread spins (vmm run --busy-poll) */
+	bool quit;		   /* destination: QMP quit ended migrate_prepare()'s wait */
 	struct migrate_glue *glue; /* the migration's own state, from migrate_prepare() */
 };
 
@@ -65,7 +66,9 @@ static inline bool migrate_is_incoming(const struct migrate_vmm_opts *o)
  * After vm_create(), before vm_start().  Destination: listen, start the
  * fault thread with the migration as page source, receive and load the
  * state (blocks until a source came).  Source: nothing yet.  0, or -errno
- * after printing a message.
+ * after printing a message; with o->quit set when QMP quit ended a
+ * destination's wait (then migrate_finish() sends its reply and closes the
+ * control socket).
  */
 int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o);
 

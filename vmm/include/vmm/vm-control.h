@@ -32,6 +32,12 @@ struct vm_run_hooks {
 	const char *(*refuse)(void *arg, bool stop, bool *noop, char *buf, size_t len);
 	/* The VM was lost by its migration: quit ends with VMM_EXIT_ERROR. */
 	bool (*lost)(void *arg);
+	/*
+	 * quit came: end a wait of the migration's that holds the VMM before
+	 * its VM runs (a destination's, for its address or its state).
+	 * Called with *lock held, before the VM is stopped.
+	 */
+	void (*quit)(void *arg);
 };
 
 struct vm_control {
