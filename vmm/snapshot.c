@@ -2,6 +2,7 @@
 /* Snapshot files: a state blob plus the RAM image (vmm/snapshot.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +13,78 @@
 #include "vmm/util.h"
 #include "vmm/vm.h"
 
+/* Header, blob and RAM into fd (a new, empty file): 0 or -errno. */
+static int write_file(int fd, struct snapshot_header *h, const void *blob, struct ram *ram)
+{
+	int r = pwrite_full(fd, h, sizeof(*h), 0);
+
+	if (!r)
+		r = pwrite_full(fd, blob, h->state_size, h->state_offset);
+	/* Zero pages stay holes: a fresh guest's RAM is mostly zero. */
+	for (uint64_t off = 0; !r && off < ram_bytes(ram); off += PAGE_SIZE) {
+		uint64_t end = off;
+
+		while (end < ram_bytes(ram) && !page_is_zero(ram_host(ram) + end) &&
+		       end - off < (1 << 20))
+			end += PAGE_SIZE;
+		if (end > off) {
+			r = pwrite_full(fd, ram_host(ram) + off, end - off, h->ram_offset + off);
+			off = end - PAGE_SIZE;
+		}
+	}
+	if (!r && ftruncate(fd, (off_t)(h->ram_offset + h->ram_size)) < 0)
+		r = -errno;
+	return r;
+}
+
+/*
+ * The file is written beside path under a name of its own and renamed over
+ * path once whole: a save that fails part-way (a full disk) leaves path as
+ * it was, even when it is the snapshot being restored, and nothing beside
+ * it.  A symbolic link at path is followed (its target is replaced, with
+ * its mode); anything there but a regular file is refused (-EINVAL).
+ */
+static int write_replacing(const char *path, struct snapshot_header *h, const void *blob,
+			   struct ram *ram)
+{
+	char *real = realpath(path, NULL), *tmp;
+	const char *dst = real ? real : path;
+	struct stat st;
+	int fd, r = 0, keep_mode = 0;
+
+	if (real && !stat(real, &st)) {
+		if (!S_ISREG(st.st_mode))
+			r = -EINVAL;
+		keep_mode = 1;
+	}
+	tmp = r ? NULL : malloc(strlen(dst) + 32);
+	if (!r && !tmp)
+		r = -ENOMEM;
+	if (r) {
+		free(real);
+		return r;
+	}
+	snprintf(tmp, strlen(dst) + 32, "%s.%ld.partial", dst, (long)getpid());
+	/* A new file's mode as before (0644 less the umask); a replaced one keeps its own. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, keep_mode ? 0600 : 0644);
+	if (fd < 0) {
+		r = -errno;
+	} else {
+		r = write_file(fd, h, blob, ram);
+		if (!r && keep_mode && fchmod(fd, st.st_mode & 07777) < 0)
+			r = -errno;
+		if (close(fd) < 0 && !r)
+			r = -errno;
+		if (!r && rename(tmp, dst) < 0)
+			r = -errno;
+		if (r)
+			unlink(tmp);
+	}
+	free(tmp);
+	free(real);
+	return r;
+}
+
 int snapshot_write(struct vm *vm, const char *path)
 {
 	struct snapshot_header h = { .magic = SNAPSHOT_MAGIC,
@@ -20,7 +93,7 @@ int snapshot_write(struct vm *vm, const char *path)
 	struct ram *ram = vm_ram(vm);
 	ssize_t size = vm_state_size(vm);
 	void *blob;
-	int fd, r;
+	int r;
 
 	if (size < 0)
 		return (int)size;
@@ -40,30 +113,7 @@ int snapshot_write(struct vm *vm, const char *path)
 	h.state_size = (uint64_t)size;
 	h.ram_offset = ALIGN_UP(h.state_offset + h.state_size, PAGE_SIZE);
 	h.ram_size = ram_bytes(ram);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		free(blob);
-		return -errno;
-	}
-	r = pwrite_full(fd, &h, sizeof(h), 0);
-	if (!r)
-		r = pwrite_full(fd, blob, (size_t)size, h.state_offset);
-	/* Zero pages stay holes: a fresh guest's RAM is mostly zero. */
-	for (uint64_t off = 0; !r && off < ram_bytes(ram); off += PAGE_SIZE) {
-		uint64_t end = off;
-
-		while (end < ram_bytes(ram) && !page_is_zero(ram_host(ram) + end) &&
-		       end - off < (1 << 20))
-			end += PAGE_SIZE;
-		if (end > off) {
-			r = pwrite_full(fd, ram_host(ram) + off, end - off, h.ram_offset + off);
-			off = end - PAGE_SIZE;
-		}
-	}
-	if (!r && ftruncate(fd, (off_t)(h.ram_offset + h.ram_size)) < 0)
-		r = -errno;
-	if (close(fd) < 0 && !r)
-		r = -errno;
+	r = write_replacing(path, &h, blob, ram);
 	free(blob);
 	return r;
 }
