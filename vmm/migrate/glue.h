@@ -174,12 +174,6 @@ unsigned glue_regions(struct vm *vm, struct mig_region *out);
 
 /* migrate_prepare() for a destination: blocks until the state is loaded. */
 int glue_prepare_incoming(struct migrate_glue *gl);
-/*
- * QMP quit while the destination waits (inmigrate): the wait ends as a
- * signal ends it (signals.c), the incoming migration given up (gl->lock
- * held: the vm_run_hooks quit).
- */
-void glue_incoming_quit(void *arg);
 /* QMP migrate-incoming {uri}: the deferred destination's address. */
 void glue_qmp_migrate_incoming(void *ctx, struct json_object *args, struct qmp_reply *reply);
 /*

@@ -226,18 +226,6 @@ int glue_prepare_incoming(struct migrate_glue *gl)
 	return 0;
 }
 
-void glue_incoming_quit(void *arg)
-{
-	struct migrate_glue *gl = arg;
-
-	if (!gl->inmigrate)
-		return;
-	gl->incoming_quit = 1;
-	pthread_cond_broadcast(&gl->cond); /* the wait for migrate-incoming */
-	if (gl->dest)			   /* the wait for a source and its state */
-		mig_dest_abort(gl->dest, "the destination VMM was told to quit");
-}
-
 static int vcpu_of_thread(void *vm, uint32_t tid)
 {
 	return vm_vcpu_of_thread(vm, tid);

@@ -110,9 +110,26 @@ static bool lost(void *arg)
 	return glue_vm_lost(arg);
 }
 
+/*
+ * quit while the destination waits (inmigrate), for migrate-incoming or
+ * for its source and state: the wait ends as a signal ends it
+ * (signals.c), the incoming migration given up (gl->lock held).
+ */
+static void quit_incoming(void *arg)
+{
+	struct migrate_glue *gl = arg;
+
+	if (!gl->inmigrate)
+		return;
+	gl->incoming_quit = 1;
+	pthread_cond_broadcast(&gl->cond); /* the wait for migrate-incoming */
+	if (gl->dest)			   /* the wait for a source and its state */
+		mig_dest_abort(gl->dest, "the destination VMM was told to quit");
+}
+
 const struct vm_run_hooks glue_run_hooks = {
 	.state = run_state,
 	.refuse = refuse,
 	.lost = lost,
-	.quit = glue_incoming_quit,
+	.quit = quit_incoming,
 };
