@@ -73,6 +73,9 @@ static int write_replacing(const char *path, struct snapshot_header *h, const vo
 		r = write_file(fd, h, blob, ram);
 		if (!r && keep_mode && fchmod(fd, st.st_mode & 07777) < 0)
 			r = -errno;
+		/* On disk before the name moves: a crash then leaves one whole file. */
+		if (!r && fsync(fd) < 0)
+			r = -errno;
 		if (close(fd) < 0 && !r)
 			r = -errno;
 		if (!r && rename(tmp, dst) < 0)
