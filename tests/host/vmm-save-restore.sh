@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # vmm-save-restore: a running guest saved with --save-after (state blob +
-# RAM), restored with `vmm restore` (and saved and restored once more),
-# finishes with the checksum of an uninterrupted run; a corrupted or
-# truncated snapshot is rejected with a clear message.
+# RAM), restored with `vmm restore` (and saved again in place, `vmm
+# restore S --save-after MS S`, and restored once more), finishes with the
+# checksum of an uninterrupted run; a save that fails part-way (a
+# file-size limit: EFBIG) says so and leaves the snapshot it restored from
+# as it was, with nothing beside it (it once wrote into it with O_TRUNC:
+# the VM, stopped after the failure, was lost with its snapshot); a
+# corrupted or truncated snapshot is rejected with a clear message.
 # timeout: 300
 # needs: kvm
 . tests/host/vmm-lib.bash
@@ -19,15 +23,32 @@ ref=$(port_sum "$tmp/ref.err")
 grep -q "saved state and RAM to $tmp/snap1" "$tmp/s1.err" || { cat "$tmp/s1.err" >&2; fail "no snapshot written"; }
 grep -q 'guest: done' "$tmp/s1.out" && fail "guest finished before the save: test too short"
 
-"$BIN/vmm" restore "$tmp/snap1" --save-after 150 "$tmp/snap2" > "$tmp/s2.out" 2> "$tmp/s2.err" ||
-	{ cat "$tmp/s2.err" >&2; fail "restore + second save failed"; }
+# In place, failing: a file-size limit of half the snapshot (ulimit -f:
+# KiB), SIGXFSZ ignored so that the write returns EFBIG.
+cp "$tmp/snap1" "$tmp/snap2"
+size=$(stat -c %s "$tmp/snap2")
+(
+	trap '' XFSZ
+	ulimit -f $((size / 2048))
+	exec "$BIN/vmm" restore "$tmp/snap2" --save-after 150 "$tmp/snap2"
+) > "$tmp/f.out" 2> "$tmp/f.err" && { cat "$tmp/f.err" >&2; fail "a save under a file-size limit of half the snapshot succeeded"; }
+grep -q "cannot save to $tmp/snap2" "$tmp/f.err" || { cat "$tmp/f.err" >&2; fail "failed save: no message"; }
+cmp -s "$tmp/snap2" "$tmp/snap1" || fail "the failed save changed the snapshot it restored from (now $(stat -c %s "$tmp/snap2") bytes, was $size)"
+left=$(find "$tmp" -name 'snap2?*')
+[ -z "$left" ] || fail "a partial file was left behind: $left"
+echo "ok: a failed save in place ($(grep -o 'cannot save.*' "$tmp/f.err")): the snapshot is unchanged, nothing beside it"
+
+# In place, succeeding: the file is replaced whole by the later snapshot.
+"$BIN/vmm" restore "$tmp/snap2" --save-after 150 "$tmp/snap2" > "$tmp/s2.out" 2> "$tmp/s2.err" ||
+	{ cat "$tmp/s2.err" >&2; fail "restore + second save (in place) failed"; }
 grep -q "saved state and RAM to $tmp/snap2" "$tmp/s2.err" || { cat "$tmp/s2.err" >&2; fail "no second snapshot"; }
+cmp -s "$tmp/snap2" "$tmp/snap1" && fail "the snapshot saved in place is the old one"
 
 "$BIN/vmm" restore "$tmp/snap2" > "$tmp/r.out" 2> "$tmp/r.err" || { cat "$tmp/r.err" >&2; fail "final restore failed"; }
 got=$(port_sum "$tmp/r.err")
 [ "$got" = "$ref" ] || fail "restored run checksum $got != uninterrupted $ref"
 grep -q "guest: done .*checksum=$ref" "$tmp/r.out" || fail "serial 'done' line missing after restore"
-echo "ok: save, restore, save, restore: checksum $got equals the uninterrupted run"
+echo "ok: save, restore, save in place, restore: checksum $got equals the uninterrupted run"
 
 # The first snapshot, restored directly, gives the same result too.
 "$BIN/vmm" restore "$tmp/snap1" > "$tmp/r1.out" 2> "$tmp/r1.err" ||
