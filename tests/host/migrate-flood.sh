@@ -38,6 +38,9 @@ flood_run() { # name [tls options...]
 	wpid=$!
 	pids+=("$wpid")
 	sleep 3
+	# The flood reached the destination before the source starts: a late
+	# flood.py (a busy machine) could miss a short migration altogether.
+	wait_line "$work/$name-d.err" "refused a connection" "$name: the flood" "$fpid"
 	timeout "$(guard 120)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$dport" --mem 16M "$@" \
 		2> "$work/$name-s.err" ||
 		{ cat "$work/$name-s.err" "$work/$name-d.err" >&2; fail "$name: the source failed under the flood"; }
