@@ -24,6 +24,8 @@ usage: scripts/twonode-migrate.sh [options]
   --tls             both channels over TLS 1.3 with a fresh PSK (the node
                     kernel seals the sends: kTLS); the run fails unless both
                     ends' metrics say so
+  --max-bandwidth BYTES  cap the source's push at BYTES a second (default:
+                    no cap; demand pages are never capped)
 USAGE
 }
 set -uo pipefail
@@ -37,6 +39,7 @@ backend=userfault
 name=migrate
 limit=560
 tls=
+cap_opt=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--mem) mem=$2; shift 2 ;;
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
 	--name) name=$2; shift 2 ;;
 	--timeout) limit=$2; shift 2 ;;
 	--tls) tls=1; shift ;;
+	--max-bandwidth) cap_opt="--max-bandwidth $2"; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "twonode-migrate: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -98,7 +102,7 @@ echo \"@@REF_SUM \$($sum /tmp/ref.err)\"
 after=$after
 [ \$after = auto ] && after=\$(awk -v a=\$t0 -v b=\$t1 'BEGIN { ms = (b - a) * 250; print (ms < 50 ? 50 : int(ms)) }')
 echo \"@@PHASE source run, migrating to node b after \$after ms\"
-timeout $((limit - 240)) vmm run --mem $mem --image $G --cmdline '$workload' --migrate-to tcp:10.77.0.2:7100 $tls_opt \
+timeout $((limit - 240)) vmm run --mem $mem --image $G --cmdline '$workload' --migrate-to tcp:10.77.0.2:7100 $tls_opt $cap_opt \
 	--migrate-after \$after --recover-ms 20000 --migrate-metrics /tmp/s.json > /dev/null 2> /tmp/s.err
 rc=\$?
 cat /tmp/s.err
