@@ -134,11 +134,16 @@ fi
 # One deadline per connect: a destination that answers each channel's
 # handshake after 2 s (tests/host/lib/slowdest.py), 8 bulk channels: nine
 # handshakes need 18 s; the source gives up at its connect deadline (10 s),
-# and not after every channel's own.
+# and not after every channel's own.  Counted, not timed: the handshakes
+# the destination answered before the source gave up are fewer than the
+# nine (about five; a slow machine only answers fewer), where a deadline
+# per channel waits for all nine.
 if want deadline; then
 	sport=$(free_port)
-	python3 tests/host/lib/slowdest.py 127.0.0.1 "$sport" --delay 2 --seconds 60 &
-	pids+=($!)
+	python3 tests/host/lib/slowdest.py 127.0.0.1 "$sport" --delay 2 --seconds "$(guard 60)" \
+		> "$work/slow-d.out" &
+	spid=$!
+	pids+=("$spid")
 	wait_listen "$sport"
 	t0=$(date +%s%N)
 	timeout "$(guard 60)" "$BIN/mig-memtest" source --to "tcp:127.0.0.1:$sport" --mem 4M --channels 8 \
@@ -147,7 +152,10 @@ if want deadline; then
 	ms=$((($(date +%s%N) - t0) / 1000000))
 	tail -1 "$work/slow-s.err"
 	[ "$rc" != 0 ] || fail "deadline: a destination that cannot migrate took the VM"
-	[ "$ms" -lt 17000 ] || fail "deadline: the 10 s connect ended after $ms ms"
-	echo "deadline: the source gave up after $ms ms (connect deadline 10000 ms, 8 bulk channels)"
+	kill "$spid" 2> /dev/null
+	wait "$spid" 2> /dev/null
+	n=$(grep -c '^answered ' "$work/slow-d.out")
+	[ "$n" -lt 9 ] || fail "deadline: the source waited for all $n handshakes, each under its own deadline"
+	echo "deadline: the source gave up after $n of 9 handshakes, $ms ms (connect deadline 10000 ms, 8 bulk channels)"
 fi
 echo "migrate-storm: passed"

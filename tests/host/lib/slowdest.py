@@ -8,7 +8,9 @@ after --delay seconds (docs/wire-protocol.md): the urgent channel gets the
 session's secret, every other channel the proofs both ways, computed as
 the real destination does (plain TCP: no TLS binding).  Then it stays
 silent.  A source whose channels each take that long must give up at its
-one connect deadline, however many channels it opens.  Stops after
+one connect deadline, however many channels it opens.  Prints a line
+"answered N" as it answers each HELLO (N counts them), so that a test can
+count the handshakes a source waited for without timing it.  Stops after
 --seconds (default 60).
 """
 import argparse
@@ -24,6 +26,8 @@ from migwire import (AUTH, AUTH_CHALLENGE, AUTH_PROOF, AUTH_SECRET, CHAN_URGENT,
                      HELLO_FMT, ROLE_DEST, frame, recv_frame)
 
 secret = os.urandom(32)
+answered = 0
+answered_lock = threading.Lock()
 
 
 def proof(label, nonce, session, channel):
@@ -39,6 +43,10 @@ def serve(c, delay):
         channel, session, index = h[2], h[5], h[10]
         h[1], h[7] = ROLE_DEST, 0
         c.sendall(frame(HELLO, struct.pack(HELLO_FMT, *h)))
+        global answered
+        with answered_lock:
+            answered += 1
+            print(f"answered {answered}", flush=True)
         if channel == CHAN_URGENT:
             c.sendall(frame(AUTH, struct.pack("<II", AUTH_SECRET, 0) + secret))
         else:
