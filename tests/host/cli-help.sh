@@ -8,11 +8,7 @@
 # git describe (the same string for both programs, and in a git tree the
 # tree's own describe).
 # timeout: 60
-set -u
-BIN=${BIN:-build/bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. tests/host/plain-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
 [ -x "$BIN/migrate-agent" ] || fail "$BIN/migrate-agent not built"
 

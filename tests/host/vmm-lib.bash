@@ -4,13 +4,9 @@
 # exit line in FILE, and save_snapshot, forge and refused (below).  Needs
 # $BIN/vmm and KVM (need_kvm, tests/host/kvm-lib.bash: skips without it,
 # and tests/run then runs the test in a node).
-set -u
+. tests/host/plain-lib.bash
 . tests/host/kvm-lib.bash
-BIN=${BIN:-build/bin}
 GUEST=build/guest/guest.elf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
 [ -f "$GUEST" ] || fail "$GUEST not built"

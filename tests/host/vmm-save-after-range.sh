@@ -7,11 +7,7 @@
 # nanosecond deadline, so the VM was saved and stopped at once instead of
 # weeks later; here, without KVM, those went on to /dev/kvm (exit 70).
 # timeout: 60
-set -u
-BIN=${BIN:-build/bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. tests/host/plain-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
 
 for ms in 4294967301 18446744073710 86400001 0; do

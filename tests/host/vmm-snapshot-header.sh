@@ -9,11 +9,7 @@
 # guest RAM at an offset past 2^63 (pread: EINVAL), and `--lazy` started
 # the guest and failed at its first page fault.
 # timeout: 60
-set -u
-BIN=${BIN:-build/bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. tests/host/plain-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
 edit() { python3 tests/host/lib/snapshot-edit.py "$@" || fail "snapshot-edit.py $*"; }
 
