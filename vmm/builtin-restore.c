@@ -112,7 +112,7 @@ int runner_restore(struct run_opts *opts)
 		pr_err("cannot start the vCPUs: %s", strerror(-r));
 		goto out;
 	}
-	status = runner_loop(vm, &o);
+	status = runner_loop(vm, &o, NULL);
 out:
 	vm_destroy(vm);
 	free(blob);

@@ -168,7 +168,7 @@ static int run_vm(struct vm *vm, const struct run_opts *o)
 	}
 	if (migrate_started(vm, &mig) < 0)
 		vm_stop(vm, -EINVAL);
-	status = runner_loop(vm, o);
+	status = runner_loop(vm, o, migrate_vm_control(&mig));
 	if (migrate_finish(vm, &mig))
 		status = VMM_EXIT_ERROR;
 	return status;

@@ -13,6 +13,7 @@
 #include "vmm/runner.h"
 #include "vmm/snapshot.h"
 #include "vmm/util.h"
+#include "vmm/vm-control.h"
 
 static const char *arg_value(int argc, char **argv, int *i)
 {
@@ -175,25 +176,48 @@ static int open_signalfd(struct vm *vm)
 	return sfd;
 }
 
-/* --save-after's time came: pause, write the snapshot, stop the VM (not a guest exit). */
-static void save_and_stop(struct vm *vm, const struct run_opts *o)
+/* The snapshot is written: say so, and stop the VM (not a guest exit). */
+static void saved(struct vm *vm, const struct run_opts *o)
 {
-	int r = vm_pause(vm);
+	struct guest_report rep;
 
+	vm_last_report(vm, &rep, NULL);
+	pr_info("saved state and RAM to %s after %" PRIu64 " ms (guest at iter %" PRIu64
+		", checksum 0x%016" PRIx64 ")",
+		o->save_path, o->save_after_ms, rep.iter, rep.checksum);
+	vm_stop(vm, -EINTR);
+}
+
+/*
+ * --save-after's time came: pause, write the snapshot, stop the VM.  The
+ * VM's run state (vc; NULL: none, `vmm restore`) refuses it while a
+ * migration has the VM or after it left, when the snapshot would be a
+ * second copy of a VM that runs at the destination.  Refused or failed,
+ * the VM runs on as it was (as QEMU's savevm resumes it): nothing is lost
+ * but the snapshot.  0, or -errno after a message.
+ */
+static int save_and_stop(struct vm *vm, struct vm_control *vc, const struct run_opts *o)
+{
+	char buf[320];
+	const char *why = vc ? vm_control_save_begin(vc, buf, sizeof(buf)) : NULL;
+	int r;
+
+	if (why) {
+		pr_err("--save-after: not saved to %s: %s", o->save_path, why);
+		return -EBUSY;
+	}
+	r = vm_pause(vm);
 	if (r == 0)
 		r = snapshot_write(vm, o->save_path);
-	if (r < 0) {
-		pr_err("cannot save to %s: %s", o->save_path, strerror(-r));
-		vm_stop(vm, -r);
-	} else {
-		struct guest_report rep;
-
-		vm_last_report(vm, &rep, NULL);
-		pr_info("saved state and RAM to %s after %" PRIu64 " ms (guest at iter %" PRIu64
-			", checksum 0x%016" PRIx64 ")",
-			o->save_path, o->save_after_ms, rep.iter, rep.checksum);
-		vm_stop(vm, -EINTR); /* saved, not an exit of the guest */
-	}
+	if (r == 0)
+		saved(vm, o);
+	else
+		pr_err("cannot save to %s: %s; the VM runs on", o->save_path, strerror(-r));
+	if (vc)
+		vm_control_save_end(vc, r == 0);
+	else if (r < 0)
+		vm_resume(vm);
+	return r;
 }
 
 /* poll()'s timeout until deadline (ns; 0: none): -1 for none, in ms rounded up. */
@@ -207,28 +231,36 @@ static int ms_until(uint64_t deadline)
 	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
-/* What the run exits with, for the VM's status (said, with the summary). */
-static int exit_status(struct vm *vm, int status, const struct run_opts *o)
+/*
+ * What the run exits with, for the VM's status (said, with the summary):
+ * VMM_EXIT_ERROR too when the snapshot --save-after asked for was not
+ * written (unsaved), whatever the VM did after.
+ */
+static int exit_status(struct vm *vm, int status, bool unsaved, const struct run_opts *o)
 {
+	int code = status;
+
 	if (status == -EINTR) {
-		summary(vm, -1, o);
-		return 0;
-	}
-	if (status < 0) {
+		code = 0;
+	} else if (status < 0) {
 		pr_err("VM failed: %s", strerror(-status));
-		summary(vm, -1, o);
-		return VMM_EXIT_ERROR;
+		code = VMM_EXIT_ERROR;
 	}
-	summary(vm, status, o);
-	return status;
+	summary(vm, status < 0 ? -1 : status, o);
+	if (unsaved) {
+		pr_err("--save-after: no snapshot was written to %s (said above)", o->save_path);
+		code = VMM_EXIT_ERROR;
+	}
+	return code;
 }
 
-int runner_loop(struct vm *vm, const struct run_opts *o)
+int runner_loop(struct vm *vm, const struct run_opts *o, struct vm_control *vc)
 {
 	struct signalfd_siginfo si;
 	struct pollfd pfd[2];
 	uint64_t deadline = o->save_after_ms ? now_ns() + o->save_after_ms * 1000000ULL : 0;
 	int sfd = open_signalfd(vm), status = 0, r;
+	bool unsaved = false;
 
 	pfd[0] = (struct pollfd){ .fd = vm_event_fd(vm), .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
@@ -247,10 +279,10 @@ int runner_loop(struct vm *vm, const struct run_opts *o)
 		}
 		if (r == 0 && deadline) {
 			deadline = 0;
-			save_and_stop(vm, o);
+			unsaved = save_and_stop(vm, vc, o) < 0;
 		}
 	}
 	if (sfd >= 0)
 		close(sfd);
-	return exit_status(vm, status, o);
+	return exit_status(vm, status, unsaved, o);
 }

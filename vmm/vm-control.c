@@ -15,6 +15,33 @@ bool vm_control_paused(const struct vm_control *vc)
 	return vc->paused;
 }
 
+bool vm_control_saving(const struct vm_control *vc)
+{
+	return vc->saving;
+}
+
+const char *vm_control_save_begin(struct vm_control *vc, char *buf, size_t len)
+{
+	const char *why;
+
+	pthread_mutex_lock(vc->lock);
+	why = vc->saving ? "a snapshot is already being written"
+			 : vc->hooks->refuse_save(vc->arg, buf, len);
+	if (!why)
+		vc->saving = true;
+	pthread_mutex_unlock(vc->lock);
+	return why;
+}
+
+void vm_control_save_end(struct vm_control *vc, bool saved)
+{
+	pthread_mutex_lock(vc->lock);
+	if (!saved && !vc->paused)
+		vm_resume(vc->vm);
+	vc->saving = false;
+	pthread_mutex_unlock(vc->lock);
+}
+
 /* QEMU's RunState of the VM (*vc->lock held). */
 static const char *run_state(struct vm_control *vc)
 {
@@ -49,7 +76,8 @@ static void stop_cont(struct vm_control *vc, bool stop, struct qmp_reply *reply)
 
 	pthread_mutex_lock(vc->lock);
 	events = vc->qmp;
-	why = vc->hooks->refuse(vc->arg, stop, &noop, buf, sizeof(buf));
+	why = vc->saving ? "the VM is being saved to a snapshot (--save-after)"
+			 : vc->hooks->refuse(vc->arg, stop, &noop, buf, sizeof(buf));
 	if (why) {
 		qmp_fail(reply, "%s", why);
 	} else if (!noop && stop != vc->paused) {

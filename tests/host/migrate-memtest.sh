@@ -50,7 +50,8 @@ check_json "$work/postcopy-s.json" '.features == ["runs"]' \
 # not capped), so the toucher meets missing pages however late it is
 # scheduled: uncapped, a busy machine once let the push finish first and
 # no page was asked for (the run above may see none).
-MIG_NO_URING=1 run no-uring "--push-runs --max-bandwidth 4194304" "--touch random"
+slow_push="--max-bandwidth $((4 << 20))"
+MIG_NO_URING=1 run no-uring "--push-runs $slow_push" "--touch random"
 check_json "$work/no-uring-s.json" '.pages_pushed > 0 and .features == ["runs"]' "no-uring: no runs pushed"
 check_json "$work/no-uring-s.json" '.faults > 0 and .pages_requested > 0' "no-uring: no demand faults happened"
 # Precopy rounds, then the push's runs after the switch-over, in one migration.
@@ -86,7 +87,7 @@ run seq "" "--touch seq"
 # as no-uring's: uncapped it ends in about 100 ms, and a loaded run saw
 # pages_demand 0, so whether the touchers met any missing page at all was
 # the scheduler's choice; capped, they fault thousands of times together.
-run dedup "--max-bandwidth 4194304" "--touch seq --touch-start 3000 --touchers 4"
+run dedup "$slow_push" "--touch seq --touch-start 3000 --touchers 4"
 check_json "$work/dedup-s.json" '.faults_deduped > 0' "dedup: no fault merged with four touchers on the same pages"
 
 # Precopy stops when it stops converging: a guest that rewrites its hot

@@ -5,8 +5,10 @@
 # checksum of an uninterrupted run; a save that fails part-way (a
 # file-size limit: EFBIG) says so and leaves the snapshot it restored from
 # as it was, with nothing beside it (it once wrote into it with O_TRUNC:
-# the VM, stopped after the failure, was lost with its snapshot); a
-# corrupted or truncated snapshot is rejected with a clear message.
+# the VM, stopped after the failure, was lost with its snapshot), and the
+# VM runs on to the same checksum (it was stopped until 40fdcf4), the VMM
+# then exiting 70; a corrupted or truncated snapshot is rejected with a
+# clear message.
 # timeout: 300
 # needs: kvm
 . tests/host/vmm-lib.bash
@@ -31,12 +33,17 @@ size=$(stat -c %s "$tmp/snap2")
 	trap '' XFSZ
 	ulimit -f $((size / 2048))
 	exec "$BIN/vmm" restore "$tmp/snap2" --save-after 150 "$tmp/snap2"
-) > "$tmp/f.out" 2> "$tmp/f.err" && { cat "$tmp/f.err" >&2; fail "a save under a file-size limit of half the snapshot succeeded"; }
-grep -q "cannot save to $tmp/snap2" "$tmp/f.err" || { cat "$tmp/f.err" >&2; fail "failed save: no message"; }
+) > "$tmp/f.out" 2> "$tmp/f.err"
+rc=$?
+[ "$rc" = 70 ] || { cat "$tmp/f.err" >&2; fail "a save under a file-size limit of half the snapshot: exit $rc, not 70"; }
+grep -q "cannot save to $tmp/snap2: .*; the VM runs on" "$tmp/f.err" || { cat "$tmp/f.err" >&2; fail "failed save: no message"; }
+grep -q "no snapshot was written to $tmp/snap2" "$tmp/f.err" || { cat "$tmp/f.err" >&2; fail "failed save: the exit does not say why"; }
 cmp -s "$tmp/snap2" "$tmp/snap1" || fail "the failed save changed the snapshot it restored from (now $(stat -c %s "$tmp/snap2") bytes, was $size)"
 left=$(find "$tmp" -name 'snap2?*')
 [ -z "$left" ] || fail "a partial file was left behind: $left"
-echo "ok: a failed save in place ($(grep -o 'cannot save.*' "$tmp/f.err")): the snapshot is unchanged, nothing beside it"
+got=$(port_sum "$tmp/f.err")
+[ "$got" = "$ref" ] || { cat "$tmp/f.err" >&2; fail "after the failed save the VM did not run on to the uninterrupted checksum: $got, not $ref"; }
+echo "ok: a failed save in place ($(grep -o 'cannot save.*' "$tmp/f.err")): the snapshot is unchanged, nothing beside it, the VM ran on to checksum $got, exit 70"
 
 # In place, succeeding: the file is replaced whole by the later snapshot.
 "$BIN/vmm" restore "$tmp/snap2" --save-after 150 "$tmp/snap2" > "$tmp/s2.out" 2> "$tmp/s2.err" ||

@@ -24,6 +24,8 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 	if (!gl)
 		return -ENOMEM;
 	*gl = (struct migrate_glue){ .vm = vm, .o = o };
+	gl->vmc =
+	    (struct vm_control){ .vm = vm, .lock = &gl->lock, .hooks = &glue_run_hooks, .arg = gl };
 	pthread_mutex_init(&gl->lock, NULL);
 	pthread_cond_init(&gl->cond, NULL);
 	glue_params_init(&gl->params, o);
@@ -69,6 +71,11 @@ int migrate_started(struct vm *vm, struct migrate_vmm_opts *o)
 		gl->timer_on = 1;
 	}
 	return 0;
+}
+
+struct vm_control *migrate_vm_control(struct migrate_vmm_opts *o)
+{
+	return o->glue ? &o->glue->vmc : NULL;
 }
 
 int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)

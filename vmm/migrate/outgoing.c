@@ -186,12 +186,16 @@ int glue_start_migration(struct migrate_glue *gl, const char *uri, const struct 
 	const char *away = glue_migrated_away(gl);
 	bool paused = vm_control_paused(&gl->vmc);
 
-	if (glue_mig_active(gl) || paused || gl->finishing || away) {
+	bool saving = vm_control_saving(&gl->vmc);
+	bool ending = gl->finishing || vm_is_stopped(gl->vm);
+
+	if (glue_mig_active(gl) || paused || saving || ending || away) {
 		snprintf(err, errlen, "%s",
-			 paused		 ? "the VM is stopped: 'cont' it first"
-			 : gl->finishing ? "the VM is ending"
-			 : away		 ? away
-					 : "There's a migration process in progress");
+			 paused	  ? "the VM is stopped: 'cont' it first"
+			 : saving ? "the VM is being saved to a snapshot (--save-after)"
+			 : ending ? "the VM is ending"
+			 : away	  ? away
+				  : "There's a migration process in progress");
 		return -1;
 	}
 	if (glue_tls_endpoint(&p->tls, false, err, errlen))

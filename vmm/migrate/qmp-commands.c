@@ -185,9 +185,6 @@ int glue_start_control(struct migrate_glue *gl)
 {
 	char err[400] = "";
 
-	gl->vmc = (struct vm_control){
-		.vm = gl->vm, .lock = &gl->lock, .hooks = &glue_run_hooks, .arg = gl
-	};
 	const struct qmp_commands sets[] = {
 		{ vm_control_commands, &gl->vmc },
 		{ qmp_commands, gl },

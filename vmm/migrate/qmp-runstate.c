@@ -101,6 +101,26 @@ static const char *refuse(void *arg, bool stop, bool *noop, char *buf, size_t le
 }
 
 /*
+ * Why the VM cannot be saved (--save-after) now (gl->lock held): a
+ * snapshot taken while a migration moves the VM out, or after it left (or
+ * was lost), would be a second copy of a VM that runs, or is to run, at the
+ * destination.  A destination still receiving pages may save: the save
+ * ensures each missing page first.
+ */
+static const char *refuse_save(void *arg, char *buf, size_t len)
+{
+	struct migrate_glue *gl = arg;
+	const char *away = glue_migrated_away(gl);
+
+	if (glue_mig_active(gl))
+		return "a migration is in progress: the VM is moving to its destination";
+	if (!away)
+		return NULL;
+	snprintf(buf, len, "%s; a snapshot here would be a stale copy of it", away);
+	return buf;
+}
+
+/*
  * quit of a lost VM ends with VMM_EXIT_ERROR (gl->lock held).  A
  * migration under way is given up before the switch-over when the VM
  * stops, as when the guest ends (migrate_finish()).
@@ -130,6 +150,7 @@ static void quit_incoming(void *arg)
 const struct vm_run_hooks glue_run_hooks = {
 	.state = run_state,
 	.refuse = refuse,
+	.refuse_save = refuse_save,
 	.lost = lost,
 	.quit = quit_incoming,
 };

@@ -22,6 +22,8 @@ documented QMP wire format, not from this project's code.
                                     refused, cancelled: the VM goes on
   qmp-drive.py SOCKET after-postcopy    the same, ended by
                                     migrate-start-postcopy, to completed
+  qmp-drive.py SOCKET postmigrate-quit  a completed source: postmigrate,
+                                    then quit
   qmp-drive.py SOCKET figures URI METRICS  QEMU's query-migrate figures
                                     (a rate during precopy, the pages and
                                     byte splits against the source's
@@ -268,6 +270,10 @@ def after_postcopy(path, _uri):
     wait_events(q, lambda: "completed" in q.statuses())
     check("completed" in q.statuses(), f"MIGRATION events: {q.statuses()}")
     postmigrate_then_quit(q)
+
+
+def postmigrate_quit(path, _uri):
+    postmigrate_then_quit(QMP(path))
 
 
 def wait_run_state(q, want, limit=480):
@@ -702,7 +708,7 @@ def main():
          "after-postcopy": after_postcopy, "incoming": incoming_case,
          "incoming-plain": incoming_plain_case,
          "recover": recover_case, "onward": onward_case, "lost": lost_case,
-         "tls": tls_case}[case](path, uri)
+         "tls": tls_case, "postmigrate-quit": postmigrate_quit}[case](path, uri)
     except QMPError as e:
         raise SystemExit(f"FAIL: {e}")
 

@@ -37,6 +37,7 @@
 #include "migrate/params.h"
 
 struct vm;
+struct vm_control;
 
 struct migrate_vmm_opts {
 	const char *incoming, *control, *migrate_to, *metrics;
@@ -79,6 +80,13 @@ int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o);
  * socket or arms --migrate-after.  0, or -errno after a message.
  */
 int migrate_started(struct vm *vm, struct migrate_vmm_opts *o);
+
+/*
+ * The VM's run state with the migration's say on it (vmm/vm-control.h),
+ * from migrate_prepare() until migrate_finish(): runner_loop()'s save asks
+ * it.  NULL before migrate_prepare() made it.
+ */
+struct vm_control *migrate_vm_control(struct migrate_vmm_opts *o);
 
 /*
  * After runner_loop(), before vm_destroy().  Destination: waits until every

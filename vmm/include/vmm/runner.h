@@ -8,6 +8,8 @@
 
 #include "vmm/vm.h"
 
+struct vm_control;
+
 struct run_opts {
 	uint64_t mem_size;
 	unsigned int nr_vcpus;
@@ -34,9 +36,10 @@ int runner_create_vm(const struct run_opts *o, struct vm **vm);
 /*
  * Runs until the guest exits, a signal (SIGINT/SIGTERM), or the
  * --save-after deadline; prints the summary line; returns the process
- * exit status.
+ * exit status.  vc: the VM's run state, which a migration has its say on
+ * (the save asks it), or NULL for a VM that never migrates.
  */
-int runner_loop(struct vm *vm, const struct run_opts *o);
+int runner_loop(struct vm *vm, const struct run_opts *o, struct vm_control *vc);
 /* Continues the snapshot o->restore_path (vmm restore, vmm run --lazy-from). */
 int runner_restore(struct run_opts *o);
 

@@ -33,6 +33,11 @@ struct vm_run_hooks {
 	/* The VM was lost by its migration: quit ends with VMM_EXIT_ERROR. */
 	bool (*lost)(void *arg);
 	/*
+	 * Why the VM cannot be saved to a snapshot now (--save-after: a
+	 * constant, or buf written), else NULL.
+	 */
+	const char *(*refuse_save)(void *arg, char *buf, size_t len);
+	/*
 	 * quit came: end a wait of the migration's that holds the VMM before
 	 * its VM runs (a destination's, for its address or its state).
 	 * Called with *lock held, before the VM is stopped.
@@ -47,6 +52,7 @@ struct vm_control {
 	void *arg;		/* the hooks' */
 	struct qmp_server *qmp; /* under *lock: STOP and RESUME go to its clients; NULL: none */
 	bool paused;		/* under *lock: stopped by stop, until cont */
+	bool saving;		/* under *lock: a snapshot is being written */
 };
 
 /* The commands, for qmp_listen() with a struct vm_control as their ctx. */
@@ -54,5 +60,20 @@ extern const struct qmp_command vm_control_commands[];
 
 /* Whether stop paused the VM (*lock held). */
 bool vm_control_paused(const struct vm_control *vc);
+/* Whether a snapshot is being written (*lock held): no migration starts then. */
+bool vm_control_saving(const struct vm_control *vc);
+
+/*
+ * A snapshot of the VM (--save-after) is written between these two, without
+ * the lock (a destination's save waits for pages that a recovery by QMP
+ * command may have to bring), so stop and cont are refused meanwhile, and
+ * the hooks' owner refuses to start a migration (vm_control_saving()).
+ * vm_control_save_begin() takes the lock: NULL, or why the VM cannot be
+ * saved now (the hooks' say: a migration has the VM, or it left).
+ * vm_control_save_end(): saved, the VM has been stopped by the caller;
+ * not saved, it runs on unless stop had paused it.
+ */
+const char *vm_control_save_begin(struct vm_control *vc, char *buf, size_t len);
+void vm_control_save_end(struct vm_control *vc, bool saved);
 
 #endif /* VMM_VM_CONTROL_H */
