@@ -25,7 +25,8 @@ for applet in $("$busybox" --list); do
 	[ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 install -m 0755 guest-image/init "$root/init"
-install -m 0755 guest-image/run-node-tests guest-image/must-pass guest-image/wait-listen tests/splat-scan "$root/usr/bin/"
+install -m 0755 guest-image/run-node-tests guest-image/must-pass guest-image/wait-listen tests/splat-scan \
+	tests/platform-fault "$root/usr/bin/"
 
 count=0
 if [ -d build/node/bin ]; then
