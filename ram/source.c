@@ -94,14 +94,13 @@ static struct simple_source *simple_new(void)
 	return s;
 }
 
-int ram_source_file_create(const char *path, uint64_t offset, uint64_t size,
-			   struct ram_source **out)
+int ram_source_file_create(int fd, uint64_t offset, uint64_t size, struct ram_source **out)
 {
 	struct simple_source *s = simple_new();
 
 	if (!s)
 		return -ENOMEM;
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (s->fd < 0) {
 		int r = -errno;
 

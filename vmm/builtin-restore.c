@@ -25,16 +25,9 @@ static void usage(FILE *f)
 	       "                        [--busy-poll]] [--save-after MS FILE] [--trace-reports]\n");
 }
 
-static int load_ram(struct vm *vm, const char *path, const struct snapshot_header *h)
+static int load_ram(struct vm *vm, int fd, const struct snapshot_header *h)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	int r;
-
-	if (fd < 0)
-		return -errno;
-	r = pread_full(fd, ram_host(vm_ram(vm)), h->ram_size, h->ram_offset);
-	close(fd);
-	return r;
+	return pread_full(fd, ram_host(vm_ram(vm)), h->ram_size, h->ram_offset);
 }
 
 int cmd_restore(int argc, char **argv)
@@ -72,13 +65,17 @@ int runner_restore(struct run_opts *opts)
 	struct vm *vm = NULL;
 	void *blob = NULL;
 	char why[256] = "";
-	int r, status = VMM_EXIT_ERROR;
+	int fd, r, status = VMM_EXIT_ERROR;
 
-	r = snapshot_read(o.restore_path, &h, &blob);
+	/* One open: the file checked is the file whose RAM is read or served. */
+	fd = open(o.restore_path, O_RDONLY | O_CLOEXEC);
+	r = fd < 0 ? -errno : snapshot_read(fd, &h, &blob);
 	if (r < 0) {
 		pr_err("%s: %s", o.restore_path,
 		       r == -EBADMSG ? "not a valid snapshot (bad header, size or checksum)"
 				     : strerror(-r));
+		if (fd >= 0)
+			close(fd);
 		return VMM_EXIT_ERROR;
 	}
 	vm_state_peek(blob, h.state_size, &o.mem_size, &o.nr_vcpus);
@@ -90,7 +87,7 @@ int runner_restore(struct run_opts *opts)
 		goto out;
 	}
 	if (o.lazy) {
-		r = ram_source_file_create(o.restore_path, h.ram_offset, h.ram_size, &src);
+		r = ram_source_file_create(fd, h.ram_offset, h.ram_size, &src);
 		if (!r)
 			r = ram_start_faults(vm_ram(vm), src, o.busy_poll);
 		if (r < 0) {
@@ -101,7 +98,7 @@ int runner_restore(struct run_opts *opts)
 			goto out;
 		}
 	} else {
-		r = load_ram(vm, o.restore_path, &h);
+		r = load_ram(vm, fd, &h);
 		if (r < 0) {
 			pr_err("%s: cannot read guest RAM: %s", o.restore_path, strerror(-r));
 			goto out;
@@ -115,6 +112,7 @@ int runner_restore(struct run_opts *opts)
 	status = runner_loop(vm, &o, NULL);
 out:
 	vm_destroy(vm);
+	close(fd);
 	free(blob);
 	return status;
 }

@@ -121,15 +121,12 @@ int snapshot_write(struct vm *vm, const char *path)
 	return r;
 }
 
-int snapshot_read(const char *path, struct snapshot_header *h, void **state)
+int snapshot_read(int fd, struct snapshot_header *h, void **state)
 {
 	struct stat st;
 	void *blob = NULL;
-	int fd, r;
+	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	r = fstat(fd, &st) < 0 ? -errno : 0;
 	if (!r)
 		r = pread_full(fd, h, sizeof(*h), 0);
@@ -163,7 +160,6 @@ int snapshot_read(const char *path, struct snapshot_header *h, void **state)
 			r = -EBADMSG;
 	}
 out:
-	close(fd);
 	if (r) {
 		free(blob);
 		return r;

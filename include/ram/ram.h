@@ -54,9 +54,12 @@ struct ram_source {
 	void (*destroy)(struct ram_source *src);
 };
 
-/* Pages from a file: RAM byte x is file byte offset + x. */
-int ram_source_file_create(const char *path, uint64_t offset, uint64_t size,
-			   struct ram_source **out);
+/*
+ * Pages from an open file: RAM byte x is file byte offset + x.  The source
+ * keeps a duplicate of fd (the caller's stays the caller's): the file the
+ * caller checked is the one read, whatever its path names later.
+ */
+int ram_source_file_create(int fd, uint64_t offset, uint64_t size, struct ram_source **out);
 /* Pages copied from a buffer of `size` bytes (kept by the caller). */
 int ram_source_buffer_create(const void *buf, uint64_t size, struct ram_source **out);
 

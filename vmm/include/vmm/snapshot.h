@@ -30,9 +30,11 @@ _Static_assert(sizeof(struct snapshot_header) == 64, "snapshot_header ABI");
 /* Writes a paused VM's state and RAM to path. */
 int snapshot_write(struct vm *vm, const char *path);
 /*
- * Reads and validates the header and state blob; *state is malloc'ed
- * (caller frees).  -EBADMSG for anything malformed.
+ * Reads and validates the header and state blob of the open snapshot fd
+ * (its RAM is then read from the same fd: the file checked is the file
+ * used); *state is malloc'ed (caller frees).  -EBADMSG for anything
+ * malformed.
  */
-int snapshot_read(const char *path, struct snapshot_header *h, void **state);
+int snapshot_read(int fd, struct snapshot_header *h, void **state);
 
 #endif /* VMM_SNAPSHOT_H */
