@@ -94,7 +94,10 @@ int migrate_finish(struct vm *vm, struct migrate_vmm_opts *o)
 		mig_ctl_cancel(&gl->ctl);
 		pthread_join(gl->mig_thread, NULL);
 	}
+	/* Before the server goes: both threads send events (qmp_close() frees it). */
+	glue_stop_incoming_events(gl);
 	qmp_close(gl->qmp); /* after the migration thread: it sends events */
+	gl->qmp = NULL;
 	glue_incoming_finish(gl);
 	o->glue = NULL;
 	free(gl);
