@@ -356,12 +356,44 @@ static void stop_incoming_with_vm(struct migrate_glue *gl, struct vm *vm)
 	mig_dest_abort(gl->dest, why);
 }
 
+/*
+ * Wait for the watch, which ends with the incoming migration.  After a
+ * quit, a postcopy that is (or becomes) paused with recovery by command
+ * waits for this destination's migrate-recover, which nobody can send any
+ * more (the control socket is closed by now: migrate_finish()), or for the
+ * source's resume to the first address, for a VM that quit stopped: it is
+ * given up there, the VM lost (the watch exits VMM_EXIT_ERROR), as QEMU's
+ * quit ends a destination at once.  The VMM stayed, without end, after its
+ * quit was answered.  A guest that ended by itself still waits.
+ */
+static void wait_incoming_end(struct migrate_glue *gl)
+{
+	enum mig_phase p = MIG_PHASE_NONE;
+	int status = 0;
+
+	vm_wait(gl->vm, 0, &status);
+	while (status == -EINTR && gl->o->control && !gl->o->param[MIG_P_RECOVER_MS] &&
+	       p != MIG_PHASE_COMPLETED && p != MIG_PHASE_FAILED) {
+		p = mig_dest_phase_wait(gl->dest, p, 1000);
+		if (p != MIG_PHASE_RECOVER)
+			continue;
+		pr_vmm("the destination VMM was told to quit while its postcopy was paused: the "
+		       "migration failed\n");
+		mig_dest_abort(gl->dest,
+			       "the destination VMM was told to quit while its postcopy "
+			       "was paused (no migrate-recover can come: its control socket "
+			       "is closed)");
+		break;
+	}
+	pthread_join(gl->watch, NULL);
+}
+
 void glue_incoming_finish(struct migrate_glue *gl)
 {
 	glue_stop_signal_watch(gl);
 	if (gl->watch_on) {
 		stop_incoming_with_vm(gl, gl->vm);
-		pthread_join(gl->watch, NULL);
+		wait_incoming_end(gl);
 	}
 	glue_stop_incoming_events(gl);
 	if (gl->dest) {
