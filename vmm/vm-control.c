@@ -12,7 +12,7 @@
 
 bool vm_control_paused(const struct vm_control *vc)
 {
-	return vc->paused;
+	return vc->paused || vc->stopping;
 }
 
 bool vm_control_saving(const struct vm_control *vc)
@@ -25,8 +25,9 @@ const char *vm_control_save_begin(struct vm_control *vc, char *buf, size_t len)
 	const char *why;
 
 	pthread_mutex_lock(vc->lock);
-	why = vc->saving ? "a snapshot is already being written"
-			 : vc->hooks->refuse_save(vc->arg, buf, len);
+	why = vc->saving     ? "a snapshot is already being written"
+	      : vc->stopping ? "a stop is in progress"
+			     : vc->hooks->refuse_save(vc->arg, buf, len);
 	if (!why)
 		vc->saving = true;
 	pthread_mutex_unlock(vc->lock);
@@ -66,6 +67,26 @@ static void query_status(void *ctx, struct json_object *args, struct qmp_reply *
 	reply->ret = o;
 }
 
+/*
+ * The VM paused for stop, without the lock: a vCPU may be waiting in KVM
+ * for a page of its incoming migration, which a paused postcopy brings
+ * only after migrate-recover, a command that takes the lock (holding it
+ * here deadlocked the destination's control socket).  vc->stopping keeps
+ * cont, another stop, a migration's start and a snapshot out meanwhile.
+ * *vc->lock held on entry and on return.
+ */
+static int pause_unlocked(struct vm_control *vc)
+{
+	int r;
+
+	vc->stopping = true;
+	pthread_mutex_unlock(vc->lock);
+	r = vm_pause(vc->vm);
+	pthread_mutex_lock(vc->lock);
+	vc->stopping = false;
+	return r;
+}
+
 /* stop and cont: the VM paused or resumed, STOP or RESUME to every client. */
 static void stop_cont(struct vm_control *vc, bool stop, struct qmp_reply *reply)
 {
@@ -76,12 +97,14 @@ static void stop_cont(struct vm_control *vc, bool stop, struct qmp_reply *reply)
 
 	pthread_mutex_lock(vc->lock);
 	events = vc->qmp;
-	why = vc->saving ? "the VM is being saved to a snapshot (--save-after)"
-			 : vc->hooks->refuse(vc->arg, stop, &noop, buf, sizeof(buf));
+	why = vc->saving     ? "the VM is being saved to a snapshot (--save-after)"
+	      : vc->stopping ? "a stop is in progress: the vCPUs are leaving (one may wait for a "
+			       "page of the incoming migration)"
+			     : vc->hooks->refuse(vc->arg, stop, &noop, buf, sizeof(buf));
 	if (why) {
 		qmp_fail(reply, "%s", why);
 	} else if (!noop && stop != vc->paused) {
-		int r = stop ? vm_pause(vc->vm) : vm_resume(vc->vm);
+		int r = stop ? pause_unlocked(vc) : vm_resume(vc->vm);
 
 		if (r)
 			qmp_fail(reply, "cannot %s the VM: %s", stop ? "stop" : "resume",

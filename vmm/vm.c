@@ -191,8 +191,17 @@ int vm_pause(struct vm *vm)
 	if (vm->pause_spins)
 		spin_until_out(vm);
 	pthread_mutex_lock(&vm->lock);
-	while (!all_out(vm))
+	/*
+	 * A stop ends the wait: a vCPU may wait in KVM for a page that does
+	 * not come (our signal does not end that wait: vm_destroy()), and the
+	 * pausing thread (stop's) must not keep the VMM from ending.
+	 */
+	while (!all_out(vm) && !vm->stopped)
 		pthread_cond_wait(&vm->cond, &vm->lock);
+	if (!all_out(vm)) {
+		pthread_mutex_unlock(&vm->lock);
+		return -ESHUTDOWN;
+	}
 	pthread_mutex_unlock(&vm->lock);
 	/* What the guest wrote before the pause is out before the caller acts on it. */
 	for (unsigned int i = 0; i < vm->nr_devs; i++)

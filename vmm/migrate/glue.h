@@ -36,9 +36,10 @@
  * updates ctl atomically).  No
  * QMP event is sent with gl->lock held, and the QMP server runs handlers
  * with none of its own locks held: gl->lock and the server's locks never
- * nest.  The VM's lock nests inside gl->lock (stop and cont pause and
- * resume the VM under it); a migration thread that ended is joined under
- * it (the thread takes no gl->lock).
+ * nest.  The VM's lock nests inside gl->lock (cont resumes the VM under
+ * it; stop pauses it without it, vmc.stopping set, since a vCPU may wait
+ * for a page that only a command brings: vm-control.c); a migration
+ * thread that ended is joined under it (the thread takes no gl->lock).
  */
 #ifndef VMM_MIGRATE_GLUE_H
 #define VMM_MIGRATE_GLUE_H

@@ -52,13 +52,14 @@ struct vm_control {
 	void *arg;		/* the hooks' */
 	struct qmp_server *qmp; /* under *lock: STOP and RESUME go to its clients; NULL: none */
 	bool paused;		/* under *lock: stopped by stop, until cont */
+	bool stopping;		/* under *lock: a stop waits for the vCPUs, without the lock */
 	bool saving;		/* under *lock: a snapshot is being written */
 };
 
 /* The commands, for qmp_listen() with a struct vm_control as their ctx. */
 extern const struct qmp_command vm_control_commands[];
 
-/* Whether stop paused the VM (*lock held). */
+/* Whether stop paused the VM, or is pausing it (*lock held). */
 bool vm_control_paused(const struct vm_control *vc);
 /* Whether a snapshot is being written (*lock held): no migration starts then. */
 bool vm_control_saving(const struct vm_control *vc);

@@ -172,7 +172,10 @@ int vm_start(struct vm *vm);
  * vCPU, or a vCPU thread that never ran).  Any thread.
  */
 int vm_vcpu_of_thread(struct vm *vm, uint32_t tid);
-/* Every vCPU out of the guest with pending I/O completed; state is stable. */
+/*
+ * Every vCPU out of the guest with pending I/O completed; state is stable.
+ * -ESHUTDOWN when the VM is stopped before, or while a vCPU cannot leave.
+ */
 int vm_pause(struct vm *vm);
 int vm_resume(struct vm *vm);
 /* Ends the VM: vCPU threads return; status is what vm_wait reports. */
