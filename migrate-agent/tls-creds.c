@@ -136,8 +136,40 @@ static int read_key_file(const char *path, struct key_file *k, char *err, size_t
 	return r;
 }
 
+/* Larger is no certificate file: a CA bundle of every public root is 0.2 MiB. */
+#define CERT_FILE_MAX (4u << 20)
+
+/*
+ * A certificate file OpenSSL is about to open by its path: a regular file
+ * of a sane size (a FIFO, which OpenSSL's fopen() would wait on forever,
+ * a directory or a device is refused), and the reason when it is missing
+ * or unreadable, which OpenSSL does not say.  Certificates are public: the
+ * check is against mistakes, so a stat() by path is enough.  0 or -errno.
+ */
+static int cert_file_refused(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0 || faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -EINVAL;
+	}
+	if (st.st_size > CERT_FILE_MAX) {
+		snprintf(err, errlen, "%s: %lld bytes: too large for a certificate file", path,
+			 (long long)st.st_size);
+		return -EFBIG;
+	}
+	return 0;
+}
+
 /* Our private key, parsed from k: the one copy is then the context's. */
-static int use_key(struct mig_tls_ctx *c, const char *path, const char *who,
+static int use_key(struct mig_tls_ctx *c, const char *path, const char *who, const char *cert,
 		   const struct key_file *k, char *err, size_t errlen)
 {
 	BIO *b = BIO_new_mem_buf(k->buf, (int)k->len); /* read-only: no copy */
@@ -145,12 +177,17 @@ static int use_key(struct mig_tls_ctx *c, const char *path, const char *who,
 				b, NULL, SSL_CTX_get_default_passwd_cb(c->ssl),
 				SSL_CTX_get_default_passwd_cb_userdata(c->ssl), NULL, NULL)
 			  : NULL;
-	int ok = key && SSL_CTX_use_PrivateKey(c->ssl, key) == 1;
+	bool parsed = key != NULL;
+	int ok = parsed && SSL_CTX_use_PrivateKey(c->ssl, key) == 1;
 
 	EVP_PKEY_free(key); /* the context holds its own reference */
 	BIO_free(b);
 	if (!ok) {
-		snprintf(err, errlen, "%s: cannot load the %s key", path, who);
+		/* A key of another pair parses, and use refuses it: say which. */
+		if (parsed)
+			snprintf(err, errlen, "%s does not match %s", path, cert);
+		else
+			snprintf(err, errlen, "%s: cannot load the %s key", path, who);
 		return -EINVAL;
 	}
 	return 0;
@@ -162,7 +199,12 @@ static int load_x509_files(struct mig_tls_ctx *c, const char *ca, const char *ce
 {
 	const char *who = c->server ? "server" : "client";
 	X509 *own;
+	int r = cert_file_refused(ca, err, errlen);
 
+	if (!r)
+		r = cert_file_refused(cert, err, errlen);
+	if (r)
+		return r;
 	if (SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1) {
 		snprintf(err, errlen, "%s: cannot load the CA certificate", ca);
 		return -EINVAL;
@@ -171,7 +213,7 @@ static int load_x509_files(struct mig_tls_ctx *c, const char *ca, const char *ce
 		snprintf(err, errlen, "%s: cannot load the %s certificate", cert, who);
 		return -EINVAL;
 	}
-	if (use_key(c, keypath, who, key, err, errlen))
+	if (use_key(c, keypath, who, cert, key, err, errlen))
 		return -EINVAL;
 	if (SSL_CTX_check_private_key(c->ssl) != 1) {
 		snprintf(err, errlen, "%s does not match %s", keypath, cert);

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# migrate-user-files: the files and paths a user names to the migration
+# library (through mig-memtest, as vmm run and a migrate over the control
+# socket reach them), each bad one a clear error that loses nothing:
+# - --tls-creds DIR whose ca-cert.pem or client-cert.pem is a FIFO, whose
+#   server-cert.pem is a directory, or is missing, empty or garbage, or
+#   whose key does not match its certificate: refused at once, naming the
+#   file and why.  Before the fix a FIFO hung the program for good (OpenSSL
+#   opened it by path and waited for a writer), a missing file was only
+#   "cannot load the CA certificate" and a key of another pair "cannot
+#   load the server key".
+# No KVM needed.
+# timeout: 240
+set -uo pipefail
+. tests/host/migrate-lib.bash
+need_programs mig-memtest
+command -v openssl > /dev/null || skip "openssl is not installed"
+
+scripts/make-tls-creds.sh "$work/good" 127.0.0.1 > /dev/null || fail "cannot make test credentials"
+
+# A copy of the good credentials with FILE replaced by what COMMAND makes
+# (COMMAND gets the path).
+creds() { # name file command...
+	local dir=$work/$1 file=$2
+	shift 2
+	cp -r "$work/good" "$dir"
+	rm -f "$dir/$file"
+	"$@" "$dir/$file"
+}
+
+# mig-memtest ROLE with --tls-creds DIR refuses it at once (a hang guard,
+# not a speed limit) with a message matching REGEX.
+refused() { # name role dir regex
+	local opt=(--listen "tcp:127.0.0.1:$(free_port)") rc
+	[ "$2" = source ] && opt=(--to "tcp:127.0.0.1:$(free_port)" --tls-hostname 127.0.0.1)
+	timeout "$(guard 30)" "$BIN/mig-memtest" "$2" "${opt[@]}" --mem 4M --tls-creds "$3" \
+		> /dev/null 2> "$work/$1.err"
+	rc=$?
+	[ "$rc" = 124 ] && fail "$1: still running after the guard: hung on the file"
+	[ "$rc" != 0 ] || { cat "$work/$1.err" >&2; fail "$1: accepted"; }
+	grep -Eq "$4" "$work/$1.err" || { cat "$work/$1.err" >&2; fail "$1: no message matching '$4'"; }
+	echo "ok: $1: $(grep -Eo "$4.*" "$work/$1.err" | head -1 | head -c 140)"
+}
+
+creds ca-fifo ca-cert.pem mkfifo
+refused ca-fifo dest "$work/ca-fifo" "ca-fifo/ca-cert.pem: not a regular file"
+creds client-fifo client-cert.pem mkfifo
+refused client-fifo source "$work/client-fifo" "client-fifo/client-cert.pem: not a regular file"
+creds cert-dir server-cert.pem mkdir
+refused cert-dir dest "$work/cert-dir" "cert-dir/server-cert.pem: not a regular file"
+creds ca-missing ca-cert.pem true
+refused ca-missing dest "$work/ca-missing" "ca-missing/ca-cert.pem: No such file or directory"
+creds cert-empty server-cert.pem touch
+refused cert-empty dest "$work/cert-empty" "cert-empty/server-cert.pem: cannot load the server certificate"
+creds cert-garbage server-cert.pem sh -c 'head -c 3000 /dev/urandom > "$1"' -
+refused cert-garbage dest "$work/cert-garbage" "cert-garbage/server-cert.pem: cannot load the server certificate"
+creds key-other server-key.pem cp -p "$work/good/client-key.pem"
+refused key-other dest "$work/key-other" "key-other/server-key.pem does not match"
+refused no-dir dest "$work/no-such-dir" "no-such-dir/server-key.pem: No such file or directory"
+
+exit 0
