@@ -206,7 +206,17 @@ static int write_json(json *o, FILE *f)
 		return -ENOMEM;
 	const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_SPACED |
 								 JSON_C_TO_STRING_NOSLASHESCAPE);
-	int r = text && fprintf(f, "%s\n", text) >= 0 ? 0 : text ? -EIO : -ENOMEM;
+	int r = 0;
+
+	/*
+	 * Flushed here: a full disk (ENOSPC) or a quota shows only when the
+	 * buffer is written, and the callers' fclose() result went unchecked.
+	 */
+	errno = 0;
+	if (!text)
+		r = -ENOMEM;
+	else if (fprintf(f, "%s\n", text) < 0 || fflush(f) == EOF || ferror(f))
+		r = errno ? -errno : -EIO;
 	json_object_put(o);
 	return r;
 }

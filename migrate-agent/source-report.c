@@ -127,7 +127,7 @@ void src_progress(struct src *s, const char *phase)
 			 1048576.0);
 }
 
-static void report(struct src *s, FILE *f)
+static void report(struct src *s, FILE *f, const char *path)
 {
 	uint64_t tx =
 	    s->counts.bytes_total_prev + s->links.urg->tx_bytes + mig_links_bulk_tx(&s->links, 0);
@@ -183,7 +183,7 @@ static void report(struct src *s, FILE *f)
 	};
 	int r = mig_metrics_write_source(&m, f);
 	if (r)
-		pr_mig("cannot write the metrics: %s\n", strerror(-r));
+		pr_mig("cannot write metrics to %s: %s\n", path, strerror(-r));
 }
 
 /* The JSON metrics into o->metrics ("-": stdout); a failure is only logged. */
@@ -197,7 +197,7 @@ void src_write_report(struct src *s)
 		pr_mig("cannot write metrics to %s: %s\n", path, strerror(errno));
 		return;
 	}
-	report(s, f);
+	report(s, f, path);
 	if (f != stdout)
 		fclose(f);
 	else

@@ -8,7 +8,11 @@
 #   file and why.  Before the fix a FIFO hung the program for good (OpenSSL
 #   opened it by path and waited for a writer), a missing file was only
 #   "cannot load the CA certificate" and a key of another pair "cannot
-#   load the server key".
+#   load the server key";
+# - --metrics /dev/full at the source and at the destination: the
+#   migration completes (checksum ok, every page once) and each side says
+#   "cannot write metrics ...: No space left on device".  Before the fix
+#   nothing was said: the error showed only at the unchecked fclose().
 # No KVM needed.
 # timeout: 240
 set -uo pipefail
@@ -57,5 +61,24 @@ refused cert-garbage dest "$work/cert-garbage" "cert-garbage/server-cert.pem: ca
 creds key-other server-key.pem cp -p "$work/good/client-key.pem"
 refused key-other dest "$work/key-other" "key-other/server-key.pem does not match"
 refused no-dir dest "$work/no-such-dir" "no-such-dir/server-key.pem: No such file or directory"
+
+# Metrics to a full disk: the migration is whole, each side says why it
+# has no metrics.
+port=$(free_port)
+"$BIN/mig-memtest" dest --listen "tcp:127.0.0.1:$port" --mem 4M --metrics /dev/full \
+	> /dev/null 2> "$work/full-d.err" &
+dpid=$!
+pids+=("$dpid")
+wait_listen "$port" "$dpid" "$work/full-d.err"
+"$BIN/mig-memtest" source --to "tcp:127.0.0.1:$port" --mem 4M --metrics /dev/full 2> "$work/full-s.err" ||
+	{ cat "$work/full-s.err" "$work/full-d.err" >&2; fail "full: the source failed"; }
+wait_status "$dpid" "full: the destination" 60 "$work/full-d.err" ||
+	{ cat "$work/full-d.err" >&2; fail "full: the destination failed"; }
+grep -q "checksum ok" "$work/full-d.err" || fail "full: no checksum verdict"
+for side in s d; do
+	grep -q "cannot write.*metrics.*No space left on device" "$work/full-$side.err" ||
+		{ cat "$work/full-$side.err" >&2; fail "full: the $side side did not say its metrics were lost"; }
+done
+echo "ok: full: migrated, both sides said: $(grep -ho 'cannot write.*' "$work/full-s.err")"
 
 exit 0
