@@ -149,12 +149,27 @@ int mig_addr_parse(const char *spec, struct mig_addr *a, char *err, size_t errle
 	return 0;
 }
 
-/* A unix socket's stale file, as QEMU removes it; anything else stays. */
+/*
+ * A unix socket's stale file, as QEMU removes it: a socket nobody listens
+ * on (its program died).  A live one (another VMM's control socket, a
+ * destination waiting there) stays, and so does anything else: bind()
+ * then fails with EADDRINUSE.  QEMU unlinks whatever socket is there,
+ * which cut the other program off for good.
+ */
 static void unlink_stale(const struct sockaddr_un *un)
 {
 	struct stat st;
+	int fd, r;
 
-	if (!lstat(un->sun_path, &st) && S_ISSOCK(st.st_mode))
+	if (lstat(un->sun_path, &st) || !S_ISSOCK(st.st_mode))
+		return;
+	/* Non-blocking: a live one with a full backlog is EAGAIN, not a wait. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return;
+	r = connect(fd, (const struct sockaddr *)un, sizeof(*un)) ? errno : 0;
+	close(fd);
+	if (r == ECONNREFUSED)
 		unlink(un->sun_path);
 }
 
@@ -189,7 +204,10 @@ int mig_listen(const struct mig_addr *a, char *err, size_t errlen)
 		if (fd >= 0)
 			return fd;
 	}
-	snprintf(err, errlen, "cannot listen on %s: %s", a->text, strerror(-fd));
+	snprintf(err, errlen, "cannot listen on %s: %s%s", a->text, strerror(-fd),
+		 a->is_unix && fd == -EADDRINUSE
+		     ? " (a live socket or another file is there: left alone)"
+		     : "");
 	return fd;
 }
 

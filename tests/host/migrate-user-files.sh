@@ -12,7 +12,11 @@
 # - --metrics /dev/full at the source and at the destination: the
 #   migration completes (checksum ok, every page once) and each side says
 #   "cannot write metrics ...: No space left on device".  Before the fix
-#   nothing was said: the error showed only at the unchecked fclose().
+#   nothing was said: the error showed only at the unchecked fclose();
+# - a destination told to listen at unix:PATH where another program's
+#   socket is live: refused ("Address already in use"), the socket file
+#   stays and its owner still accepts on it.  Before the fix it was
+#   unlinked (as QEMU does), cutting its owner off.
 # No KVM needed.
 # timeout: 240
 set -uo pipefail
@@ -81,4 +85,32 @@ for side in s d; do
 done
 echo "ok: full: migrated, both sides said: $(grep -ho 'cannot write.*' "$work/full-s.err")"
 
+# A live socket at the unix path: left alone, its owner undisturbed.
+sock=$work/live.sock
+python3 - "$sock" > "$work/live.out" 2>&1 << 'EOF' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(4)
+print("listening", flush=True)
+s.settimeout(600)
+while True:  # the refused destination's probe is accepted too
+    c, _ = s.accept()
+    print("accepted %r" % c.recv(1), flush=True)  # the probe's close: b''; the check's b'x'
+EOF
+lpid=$!
+pids+=("$lpid")
+wait_line "$work/live.out" listening "the other program's socket" "$lpid"
+ino=$(stat -c %i "$sock")
+timeout "$(guard 30)" "$BIN/mig-memtest" dest --listen "unix:$sock" --mem 4M > /dev/null 2> "$work/live.err"
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$work/live.err" >&2; fail "live: exit $rc: it listened on a live socket's path"; }
+grep -q "cannot listen on unix:$sock: Address already in use" "$work/live.err" ||
+	{ cat "$work/live.err" >&2; fail "live: no message"; }
+[ "$(stat -c %i "$sock" 2> /dev/null)" = "$ino" ] || fail "live: the other program's socket was replaced"
+python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.send(b"x")' "$sock" ||
+	fail "live: the other program cannot be reached at its socket"
+wait_line "$work/live.out" "accepted b'x'" "live: the other program accepts" "$lpid"
+kill "$lpid"
+echo "ok: live: refused, $(grep -o 'Address already in use.*' "$work/live.err"); the owner still accepts"
 exit 0
