@@ -82,7 +82,7 @@ static int check_run_opts(struct run_opts *o)
 		pr_err("--image is required");
 		return -1;
 	}
-	return 0;
+	return migrate_check_opts(&mig) ? -1 : 0;
 }
 
 /*

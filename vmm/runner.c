@@ -55,9 +55,11 @@ int runner_parse_common(int argc, char **argv, int *i, struct run_opts *o)
 			    v, PARSE_AFTER_MS_MAX);
 			return -1;
 		}
-		if (!(v = arg_value(argc, argv, i)))
+		if (*i + 1 >= argc) {
+			pr_err("--save-after needs MS and FILE");
 			return -1;
-		o->save_path = v;
+		}
+		o->save_path = argv[++*i];
 	} else {
 		return 0;
 	}

@@ -160,7 +160,7 @@ struct migrate_glue {
  * 0, or -EINVAL with why in err.
  */
 int glue_check_uri(const char *uri, bool listen, char *err, size_t errlen);
-/* The flags' combinations, URIs and TLS files: 0, or -EINVAL after a message. */
+/* migrate_check_opts() again, and the TLS files load: 0, or -EINVAL after a message. */
 int glue_check_opts(const struct migrate_vmm_opts *o);
 /* The library's options from the flags, for a migration to or from addr. */
 struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr);

@@ -102,10 +102,9 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 }
 
 /*
- * The TLS options make sense together, and their files load: checked when
- * the VMM starts, before anything connects (a source loads them again for
- * each migration: they may be renewed meanwhile).  0 or -EINVAL with a
- * message.
+ * The TLS files load: checked when the VMM starts, before anything
+ * connects (a source loads them again for each migration: they may be
+ * renewed meanwhile).  0 or -EINVAL with a message.
  */
 static int check_tls(const struct migrate_vmm_opts *o)
 {
@@ -114,15 +113,9 @@ static int check_tls(const struct migrate_vmm_opts *o)
 					.hostname = o->tls_hostname ? o->tls_hostname : "-" };
 	struct mig_tls_ctx *ctx;
 	char err[400];
-	if (!o->tls_creds && !o->tls_psk) {
-		if (o->tls_hostname)
-			pr_vmm("--tls-hostname needs --tls-creds\n");
-		return o->tls_hostname ? -EINVAL : 0;
-	}
-	if (o->tls_creds && o->tls_psk) {
-		pr_vmm("--tls-creds and --tls-psk exclude each other: x509 or a PSK\n");
-		return -EINVAL;
-	}
+
+	if (!o->tls_creds && !o->tls_psk)
+		return 0;
 	if (mig_tls_ctx_new(&t, o->incoming != NULL, &ctx, err, sizeof(err))) {
 		pr_vmm("TLS: %s\n", err);
 		return -EINVAL;
@@ -145,7 +138,7 @@ int glue_check_uri(const char *uri, bool listen, char *err, size_t errlen)
 	return 0;
 }
 
-int glue_check_opts(const struct migrate_vmm_opts *o)
+int migrate_check_opts(const struct migrate_vmm_opts *o)
 {
 	char err[400];
 
@@ -172,7 +165,20 @@ int glue_check_opts(const struct migrate_vmm_opts *o)
 		pr_vmm("--migrate-to and --migrate-after go together\n");
 		return -EINVAL;
 	}
-	return check_tls(o) ? -EINVAL : 0;
+	if (o->tls_creds && o->tls_psk) {
+		pr_vmm("--tls-creds and --tls-psk exclude each other: x509 or a PSK\n");
+		return -EINVAL;
+	}
+	if (o->tls_hostname && !o->tls_creds) {
+		pr_vmm("--tls-hostname needs --tls-creds\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int glue_check_opts(const struct migrate_vmm_opts *o)
+{
+	return migrate_check_opts(o) || check_tls(o) ? -EINVAL : 0;
 }
 
 struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr)

@@ -54,6 +54,12 @@ struct migrate_vmm_opts {
  * not a migration option, -1 after printing a message about a bad value.
  */
 int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o);
+/*
+ * The flags taken together (URIs, combinations): 0, or -EINVAL after a
+ * message; a usage error, checked before the VM is made.  The files they
+ * name are read later, by migrate_prepare().
+ */
+int migrate_check_opts(const struct migrate_vmm_opts *o);
 /* The migration options' usage lines, for vmm run --help: every flag migrate_parse_opt() takes. */
 void migrate_usage(FILE *f);
 
