@@ -18,13 +18,15 @@
  * progress line on a terminal), prints the JSON summary on stdout (or
  * writes it to --metrics) and exits 0 once the destination has every page;
  * 1 with the VMM's reason otherwise (also when the VMM answers nothing for
- * --idle-ms, default 10000); 2 for bad usage.  The TLS files are read by
- * the VMM: their paths are made absolute here.
+ * --idle-ms, default 10000); 2 for bad usage.  The TLS files are read and
+ * the metrics written by the VMM: their paths are made absolute here.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/parse.h"
@@ -32,8 +34,9 @@
 #include "qmp-client.h"
 
 struct request {
-	const char *vmm, *to, *metrics, *tls_hostname;
+	const char *vmm, *to, *tls_hostname;
 	char *tls_creds, *tls_psk; /* absolute paths (realpath), freed by the caller */
+	char *metrics;		   /* absolute (the VMM writes it), freed by the caller */
 	int idle_ms;
 	uint64_t param[MIG_P_NR]; /* migrate/params.h; sent when given */
 	bool given[MIG_P_NR];
@@ -90,6 +93,26 @@ static char *tls_path(const char *opt, const char *v)
 		free(p);
 		p = NULL;
 	}
+	return p;
+}
+
+/*
+ * --metrics FILE made absolute, the file need not exist yet: the VMM writes
+ * it from its own working directory (a relative name landed there, or
+ * failed there, while this command said nothing).  NULL after a message.
+ */
+static char *metrics_path(const char *v)
+{
+	char cwd[PATH_MAX], *p;
+
+	if (v[0] == '/')
+		return strdup(v);
+	if (!getcwd(cwd, sizeof(cwd))) {
+		fprintf(stderr, "migrate-agent: --metrics %s: %s\n", v, strerror(errno));
+		return NULL;
+	}
+	if (asprintf(&p, "%s/%s", cwd, v) < 0)
+		return NULL;
 	return p;
 }
 
@@ -160,9 +183,11 @@ static int parse_args(int argc, char **argv, struct request *q)
 			q->vmm = v;
 		else if (!strcmp(a, "--to"))
 			q->to = v;
-		else if (!strcmp(a, "--metrics"))
-			q->metrics = v;
-		else if (!strcmp(a, "--tls-hostname"))
+		else if (!strcmp(a, "--metrics")) {
+			free(q->metrics);
+			if (!(q->metrics = metrics_path(v)))
+				return 2;
+		} else if (!strcmp(a, "--tls-hostname"))
 			q->tls_hostname = v;
 		else if (!strcmp(a, "--tls-creds") || !strcmp(a, "--tls-psk")) {
 			char **slot = a[6] == 'c' ? &q->tls_creds : &q->tls_psk;
@@ -183,6 +208,21 @@ static int parse_args(int argc, char **argv, struct request *q)
 		return 2;
 	}
 	return check_tls(q);
+}
+
+/*
+ * After a completed migration: the metrics file is there, or a message
+ * (the VMM could not write it, and said why only in its own log).
+ */
+static void check_metrics(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0 || (S_ISREG(st.st_mode) && !st.st_size))
+		fprintf(stderr,
+			"migrate-agent: the VMM wrote no metrics to %s (its log says why); the "
+			"migration itself completed\n",
+			path);
 }
 
 /* Copy the metrics file to stdout. */
@@ -441,6 +481,7 @@ static int cmd_migrate(int argc, char **argv)
 	if (r == HELP_GIVEN) {
 		free(q.tls_creds);
 		free(q.tls_psk);
+		free(q.metrics);
 		return 0;
 	}
 	if (!r && !q.metrics) {
@@ -465,6 +506,8 @@ static int cmd_migrate(int argc, char **argv)
 			quit_lost_source(&c);
 		qmpc_close(&c);
 	}
+	if (r == 0)
+		check_metrics(q.metrics ? q.metrics : tmp);
 	if (r == 0 && !q.metrics)
 		cat_file(tmp);
 	if (!q.metrics)
@@ -473,6 +516,7 @@ static int cmd_migrate(int argc, char **argv)
 		fprintf(stderr, "migrate-agent: migration to %s complete\n", q.to);
 	free(q.tls_creds);
 	free(q.tls_psk);
+	free(q.metrics);
 	return r;
 }
 

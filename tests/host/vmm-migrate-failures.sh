@@ -8,10 +8,12 @@
 # failure the VM runs on (query-status running); after the warm-up its
 # file descriptors, threads and RSS stay flat (a leak of a socket, a
 # thread or a buffer per failed migration would grow them by 24); then it
-# still migrates to a real destination, every page exactly once.  A
-# regression guard: nothing of this leaked on main.  (A failed
-# destination VMM ends its process, by design: nothing of it lingers to
-# leak.)
+# still migrates to a real destination, every page exactly once: a
+# regression guard, nothing of this leaked on main.  That migration runs
+# migrate-agent from another directory with --metrics s.json: before the
+# fix the VMM wrote s.json in its own working directory and the agent
+# said nothing.  (A failed destination VMM ends its process, by
+# design: nothing of it lingers to leak.)
 # timeout: 400
 # needs: kvm
 set -uo pipefail
@@ -130,11 +132,16 @@ echo "after 24 more failures: $(fds) fds, $(threads) threads, RSS $r1 KiB"
 # buffer kept per failure (a channel's 1 MiB and up) would pass it.
 [ "$r1" -le $((r0 + 8192)) ] || fail "RSS grew from $r0 to $r1 KiB over 24 failed migrations"
 
-# The VM still migrates, whole.
+# The VM still migrates, whole.  migrate-agent runs in another working
+# directory than the VMM's, with a relative --metrics: the file is where
+# the agent was told (it was written, or not, in the VMM's directory).
 start_vmm_dest real 300
-"$BIN/migrate-agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" \
-	> "$work/agent.json" 2> "$work/agent.err" ||
+agent=$(cd "$BIN" && pwd)/migrate-agent
+mkdir "$work/elsewhere"
+(cd "$work/elsewhere" && "$agent" migrate --vmm "$sock" --to "tcp:127.0.0.1:$dport" --metrics s.json) \
+	2> "$work/agent.err" ||
 	{ cat "$work/agent.err" "$work/s.err" "$work/real-d.err" >&2; fail "the migration after the failures"; }
+check_json "$work/elsewhere/s.json" '.role == "source" and .pages > 0' "the agent's relative --metrics"
 wait_status "$vpid" "the source after its migration" 120 || { cat "$work/s.err" >&2; fail "the source VMM failed"; }
 wait_line "$work/real-d.err" "incoming migration complete" "the destination" "$dpid" 120
 check_exactly_once "$work/real-d.json"
