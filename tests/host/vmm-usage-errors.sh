@@ -5,6 +5,8 @@
 # they were checked only after the VM was created, exit 70 (EX_SOFTWARE),
 # and on a host without KVM the user saw only "cannot open /dev/kvm";
 # and `--save-after MS` without its FILE said "vmm: MS needs a value".
+# A --control path too long for a unix socket is one too (it was found
+# when the socket was made: for a source, after its vCPUs had started).
 # timeout: 60
 . tests/host/plain-lib.bash
 [ -x "$BIN/vmm" ] || fail "$BIN/vmm not built"
@@ -31,4 +33,5 @@ usage_error "--postcopy-manual needs --control" --image x --postcopy-manual "${t
 usage_error "--tls-creds and --tls-psk exclude each other" --image x "${to[@]}" --tls-creds "$tmp" --tls-psk "$tmp/k"
 usage_error "--tls-hostname needs --tls-creds" --image x "${to[@]}" --tls-hostname h
 usage_error "--save-after needs MS and FILE" --image x --save-after 100
+usage_error "--control: a path of 120 bytes" --image x --control "/$(printf 'c%.0s' {1..119})"
 exit 0

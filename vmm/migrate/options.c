@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/parse.h"
@@ -171,6 +172,11 @@ int migrate_check_opts(const struct migrate_vmm_opts *o)
 	}
 	if (o->tls_hostname && !o->tls_creds) {
 		pr_vmm("--tls-hostname needs --tls-creds\n");
+		return -EINVAL;
+	}
+	if (o->control && strlen(o->control) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		pr_vmm("--control: a path of %zu bytes: a unix socket's holds at most %zu\n",
+		       strlen(o->control), sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 		return -EINVAL;
 	}
 	return 0;
