@@ -142,7 +142,7 @@ mkdir "$work/elsewhere"
 	2> "$work/agent.err" ||
 	{ cat "$work/agent.err" "$work/s.err" "$work/real-d.err" >&2; fail "the migration after the failures"; }
 check_json "$work/elsewhere/s.json" '.role == "source" and .pages > 0' "the agent's relative --metrics"
-wait_status "$vpid" "the source after its migration" 120 || { cat "$work/s.err" >&2; fail "the source VMM failed"; }
+wait_status "$spid" "the source after its migration" 120 || { cat "$work/s.err" >&2; fail "the source VMM failed"; }
 wait_line "$work/real-d.err" "incoming migration complete" "the destination" "$dpid" 120
 check_exactly_once "$work/real-d.json"
 kill "$dpid"
