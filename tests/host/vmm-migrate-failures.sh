@@ -123,8 +123,8 @@ f0=$(fds) t0=$(threads) r0=$(rss)
 echo "after the warm-up: $f0 fds, $t0 threads, RSS $r0 KiB"
 fail_rounds 24 "${uris[@]}" > "$work/rounds.out" || { cat "$work/rounds.out" "$work/s.err" >&2; fail "failure rounds"; }
 [ "$(wc -l < "$work/rounds.out")" = 24 ] || fail "not 24 failed migrations"
-kill -0 "$vpid" || { cat "$work/s.err" >&2; fail "the source VMM exited"; }
-flat() { [ "$(fds)" -le "$f0" ] && [ "$(threads)" -le "$t0" ]; }
+[ -d "/proc/$vpid/fd" ] || { cat "$work/s.err" >&2; fail "the source VMM exited"; }
+flat() { [ -d "/proc/$vpid/fd" ] && [ "$(fds)" -le "$f0" ] && [ "$(threads)" -le "$t0" ]; }
 wait_until "descriptors and threads back to $f0 and $t0 (now $(fds), $(threads))" 30 "$vpid" "$work/s.err" flat
 r1=$(rss)
 echo "after 24 more failures: $(fds) fds, $(threads) threads, RSS $r1 KiB"
