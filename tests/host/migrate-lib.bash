@@ -24,6 +24,15 @@ wait_socket() { # path [pid [stderr-file]]
 	wait_until "a control socket at $1" 60 "${2:-}" "${3:-}" test -S "$1"
 }
 
+# The children of a process (a VMM under its `timeout`), read from /proc:
+# a node has no pgrep.
+children_of() { # pid
+	local d
+	for d in /proc/[0-9]*; do
+		[ "$(sed 's/.*) //' "$d/stat" 2> /dev/null | cut -d' ' -f2)" = "$1" ] && echo "${d#/proc/}"
+	done
+}
+
 # A free TCP port on 127.0.0.1 (the kernel picks it).
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

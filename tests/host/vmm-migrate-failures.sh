@@ -25,14 +25,8 @@ need_kvm
 long="workload=random iters=4000000 quiet=1" # killed, never waited for
 sock=$work/s.sock
 start_control_vmm "$sock" "$work/s.err" 400 "$long"
-# The VMM itself, the child of its `timeout` (no pgrep in a node).
-child_of() { # pid
-	local d
-	for d in /proc/[0-9]*; do
-		[ "$(sed 's/.*) //' "$d/stat" 2> /dev/null | cut -d' ' -f2)" = "$1" ] && echo "${d#/proc/}"
-	done
-}
-vpid=$(child_of "$spid")
+# The VMM itself, the child of its `timeout`.
+vpid=$(children_of "$spid")
 [ -n "$vpid" ] && [ "$(cat "/proc/$vpid/comm")" = vmm ] || fail "no vmm under its timeout (pid $spid)"
 
 # The VMM's resources: descriptors, threads, RSS in KiB.

@@ -37,14 +37,6 @@ documented() { # what status
 	esac
 }
 
-# The children of a process (the VMM under its `timeout`), by /proc's stat.
-children() { # pid
-	local p
-	for p in /proc/[0-9]*; do
-		[ "$(sed 's/.*) //' "$p/stat" 2> /dev/null | cut -d' ' -f2)" = "$1" ] && echo "${p#/proc/}"
-	done
-}
-
 round() { # seed
 	local seed=$1 n=r$1 out sst dst
 	mkdir -p "$work/$n"
@@ -104,7 +96,7 @@ grep -q "quit while its postcopy was paused" "$work/qp-d.err" ||
 	{ cat "$work/qp-d.err" >&2; fail "quit at a paused destination: no reason given"; }
 echo "ok: quit at a paused destination ends it, exit 70: $(grep -m1 'quit while' "$work/qp-d.err")"
 # The source waits for a resume that cannot come: not under test here.
-kill -KILL $(children "$qspid") 2> /dev/null
+kill -KILL $(children_of "$qspid") 2> /dev/null
 wait "$qspid" 2> /dev/null
 
 # stop at a destination whose postcopy is paused: its vCPU waits for a
@@ -116,5 +108,5 @@ start_control_vmm "$work/sp-s.sock" "$work/sp-s.err" 300 "$cmd"
 port=$(free_port)
 timeout "$(guard 300)" python3 -u tests/host/lib/qmp-race.py stop-paused "$work/sp-s.sock" "$work/sp-d.sock" \
 	"tcp:127.0.0.1:$port" "unix:$work/sp-r.sock" ||
-	{ tail -n 20 "$work/sp-s.err" "$work/sp-d.err" >&2; proc_report "$(children "$dpid")" >&2; fail "stop-paused"; }
+	{ tail -n 20 "$work/sp-s.err" "$work/sp-d.err" >&2; proc_report "$(children_of "$dpid")" >&2; fail "stop-paused"; }
 check_migrated stop-paused "$ref" "$spid" "$work/sp-s.err" "$dpid" "$work/sp-d.err" "$work/sp-d.json"
