@@ -35,22 +35,22 @@ done
 [ ${#backends[@]} -gt 0 ] || { echo "skip: no userfaultfd back end on this kernel" >&2; exit 77; }
 
 boot_cmd="workload=hotset mem=6M iters=3 seed=5"
-"$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$boot_cmd" > /dev/null 2> "$tmp/eager.err" ||
-	fail "eager run failed"
+vmm_guarded 120 run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$boot_cmd" > /dev/null 2> "$tmp/eager.err" ||
+	{ cat "$tmp/eager.err" >&2; fail "eager run failed"; }
 eager=$(port_sum "$tmp/eager.err")
 
 snap_cmd="workload=random ops=50000 iters=$(sized 300) seed=9 quiet=1"
-"$BIN/vmm" run --mem 16M --image "$GUEST" --cmdline "$snap_cmd" > /dev/null 2> "$tmp/ref.err" ||
-	fail "reference run failed"
+vmm_guarded 120 run --mem 16M --image "$GUEST" --cmdline "$snap_cmd" > /dev/null 2> "$tmp/ref.err" ||
+	{ cat "$tmp/ref.err" >&2; fail "reference run failed"; }
 ref=$(port_sum "$tmp/ref.err")
-"$BIN/vmm" run --mem 16M --image "$GUEST" --cmdline "$snap_cmd" --save-after 100 "$tmp/snap" \
-	> /dev/null 2> "$tmp/save.err" || fail "save run failed"
+vmm_guarded 120 run --mem 16M --image "$GUEST" --cmdline "$snap_cmd" --save-after 100 "$tmp/snap" \
+	> /dev/null 2> "$tmp/save.err" || { cat "$tmp/save.err" >&2; fail "save run failed"; }
 grep -q 'saved state and RAM' "$tmp/save.err" || fail "no snapshot"
 
 for b in "${backends[@]}"; do
 	for poll in "" --busy-poll; do
 		tag="$b${poll:+ $poll}"
-		"$BIN/vmm" run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$boot_cmd" --lazy \
+		vmm_guarded 120 run --mem 16M --vcpus 2 --image "$GUEST" --cmdline "$boot_cmd" --lazy \
 			--ram-backend "$b" $poll > /dev/null 2> "$tmp/boot.err" ||
 			{ cat "$tmp/boot.err" >&2; fail "$tag: lazy boot failed"; }
 		got=$(port_sum "$tmp/boot.err")
@@ -67,7 +67,7 @@ for b in "${backends[@]}"; do
 		else
 			how=(run --lazy-from "$tmp/snap") spelled="run --lazy-from SNAP"
 		fi
-		"$BIN/vmm" "${how[@]}" --ram-backend "$b" $poll > /dev/null 2> "$tmp/rest.err" ||
+		vmm_guarded 120 "${how[@]}" --ram-backend "$b" $poll > /dev/null 2> "$tmp/rest.err" ||
 			{ cat "$tmp/rest.err" >&2; fail "$tag: lazy restore failed"; }
 		got=$(port_sum "$tmp/rest.err")
 		[ "$got" = "$ref" ] || fail "$tag: lazy restore checksum $got != uninterrupted $ref"
@@ -82,10 +82,10 @@ done
 # its pages are still missing: the save reads all of RAM from the main
 # thread, which must have each missing page served first (else SIGBUS).
 if [[ " ${backends[*]} " == *" kvm-exit "* ]]; then
-	"$BIN/vmm" restore "$tmp/snap" --lazy --ram-backend kvm-exit --save-after 20 "$tmp/snap2" \
+	vmm_guarded 120 restore "$tmp/snap" --lazy --ram-backend kvm-exit --save-after 20 "$tmp/snap2" \
 		> /dev/null 2> "$tmp/resave.err" || { cat "$tmp/resave.err" >&2; fail "kvm-exit: save of a lazy restore failed"; }
 	if grep -q 'saved state and RAM' "$tmp/resave.err"; then
-		"$BIN/vmm" restore "$tmp/snap2" > /dev/null 2> "$tmp/resave2.err" ||
+		vmm_guarded 120 restore "$tmp/snap2" > /dev/null 2> "$tmp/resave2.err" ||
 			{ cat "$tmp/resave2.err" >&2; fail "kvm-exit: restore of the second snapshot failed"; }
 		got=$(port_sum "$tmp/resave2.err")
 		[ "$got" = "$ref" ] || fail "kvm-exit: snapshot of a lazy restore: checksum $got != uninterrupted $ref"

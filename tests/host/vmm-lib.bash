@@ -12,6 +12,19 @@ GUEST=build/guest/guest.elf
 [ -f "$GUEST" ] || fail "$GUEST not built"
 need_kvm
 
+# $BIN/vmm ARGS under a hang guard of SECONDS (scaled: guard): SIGTERM
+# then, which the VMM answers by stopping with its vCPUs' report (state,
+# stack, KVM's counters: what tests/platform-fault reads), and SIGKILL 10 s
+# later; exit 124 for a hang.  A run in a test's foreground otherwise met
+# only the runner's limit, which prints nothing of it (CI, vmm-lazy: a
+# kvm-exit lazy boot ran into the node's 600 s and said nothing).
+vmm_guarded() { # seconds args...
+	local secs
+	secs=$(guard "$1")
+	shift
+	timeout -k 10 "$secs" "$BIN/vmm" "$@"
+}
+
 port_sum() { sed -n 's/^vmm: guest exited with status 0; .* last: done .*checksum=\(0x[0-9a-f]*\).*/\1/p' "$1" | tail -n1; }
 
 # A 2-vCPU, 16 MiB guest running CMDLINE saved mid-run (--save-after 300)
