@@ -160,8 +160,13 @@ struct migrate_glue {
  * 0, or -EINVAL with why in err.
  */
 int glue_check_uri(const char *uri, bool listen, char *err, size_t errlen);
-/* migrate_check_opts() again, and the TLS files load: 0, or -EINVAL after a message. */
-int glue_check_opts(const struct migrate_vmm_opts *o);
+/*
+ * The TLS files load (the flags themselves were checked when parsed:
+ * migrate_check_opts()): checked when the VMM starts, before anything
+ * connects (a source loads them again for each migration: they may be
+ * renewed meanwhile).  0, or -EINVAL after a message.
+ */
+int glue_check_tls_files(const struct migrate_vmm_opts *o);
 /* The library's options from the flags, for a migration to or from addr. */
 struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr);
 

@@ -18,7 +18,7 @@
 
 int migrate_prepare(struct vm *vm, struct migrate_vmm_opts *o)
 {
-	if (glue_check_opts(o))
+	if (glue_check_tls_files(o))
 		return -EINVAL;
 	struct migrate_glue *gl = calloc(1, sizeof(*gl));
 	if (!gl)

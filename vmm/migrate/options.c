@@ -102,12 +102,7 @@ int migrate_parse_opt(int argc, char **argv, int *i, struct migrate_vmm_opts *o)
 	return 1;
 }
 
-/*
- * The TLS files load: checked when the VMM starts, before anything
- * connects (a source loads them again for each migration: they may be
- * renewed meanwhile).  0 or -EINVAL with a message.
- */
-static int check_tls(const struct migrate_vmm_opts *o)
+int glue_check_tls_files(const struct migrate_vmm_opts *o)
 {
 	const struct mig_tls_opts t = { .creds_dir = o->tls_creds,
 					.psk_file = o->tls_psk,
@@ -180,11 +175,6 @@ int migrate_check_opts(const struct migrate_vmm_opts *o)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-int glue_check_opts(const struct migrate_vmm_opts *o)
-{
-	return migrate_check_opts(o) || check_tls(o) ? -EINVAL : 0;
 }
 
 struct mig_opts glue_lib_opts(const struct migrate_glue *gl, const char *addr)
